@@ -1,0 +1,12 @@
+#pragma once
+// Every file zeroplan writes goes through here: written to a temporary file beside the target,
+// flushed, then renamed over it, so a failure leaves no partial file. An existing target is only
+// replaced with force=true.
+#include <string>
+#include <string_view>
+
+namespace zeroplan {
+
+void write_file_atomically(const std::string& path, std::string_view content, bool force);
+
+}  // namespace zeroplan

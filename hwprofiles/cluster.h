@@ -1,0 +1,34 @@
+#pragma once
+// ClusterSpec: how many nodes, how many GPUs of which profile per node, and the links between them.
+// Parsed from "4xA40" (one node of 4), "2x8xH100" (2 nodes of 8), "4xCPU" (executor thread ranks).
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "hwprofiles/gpu_profile.h"
+
+namespace zeroplan::hw {
+
+struct ClusterSpec {
+  int nodes = 1;
+  int gpus_per_node = 1;
+  GpuProfile gpu;
+  LinkProfile intra_node;        // GPU<->GPU inside a node (defaults to gpu.intra_node)
+  LinkProfile inter_node;        // node<->node network (only used when nodes > 1)
+  int64_t host_memory_bytes_per_node = 0;  // host RAM per node
+  double nvme_GBps = 0;          // NVMe read/write bandwidth per node, for ZeRO-Infinity
+  bool cpu_backend = false;      // "NxCPU": the executor's thread ranks, not a real GPU cluster
+  int world_size() const { return nodes * gpus_per_node; }
+};
+
+struct ClusterOverrides {
+  std::optional<std::string> intra_link;  // --intra-link nvlink3|pcie4|...
+  std::optional<std::string> inter_link;  // --network ib-hdr-200|...
+  std::optional<int64_t> host_memory_bytes;  // --host-mem
+  std::optional<double> nvme_GBps;           // --nvme-bw
+};
+
+// Throws UserError for malformed specs ("0xA40", "4xA40x", "x8xH100", "4xA40,", "4xA4O").
+ClusterSpec parse_cluster(const std::string& spec, const ClusterOverrides& overrides = {});
+
+}  // namespace zeroplan::hw

@@ -1,0 +1,55 @@
+#pragma once
+// MemoryBreakdown: the memory model's result, a list of named buffers with lifetimes. The peak is
+// the largest sum over phases of the buffers live in that phase (never a sum of per-buffer maxima).
+// Category names are shared with the executor's Measurement so reports compare line by line.
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace zeroplan::planner {
+
+enum class Category : uint8_t { Parameters, Gradients, OptimizerStates, Activations, Buffers, Overhead };
+inline constexpr int kNumCategories = 6;
+std::string_view category_name(Category c);  // "parameters", "gradients", "optimizer_states", ...
+
+enum Phase : uint8_t { kForward = 1, kBackward = 2, kStep = 4, kAllPhases = 7 };
+inline constexpr int kNumPhases = 3;
+std::string_view phase_name(int phase_index);  // 0 forward, 1 backward, 2 step
+
+// A named buffer. `name` and `note` point at string literals (no allocation: the search evaluates
+// millions of plans per second).
+struct Buffer {
+  const char* name = "";
+  Category category = Category::Overhead;
+  int64_t bytes = 0;
+  uint8_t phases = kAllPhases;  // bitmask of Phase
+  const char* note = "";        // where the size comes from (formula/source), for --explain
+};
+
+// Fixed capacity so evaluation never allocates.
+inline constexpr int kMaxBuffers = 48;
+
+struct MemoryBreakdown {
+  std::array<Buffer, kMaxBuffers> gpu{};
+  int num_gpu = 0;
+  std::array<Buffer, kMaxBuffers> host{};
+  int num_host = 0;
+
+  // Filled by finalize(): per-phase totals, the peak phase and the per-category bytes in it.
+  std::array<int64_t, kNumPhases> phase_total{};
+  int peak_phase = 0;
+  int64_t peak = 0;
+  std::array<int64_t, kNumCategories> at_peak{};  // category bytes live in the peak phase
+  int64_t host_per_node = 0;                      // all host buffers of the node's ranks
+  int64_t host_pinned_per_node = 0;
+
+  void add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note = "");
+  void add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note = "");
+  void finalize(int ranks_per_node);
+  int64_t category(Category c) const { return at_peak[static_cast<int>(c)]; }
+  int64_t model_states() const {
+    return category(Category::Parameters) + category(Category::Gradients) + category(Category::OptimizerStates);
+  }
+};
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,43 @@
+#pragma once
+// Plan: one evaluated candidate (config + memory + time + throughput); SearchResult: what the
+// search returns (best plan per stage, the recommendation and the reasons behind it).
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "planner/memory_breakdown.h"
+#include "planner/step_time.h"
+#include "planner/zero_config.h"
+
+namespace zeroplan::planner {
+
+struct Plan {
+  ZeroConfig zero;
+  Precision precision = Precision::BF16;
+  int64_t seq_len = 0;
+  int64_t global_batch = 0;  // micro_batch * grad_accum * world
+  MemoryBreakdown memory;
+  StepTime time;
+  bool fits = false;
+  int64_t capacity_bytes = 0;  // GPU memory usable under the safety margin
+  double tokens_per_s = 0;
+  double tokens_per_s_per_gpu = 0;
+  double mfu = 0;
+};
+
+struct SearchOptions {
+  std::optional<int> stage;                   // --stage fixes it
+  std::optional<Offload> offload_optimizer;   // fixed when given
+  std::optional<Offload> offload_param;
+  double memory_margin = 0.05;  // keep 5% of GPU memory free: allocator fragmentation headroom
+};
+
+struct SearchResult {
+  std::vector<Plan> best_per_stage;  // best plan of each searched stage (fits or, if none fits, the least-over)
+  std::optional<Plan> recommendation;
+  std::vector<std::string> reasons;  // plain sentences with numbers
+  std::string no_fit_reason;         // when nothing fits
+  int64_t candidates_evaluated = 0;
+};
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,46 @@
+#pragma once
+// TrainingSpec: what the user trains (precision, method, batch, sequence, checkpointing) and
+// Workload = ModelSpec x TrainingSpec x ClusterSpec, the planner's input.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "hwprofiles/cluster.h"
+#include "models/model_spec.h"
+
+namespace zeroplan::planner {
+
+enum class Precision { BF16, FP16, FP32 };
+enum class Method { Full, LoRA, QLoRA };
+enum class Offload { None, CPU, NVMe };
+enum class Checkpointing { None, Selective, Full };
+enum class Attention { Flash, Eager };
+
+std::string to_string(Precision);
+std::string to_string(Method);
+std::string to_string(Offload);
+std::string to_string(Checkpointing);
+std::string to_string(Attention);
+
+struct TrainingSpec {
+  Precision precision = Precision::BF16;
+  Method method = Method::Full;
+  int64_t lora_rank = 16;
+  std::vector<std::string> lora_targets;  // empty = all linear projections in decoder layers
+  int64_t seq_len = 2048;
+  // Fixed by the user when set; searched otherwise.
+  std::optional<int64_t> micro_batch;
+  std::optional<int64_t> grad_accum;
+  std::optional<int64_t> global_batch;
+  std::optional<Checkpointing> checkpointing;
+  Attention attention = Attention::Flash;
+};
+
+struct Workload {
+  models::ModelSpec model;
+  TrainingSpec train;
+  hw::ClusterSpec cluster;
+};
+
+}  // namespace zeroplan::planner
