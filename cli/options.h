@@ -1,0 +1,44 @@
+#pragma once
+// The flags every planning command shares (plan, check, validate), kept as the user typed them, and
+// the one function that turns them into a planner::Workload. Numbers are parsed as text so that
+// "7e9", "0", "-1", "1.5", "nan" and "1e30" all get one clear message (common/checked.h).
+#include <CLI/CLI.hpp>
+#include <optional>
+#include <string>
+
+#include "planner/plan.h"
+#include "planner/training_spec.h"
+
+namespace zeroplan::cli {
+
+struct PlanFlags {
+  std::string model;                 // --model: alias, zoo name or config.json path
+  std::string params;                // --params N (model known by its count only)
+  std::string gpus;                  // --gpus 4xA40 | 2x8xH100 | path.json
+  std::string stage;                 // --stage 0..3
+  std::string micro_batch, seq_len = "2048", grad_accum, global_batch;
+  std::string precision = "bf16";    // bf16|fp16|fp32
+  std::string method = "full";       // full|lora|qlora
+  std::string lora_rank = "16";
+  std::string lora_targets;          // comma-separated HF module names
+  std::string offload_optimizer, offload_param;  // none|cpu|nvme (searched when absent)
+  std::string checkpointing;         // none|selective|full (searched when absent)
+  std::string attention = "flash";   // flash|eager
+  std::string intra_link, network, host_mem, nvme_bw;  // cluster overrides
+  std::string memory_margin = "0.05";
+  bool json = false;
+  bool explain = false;
+  std::string compare;               // --compare deepspeed
+  std::string emit;                  // --emit ds_config.json
+  bool hf_auto = false;
+  bool force = false;
+};
+
+// Registers the shared flags on `app` (the top-level app; subcommands see them via fallthrough).
+void add_plan_flags(CLI::App& app, PlanFlags& f);
+
+// Validates every flag and builds the workload; throws UserError with one clear sentence.
+planner::Workload build_workload(const PlanFlags& f);
+planner::SearchOptions build_search_options(const PlanFlags& f);
+
+}  // namespace zeroplan::cli
