@@ -15,5 +15,10 @@ CommandResult run_plan(const PlanFlags& flags);
 // cli/cmd_list.cpp: `zeroplan models`, `zeroplan gpus`.
 void register_lists(CLI::App& app, CommandResult& result);
 
-// Helpers append their registrations below (check, validate, calibrate).
+// Convention for subcommands (check, validate, calibrate): append a declaration
+//   void register_NAME(CLI::App& app, PlanFlags& flags, CommandResult& result);
+// which adds `app.add_subcommand("NAME", ...)->fallthrough()` (so the shared plan flags such as --model/--gpus
+// registered on the top-level app are accepted after the subcommand) and sets `result` in the subcommand's
+// callback. Throw zeroplan::UserError for user mistakes: main prints one line on stderr and exits 2.
+// Output goes to stdout only after all inputs were validated (no partial output on error).
 }  // namespace zeroplan::cli
