@@ -14,6 +14,8 @@ using CommandResult = int;
 CommandResult run_plan(const PlanFlags& flags);
 // cli/cmd_list.cpp: `zeroplan models`, `zeroplan gpus`.
 void register_lists(CLI::App& app, CommandResult& result);
+// cli/subcommands.cpp: calls every register_NAME below.
+void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result);
 
 // Convention for subcommands (check, validate, calibrate): append a declaration
 //   void register_NAME(CLI::App& app, PlanFlags& flags, CommandResult& result);

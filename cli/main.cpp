@@ -1,0 +1,62 @@
+// zeroplan: plan DeepSpeed ZeRO runs in milliseconds, and check the plan on hardware.
+//
+// Exit codes: 0 success; 1 the answer is "no" (nothing fits, a checked config does not fit, a
+// validation missed its tolerance); 2 a user error (one line on stderr, nothing on stdout);
+// 3 an internal error (a bug: please report it with the command line).
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <iostream>
+#include <new>
+
+#include "cli/commands.h"
+#include "cli/options.h"
+#include "common/errors.h"
+
+namespace {
+
+int fail(int code, const std::string& msg) {
+  std::fflush(stdout);
+  std::cerr << "zeroplan: error: " << msg << "\n";
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace zeroplan;
+  CLI::App app{
+      "zeroplan: per-GPU memory, step time and the best DeepSpeed ZeRO configuration for a model on a cluster.\n"
+      "Default action: plan, e.g. `zeroplan --model 13b --gpus 4xA40`.",
+      "zeroplan"};
+  app.set_version_flag("--version", "zeroplan " ZEROPLAN_VERSION);
+  app.require_subcommand(0, 1);
+  cli::PlanFlags flags;
+  cli::add_plan_flags(app, flags);
+  cli::CommandResult result = -1;
+  cli::register_lists(app, result);
+  cli::register_subcommands(app, flags, result);
+
+  try {
+    app.parse(argc, argv);
+    if (result < 0) result = cli::run_plan(flags);
+    std::fflush(stdout);
+    return result;
+  } catch (const CLI::CallForHelp&) {
+    std::cout << app.help();
+    return 0;
+  } catch (const CLI::CallForAllHelp&) {
+    std::cout << app.help("", CLI::AppFormatMode::All);
+    return 0;
+  } catch (const CLI::CallForVersion&) {
+    std::cout << app.version() << "\n";
+    return 0;
+  } catch (const CLI::ParseError& e) {
+    return fail(2, std::string(e.what()) + " (run `zeroplan --help` for usage)");
+  } catch (const UserError& e) {
+    return fail(2, e.what());
+  } catch (const std::bad_alloc&) {
+    return fail(3, "out of host memory");
+  } catch (const std::exception& e) {
+    return fail(3, std::string("internal error: ") + e.what() + " (please report this with the command line)");
+  }
+}

@@ -1,0 +1,234 @@
+#include "cli/options.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "common/checked.h"
+#include "common/errors.h"
+#include "common/names.h"
+#include "hwprofiles/cluster.h"
+#include "models/model_spec.h"
+
+namespace zeroplan::cli {
+namespace {
+
+// Documented input limits (README "Limits"): far above any real run, low enough that every byte
+// count stays inside checked 64-bit arithmetic.
+constexpr int64_t kMaxParams = 1'000'000'000'000'000;  // 1e15 parameters: 16 bytes each < 2^63
+constexpr int64_t kMaxSeqLen = 4'194'304;              // 4M tokens: beyond any published context
+constexpr int64_t kMaxMicroBatch = 65'536;
+constexpr int64_t kMaxGradAccum = 1'000'000;
+constexpr int64_t kMaxGlobalBatch = 1'000'000'000;
+constexpr int64_t kMaxLoraRank = 65'536;
+
+template <typename E>
+E parse_choice(const std::string& value, std::string_view flag,
+               std::initializer_list<std::pair<const char*, E>> choices) {
+  const std::string v = to_lower(value);
+  std::vector<std::string> names;
+  for (const auto& [n, e] : choices) {
+    if (v == n) return e;
+    names.emplace_back(n);
+  }
+  std::string list;
+  for (const auto& n : names) list += (list.empty() ? "" : "|") + n;
+  const std::string near = nearest_name(value, names);
+  if (!near.empty()) throw_user_error("{} '{}' is not one of {}; did you mean '{}'?", flag, value, list, near);
+  throw_user_error("{} '{}' is not one of {}", flag, value, list);
+}
+
+planner::Offload parse_offload(const std::string& v, std::string_view flag) {
+  using planner::Offload;
+  return parse_choice<Offload>(v, flag, {{"none", Offload::None}, {"cpu", Offload::CPU}, {"nvme", Offload::NVMe}});
+}
+
+planner::Checkpointing parse_checkpointing(const std::string& v) {
+  using planner::Checkpointing;
+  return parse_choice<Checkpointing>(
+      v, "--checkpointing",
+      {{"none", Checkpointing::None}, {"selective", Checkpointing::Selective}, {"full", Checkpointing::Full}});
+}
+
+// "512GB", "512GiB", "512e9", "1.5TB" -> bytes.
+int64_t parse_bytes(const std::string& text, std::string_view flag) {
+  std::string s = to_lower(text);
+  double mult = 1;
+  const std::pair<const char*, double> units[] = {{"tib", 1099511627776.0}, {"gib", 1073741824.0},
+                                                  {"mib", 1048576.0},       {"tb", 1e12},
+                                                  {"gb", 1e9},              {"mb", 1e6}};
+  for (const auto& [u, m] : units) {
+    if (s.size() > std::strlen(u) && s.ends_with(u)) {
+      s.resize(s.size() - std::strlen(u));
+      mult = m;
+      break;
+    }
+  }
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end == s.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0)
+    throw_user_error("{} '{}' is not a size; write e.g. 512GB or 1TiB", flag, text);
+  const double bytes = v * mult;
+  if (bytes > 1e18) throw_user_error("{} '{}' is beyond zeroplan's limit of 1e18 bytes", flag, text);
+  return static_cast<int64_t>(bytes);
+}
+
+double parse_positive_real(const std::string& text, std::string_view flag, double max) {
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == text.c_str() || *end != '\0' || !std::isfinite(v) || v <= 0 || v > max)
+    throw_user_error("{} '{}' must be a positive number no larger than {}", flag, text, max);
+  return v;
+}
+
+std::optional<int64_t> optional_count(const std::string& text, std::string_view flag, int64_t max) {
+  if (text.empty()) return std::nullopt;
+  return parse_positive_count(text, flag, max);
+}
+
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) throw_user_error("--lora-targets '{}' has an empty name; write e.g. q_proj,v_proj", s);
+    out.push_back(item);
+  }
+  if (!s.empty() && s.back() == ',') throw_user_error("--lora-targets '{}' ends with a comma", s);
+  return out;
+}
+
+}  // namespace
+
+void add_plan_flags(CLI::App& app, PlanFlags& f) {
+  auto* g = "Model and cluster";
+  app.add_option("--model,-m", f.model, "Model: alias (7b, 13b, 70b), zoo name (see `zeroplan models`) or a config.json path")
+      ->group(g);
+  app.add_option("--params", f.params, "Describe the model by its parameter count alone, e.g. 7.5e9 (model states only)")
+      ->group(g);
+  app.add_option("--gpus,-g", f.gpus, "Cluster: 4xA40 (one node), 2x8xH100 (nodes x GPUs), or NxPROFILE.json")->group(g);
+  app.add_option("--intra-link", f.intra_link, "Override the intra-node GPU link (e.g. pcie4, nvlink3)")->group(g);
+  app.add_option("--network", f.network, "Override the inter-node network (e.g. ib-hdr-200, ib-ndr-400, roce-100)")
+      ->group(g);
+  app.add_option("--host-mem", f.host_mem, "Host RAM per node (e.g. 512GB)")->group(g);
+  app.add_option("--nvme-bw", f.nvme_bw, "NVMe bandwidth per node in GB/s (for nvme offload)")->group(g);
+
+  auto* t = "Training";
+  app.add_option("--stage", f.stage, "Fix the ZeRO stage (0-3) instead of searching")->group(t);
+  app.add_option("--micro-batch", f.micro_batch, "Micro-batch per GPU (searched when absent)")->group(t);
+  app.add_option("--seq-len", f.seq_len, "Sequence length in tokens (default 2048)")->group(t);
+  app.add_option("--grad-accum", f.grad_accum, "Gradient accumulation steps (default 1, or derived from --global-batch)")
+      ->group(t);
+  app.add_option("--global-batch", f.global_batch, "Global batch in sequences (= micro x accum x GPUs)")->group(t);
+  app.add_option("--precision", f.precision, "bf16 | fp16 | fp32 (default bf16)")->group(t);
+  app.add_option("--method", f.method, "full | lora | qlora (default full)")->group(t);
+  app.add_option("--lora-rank", f.lora_rank, "LoRA rank r (default 16)")->group(t);
+  app.add_option("--lora-targets", f.lora_targets,
+                 "Comma-separated HF module names, e.g. q_proj,v_proj (default: all linear projections)")
+      ->group(t);
+  app.add_option("--offload-optimizer", f.offload_optimizer, "none | cpu | nvme (searched when absent)")->group(t);
+  app.add_option("--offload-param", f.offload_param, "none | cpu | nvme (stage 3; searched when absent)")->group(t);
+  app.add_option("--checkpointing", f.checkpointing, "Activation checkpointing: none | selective | full (searched when absent)")
+      ->group(t);
+  app.add_option("--attention", f.attention, "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")->group(t);
+  app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")->group(t);
+
+  auto* o = "Output";
+  app.add_flag("--json", f.json, "Print one JSON object on stdout (the documented contract)")->group(o);
+  app.add_flag("--explain", f.explain, "List every buffer of the recommended (or --stage) plan with size and phase")->group(o);
+  app.add_option("--compare", f.compare, "Show another estimator beside zeroplan's prediction: deepspeed")->group(o);
+  app.add_option("--emit", f.emit, "Write the plan as a DeepSpeed config (plus launch command and snippets) to this path")
+      ->group(o);
+  app.add_flag("--hf-auto", f.hf_auto, "With --emit: write \"auto\" where the HF Trainer fills values in")->group(o);
+  app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
+}
+
+planner::Workload build_workload(const PlanFlags& f) {
+  planner::Workload w;
+  if (f.model.empty() && f.params.empty())
+    throw UserError("no model given; pass --model (e.g. --model 13b, see `zeroplan models`) or --params (e.g. --params 7e9)");
+  if (!f.model.empty() && !f.params.empty()) throw UserError("pass either --model or --params, not both");
+  if (f.gpus.empty()) throw UserError("no GPUs given; pass --gpus, e.g. --gpus 4xA40 or --gpus 2x8xH100 (see `zeroplan gpus`)");
+
+  // Cheap flag checks first, then the files they name.
+  planner::TrainingSpec& t = w.train;
+  t.precision = parse_choice<planner::Precision>(
+      f.precision, "--precision",
+      {{"bf16", planner::Precision::BF16}, {"fp16", planner::Precision::FP16}, {"fp32", planner::Precision::FP32}});
+  t.method = parse_choice<planner::Method>(
+      f.method, "--method",
+      {{"full", planner::Method::Full}, {"lora", planner::Method::LoRA}, {"qlora", planner::Method::QLoRA}});
+  t.attention = parse_choice<planner::Attention>(
+      f.attention, "--attention", {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
+  t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
+  if (!f.lora_targets.empty()) {
+    if (t.method == planner::Method::Full)
+      throw UserError("--lora-targets needs --method lora or --method qlora");
+    t.lora_targets = split_commas(f.lora_targets);
+  }
+  if (t.method == planner::Method::QLoRA && t.precision == planner::Precision::FP32)
+    throw UserError("--method qlora computes in 16-bit; use --precision bf16 or fp16");
+  t.seq_len = parse_positive_count(f.seq_len, "--seq-len", kMaxSeqLen);
+  t.micro_batch = optional_count(f.micro_batch, "--micro-batch", kMaxMicroBatch);
+  t.grad_accum = optional_count(f.grad_accum, "--grad-accum", kMaxGradAccum);
+  t.global_batch = optional_count(f.global_batch, "--global-batch", kMaxGlobalBatch);
+  if (!f.checkpointing.empty()) t.checkpointing = parse_checkpointing(f.checkpointing);
+
+  hw::ClusterOverrides ov;
+  if (!f.intra_link.empty()) ov.intra_link = f.intra_link;
+  if (!f.network.empty()) ov.inter_link = f.network;
+  if (!f.host_mem.empty()) ov.host_memory_bytes = parse_bytes(f.host_mem, "--host-mem");
+  if (!f.nvme_bw.empty()) ov.nvme_GBps = parse_positive_real(f.nvme_bw, "--nvme-bw", 1e4);
+  w.cluster = hw::parse_cluster(f.gpus, ov);
+
+  const int64_t world = w.cluster.world_size();
+  if (t.global_batch) {
+    if (*t.global_batch % world != 0)
+      throw_user_error("--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
+                       *t.global_batch, world);
+    const int64_t per_gpu = *t.global_batch / world;
+    if (t.micro_batch && per_gpu % *t.micro_batch != 0)
+      throw_user_error("--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
+                       *t.global_batch, *t.micro_batch, world);
+    if (t.micro_batch && t.grad_accum && *t.micro_batch * *t.grad_accum != per_gpu)
+      throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *t.global_batch,
+                       *t.micro_batch, *t.grad_accum, world);
+    if (t.grad_accum && per_gpu % *t.grad_accum != 0)
+      throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs", *t.global_batch,
+                       *t.grad_accum, world);
+  }
+
+  if (!f.params.empty()) {
+    w.model = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));
+    if (t.method != planner::Method::Full)
+      throw UserError("--method lora/qlora needs the architecture; use --model instead of --params");
+  } else {
+    w.model = models::load_model(f.model);
+  }
+  if (t.method != planner::Method::Full)  // validates the target names against the model's modules
+    (void)models::lora_trainable_parameters(w.model, t.lora_rank, t.lora_targets);
+  return w;
+}
+
+planner::SearchOptions build_search_options(const PlanFlags& f) {
+  planner::SearchOptions o;
+  if (!f.stage.empty()) {
+    if (f.stage.size() != 1 || f.stage[0] < '0' || f.stage[0] > '3')
+      throw_user_error("--stage '{}' must be 0, 1, 2 or 3", f.stage);
+    o.stage = f.stage[0] - '0';
+  }
+  if (!f.offload_optimizer.empty()) o.offload_optimizer = parse_offload(f.offload_optimizer, "--offload-optimizer");
+  if (!f.offload_param.empty()) {
+    o.offload_param = parse_offload(f.offload_param, "--offload-param");
+    if (*o.offload_param != planner::Offload::None && o.stage && *o.stage != 3)
+      throw UserError("--offload-param needs ZeRO stage 3 (DeepSpeed ignores it below stage 3); use --stage 3");
+  }
+  char* end = nullptr;
+  const double m = std::strtod(f.memory_margin.c_str(), &end);
+  if (f.memory_margin.empty() || *end != '\0' || !std::isfinite(m) || m < 0 || m >= 0.9)
+    throw_user_error("--memory-margin '{}' must be a fraction in [0, 0.9), e.g. 0.05", f.memory_margin);
+  o.memory_margin = m;
+  return o;
+}
+
+}  // namespace zeroplan::cli

@@ -1,0 +1,12 @@
+#include "cli/commands.h"
+
+namespace zeroplan::cli {
+
+// One line per subcommand declared in cli/commands.h.
+void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result) {
+  (void)app;
+  (void)flags;
+  (void)result;
+}
+
+}  // namespace zeroplan::cli
