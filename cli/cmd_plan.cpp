@@ -1,0 +1,68 @@
+// The default action: search the ZeRO configurations for a model on a cluster and print the best
+// plan of each stage, the recommendation and its reasons (or the JSON contract with --json).
+#include <fmt/format.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/plan_json.h"
+#include "common/errors.h"
+#include "common/names.h"
+#include "configs/emit.h"
+#include "planner/deepspeed_estimator.h"
+#include "planner/explain.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+namespace zeroplan::cli {
+
+CommandResult run_plan(const PlanFlags& flags) {
+  // Validate everything before any output (no partial output on a user error).
+  const planner::SearchOptions opts = build_search_options(flags);
+  if (!flags.compare.empty() && to_lower(flags.compare) != "deepspeed")
+    throw_user_error("--compare '{}' is not known; the only estimator to compare with is 'deepspeed'", flags.compare);
+  if (flags.hf_auto && flags.emit.empty()) throw UserError("--hf-auto only applies with --emit PATH");
+  const planner::Workload w = build_workload(flags);
+
+  const planner::SearchResult r = planner::search(w, opts);
+  const planner::Plan* chosen = r.recommendation ? &*r.recommendation : nullptr;
+
+  std::string emitted;
+  if (!flags.emit.empty()) {
+    if (!chosen) throw_user_error("nothing fits, so no config was written to '{}': {}", flags.emit, r.no_fit_reason);
+    configs::EmitOptions eo;
+    eo.path = flags.emit;
+    eo.hf_auto = flags.hf_auto;
+    eo.force = flags.force;
+    emitted = configs::emit_files(w, *chosen, eo);
+  }
+
+  if (flags.json) {
+    nlohmann::json out = {{"zeroplan_version", ZEROPLAN_VERSION},
+                          {"model", model_to_json(w)},
+                          {"cluster", cluster_to_json(w)},
+                          {"recommendation", nullptr},
+                          {"reasons", r.reasons},
+                          {"plans", nlohmann::json::array()},
+                          {"candidates_evaluated", r.candidates_evaluated}};
+    if (chosen)
+      out["recommendation"] = plan_to_json(w, *chosen);
+    else
+      out["reason"] = r.no_fit_reason;
+    for (const auto& p : r.best_per_stage) out["plans"].push_back(plan_to_json(w, p));
+    for (const auto& warning : w.model.warnings) out["warnings"].push_back(warning);
+    fmt::print("{}\n", out.dump(2));
+  } else {
+    for (const auto& warning : w.model.warnings) fmt::print(stderr, "zeroplan: warning: {}\n", warning);
+    std::string text = planner::render_report(w, r);
+    // --explain and --compare describe the recommendation, or the best plan of the fixed stage.
+    const planner::Plan* focus = chosen ? chosen : (r.best_per_stage.empty() ? nullptr : &r.best_per_stage.front());
+    if (flags.explain && focus) text += "\n" + planner::render_explain(w, *focus);
+    if (!flags.compare.empty() && focus) text += "\n" + planner::render_deepspeed_comparison(w, *focus);
+    if (!emitted.empty()) text += "\n" + emitted;
+    fmt::print("{}", text);
+  }
+  return chosen ? 0 : 1;
+}
+
+}  // namespace zeroplan::cli

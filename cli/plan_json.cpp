@@ -1,0 +1,88 @@
+#include "cli/plan_json.h"
+
+#include "configs/emit.h"
+
+namespace zeroplan::cli {
+
+using nlohmann::json;
+using planner::Category;
+
+json model_to_json(const planner::Workload& w) {
+  const auto& m = w.model;
+  const int64_t total = m.num_parameters();
+  int64_t trainable = total;
+  if (w.train.method != planner::Method::Full)
+    trainable = models::lora_trainable_parameters(m, w.train.lora_rank, w.train.lora_targets);
+  json j = {{"name", m.name}, {"parameters", total}, {"trainable_parameters", trainable}};
+  if (m.params_only) j["architecture_known"] = false;
+  return j;
+}
+
+json cluster_to_json(const planner::Workload& w) {
+  const auto& c = w.cluster;
+  json j = {{"nodes", c.nodes},
+            {"gpus_per_node", c.gpus_per_node},
+            {"gpu", c.gpu.name},
+            {"gpu_memory_bytes", c.gpu.memory_bytes},
+            {"intra_node_link", c.intra_node.name}};
+  if (c.nodes > 1) j["inter_node_link"] = c.inter_node.name;
+  return j;
+}
+
+json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
+  const auto& mem = p.memory;
+  json gpu = {{"parameters", mem.category(Category::Parameters)},
+              {"gradients", mem.category(Category::Gradients)},
+              {"optimizer_states", mem.category(Category::OptimizerStates)},
+              {"model_states", mem.model_states()},
+              {"activations", mem.category(Category::Activations)},
+              {"buffers", mem.category(Category::Buffers)},
+              {"overhead", mem.category(Category::Overhead)},
+              {"peak", mem.peak},
+              {"peak_phase", std::string(planner::phase_name(mem.peak_phase))},
+              {"capacity", w.cluster.gpu.memory_bytes},
+              {"usable", p.capacity_bytes}};
+  json collectives = json::array();
+  for (int i = 0; i < p.time.num_collectives; ++i) {
+    const auto& c = p.time.collectives[static_cast<size_t>(i)];
+    collectives.push_back({{"name", c.name},
+                           {"kind", planner::collective_name(c.kind)},
+                           {"calls_per_step", c.count},
+                           {"message_bytes", c.message_bytes},
+                           {"bytes_per_rank", c.bytes_per_rank},
+                           {"time_s", c.time_s},
+                           {"exposed_s", c.exposed_s}});
+  }
+  const auto& z = p.zero;
+  return json{
+      {"zero_stage", z.stage},
+      {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+      {"offload_param", planner::to_string(z.offload_param)},
+      {"micro_batch", z.micro_batch},
+      {"grad_accum", z.grad_accum},
+      {"seq_len", p.seq_len},
+      {"global_batch", p.global_batch},
+      {"activation_checkpointing", planner::to_string(z.checkpointing)},
+      {"precision", planner::to_string(p.precision)},
+      {"method", planner::to_string(w.train.method)},
+      {"fits", p.fits},
+      {"zero", {{"reduce_bucket_size", z.reduce_bucket_size},
+                {"allgather_bucket_size", z.allgather_bucket_size},
+                {"overlap_comm", z.overlap_comm},
+                {"contiguous_gradients", z.contiguous_gradients},
+                {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
+                {"stage3_param_persistence_threshold", z.param_persistence_threshold},
+                {"stage3_max_live_parameters", z.max_live_parameters},
+                {"sub_group_size", z.sub_group_size}}},
+      {"memory", {{"gpu", gpu}, {"cpu", {{"per_node", mem.host_per_node}, {"pinned_per_node", mem.host_pinned_per_node}}}}},
+      {"time", {{"step_s", p.time.step_s},
+                {"compute_s", p.time.compute_s},
+                {"communication_s", p.time.communication_s},
+                {"exposed_communication_s", p.time.exposed_communication_s},
+                {"offload_s", p.time.offload_s}}},
+      {"communication", {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
+      {"throughput", {{"tokens_per_s", p.tokens_per_s}, {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}, {"mfu", p.mfu}}},
+      {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
+}
+
+}  // namespace zeroplan::cli
