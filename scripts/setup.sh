@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Sets up a fresh Debian machine for zeroplan and builds it into ./build (idempotent: re-running
+# only rebuilds what changed). Dependencies are Debian packages; CUDA/NCCL are used from
+# /usr/local/cuda when nvcc is there (the CUDA backend is then compiled, even without a GPU).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PKGS=(cmake ninja-build g++ libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
+      libgtest-dev libgmock-dev libbenchmark-dev)
+missing=()
+for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+BUILD=${ZEROPLAN_BUILD_DIR:-build}
+if [ ! -f "$BUILD/build.ninja" ]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
+fi
+cmake --build "$BUILD" -j"$(nproc)"
