@@ -14,9 +14,31 @@
 
 namespace {
 
+// One line, whatever the message holds: newlines become spaces, control bytes become '?', and an
+// echoed user value longer than 80 characters (a 100 kB --model string, say) is shortened.
+std::string one_line(const std::string& msg) {
+  std::string out, word;
+  auto flush = [&] {
+    if (word.size() > 80) word = word.substr(0, 40) + "...(" + std::to_string(word.size()) + " chars)";
+    out += word;
+    word.clear();
+  };
+  for (char c : msg) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+      flush();
+      out += ' ';
+    } else {
+      word += (u < 0x20 || u == 0x7f) ? '?' : c;
+    }
+  }
+  flush();
+  return out;
+}
+
 int fail(int code, const std::string& msg) {
   std::fflush(stdout);
-  std::cerr << "zeroplan: error: " << msg << "\n";
+  std::cerr << "zeroplan: error: " << one_line(msg) << "\n";
   return code;
 }
 
