@@ -29,6 +29,13 @@ struct LinkProfile {
   double latency_us = 0;           // per-collective latency term (alpha)
   BusBwCurve busbw;                // achieved busbw by message size for all-reduce-class collectives
   std::string source;              // citation
+  // Added by hwprofiles (backward compatible):
+  std::vector<std::string> aliases;  // other accepted names, e.g. "nvlink3-nvswitch" for "nvlink3"
+  // Upper bound of busbw / unidirectional_GBps. 1 for point-to-point rings (each GPU cannot move
+  // more than its link rate); above 1 only when the switch reduces in-network (NVLink SHARP / NVLS),
+  // where busbw is no longer bytes on the wire (nccl-tests issue #212, sjeaugey).
+  double max_bus_factor = 1.0;
+  bool curve_is_model = false;     // true: busbw points generated from latency + peak (no measurement)
 };
 
 struct GpuProfile {
@@ -53,6 +60,14 @@ struct GpuProfile {
   int64_t cuda_context_bytes = 0;  // CUDA context + cuBLAS workspace + allocator reserve
   bool calibrated = false;         // true when written by `zeroplan calibrate`
   std::vector<std::string> sources;
+  // Added by hwprofiles (backward compatible):
+  bool is_cpu = false;             // the "CPU" pseudo-device (executor thread ranks), not a GPU
+  bool bf16_tensor_cores = true;   // false on V100/T4: bf16_tflops is then a non-tensor-core rate
+  std::string memory_source;       // how memory_bytes was obtained (cudaMemGetInfo total / datasheet)
+  // Cluster defaults for this GPU class (parse_cluster uses them unless overridden):
+  int64_t host_memory_bytes_per_node = 0;  // typical server RAM
+  std::string default_network;             // inter-node link name when nodes > 1
+  int nics_per_node = 1;                   // inter-node NICs per node (DGX: one per GPU)
 };
 
 // Every built-in profile (hwprofiles/gpus/*.json, embedded in the binary).
@@ -65,6 +80,12 @@ std::string gpu_to_json(const GpuProfile& g);  // for calibrate; round-trips thr
 
 // Built-in network tiers ("ib-hdr-200", "ib-ndr-400", "roce-100", "eth-25", "pcie4", "nvlink3", ...).
 const std::vector<LinkProfile>& builtin_links();
+// By name or alias, case-insensitive; throws UserError with the nearest known name otherwise.
 LinkProfile find_link(const std::string& name);
+LinkProfile link_from_json(const std::string& origin, const std::string& json_text);
+std::string link_to_json(const LinkProfile& l);  // round-trips through link_from_json
+// Names (canonical and aliases) accepted by find_gpu / find_link, for listings and suggestions.
+std::vector<std::string> known_gpu_names();
+std::vector<std::string> known_link_names();
 
 }  // namespace zeroplan::hw
