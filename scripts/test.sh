@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test of zeroplan (the README's test command; .ci/run calls it):
+#   1. the normal build (with the CUDA backend compiled when nvcc exists) and its ctest suite;
+#      GPU tests skip themselves without a device;
+#   2. the same suite under AddressSanitizer + UndefinedBehaviorSanitizer (separate build);
+#   3. each libFuzzer target for a bounded time on its seed corpus (clang from Debian).
+# ZEROPLAN_QUICK=1 runs step 1 only. ZEROPLAN_FUZZ_SECONDS sets step 3's time per target.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+bash scripts/setup.sh
+echo "== tests (build/)"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${ZEROPLAN_QUICK:-0}" = 1 ]; then exit 0; fi
+
+need=()
+for p in clang libclang-rt-14-dev; do dpkg -s "$p" >/dev/null 2>&1 || need+=("$p"); done
+if ((${#need[@]})); then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+echo "== tests under ASan+UBSan (build-asan/)"
+if [ ! -f build-asan/build.ninja ]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZEROPLAN_SANITIZE=ON -DZEROPLAN_CUDA=OFF \
+        -DZEROPLAN_BENCH=OFF >/dev/null
+fi
+cmake --build build-asan -j"$jobs"
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'test_cuda_'
+
+echo "== fuzzing (build-fuzz/)"
+if [ ! -f build-fuzz/build.ninja ]; then
+  CXX=clang++ CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROPLAN_FUZZ=ON \
+        -DZEROPLAN_CUDA=OFF -DZEROPLAN_TESTS=OFF -DZEROPLAN_BENCH=OFF >/dev/null
+fi
+cmake --build build-fuzz -j"$jobs" --target fuzz_hf_config fuzz_ds_config fuzz_gpu_profile fuzz_cluster_spec
+secs=${ZEROPLAN_FUZZ_SECONDS:-30}
+for t in hf_config ds_config gpu_profile cluster_spec; do
+  work=$(mktemp -d)
+  cp tests/fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
+  echo "-- fuzz_$t for ${secs}s"
+  ./build-fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 "$work" \
+    2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || true
+  # libFuzzer exits non-zero on a crash, leak or UB report; PIPESTATUS keeps that visible.
+  rc=${PIPESTATUS[0]}
+  rm -rf "$work"
+  if [ "$rc" -ne 0 ]; then echo "fuzz_$t found a failure (exit $rc)"; exit 1; fi
+done
+echo "fuzz: 4 passed, 0 failed"
