@@ -42,10 +42,14 @@ for t in hf_config ds_config gpu_profile cluster_spec; do
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
   echo "-- fuzz_$t for ${secs}s"
+  log="$work.log"
+  rc=0
   ./build-fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 "$work" \
-    2>&1 | grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' || true
-  # libFuzzer exits non-zero on a crash, leak or UB report; PIPESTATUS keeps that visible.
-  rc=${PIPESTATUS[0]}
+    >"$log" 2>&1 || rc=$?
+  # libFuzzer exits non-zero on a crash, leak, timeout or UB report.
+  grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' "$log" || true
+  if [ "$rc" -ne 0 ]; then tail -n 60 "$log"; fi
+  rm -f "$log"
   rm -rf "$work"
   if [ "$rc" -ne 0 ]; then echo "fuzz_$t found a failure (exit $rc)"; exit 1; fi
 done
