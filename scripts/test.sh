@@ -48,7 +48,7 @@ echo "fuzz: all 4 targets ran clean"
 
 echo "== tests under ASan+UBSan (build-asan/)"
 if [ ! -f build-asan/build.ninja ]; then
-  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DZEROPLAN_SANITIZE=ON -DZEROPLAN_CUDA=OFF \
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROPLAN_SANITIZE=ON -DZEROPLAN_CUDA=OFF \
         -DZEROPLAN_BENCH=OFF >/dev/null
 fi
 cmake --build build-asan -j"$jobs"
