@@ -1,0 +1,358 @@
+#include "configs/emit.h"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+
+#include "common/atomic_file.h"
+#include "common/checked.h"
+#include "common/errors.h"
+
+namespace zeroplan::configs {
+namespace {
+
+using nlohmann::json;
+using planner::Offload;
+using planner::Precision;
+
+// fp16 dynamic loss scaling, DeepSpeed's own defaults written out so users see them
+// (deepspeed/runtime/constants.py v0.16.9: FP16_LOSS_SCALE_DEFAULT 0 = dynamic,
+// FP16_INITIAL_SCALE_POWER_DEFAULT 16, FP16_LOSS_SCALE_WINDOW_DEFAULT 1000, FP16_HYSTERESIS_DEFAULT 2,
+// FP16_MIN_LOSS_SCALE_DEFAULT 1; same values in the DeepSpeed config docs' fp16 section).
+constexpr int kLossScale = 0;
+constexpr int kInitialScalePower = 16;
+constexpr int kLossScaleWindow = 1000;
+constexpr int kHysteresis = 2;
+constexpr int kMinLossScale = 1;
+
+// gradient_clipping 1.0: the HF TrainingArguments default max_grad_norm (DeepSpeed's own default
+// is 0 = off, runtime/constants.py GRADIENT_CLIPPING_DEFAULT); clipping at 1.0 is the LLM norm
+// (Llama 2 paper, Touvron et al. 2023, §2.2).
+constexpr double kGradientClipping = 1.0;
+
+// NVMe swap buffers: DeepSpeed's defaults (runtime/zero/offload_config.py v0.16.9):
+// offload_optimizer.buffer_count 4 ("at least the number of states ... Adam has 4"),
+// offload_param.buffer_count 5, buffer_size 1e8 elements, max_in_cpu 1e9.
+constexpr int64_t kOptimizerNvmeBufferCount = 4;
+constexpr int64_t kParamNvmeBufferCount = 5;
+constexpr int64_t kParamNvmeBufferSize = 100'000'000;
+constexpr int64_t kParamMaxInCpu = 1'000'000'000;
+
+// Optimizer section (only with with_optimizer): torch.optim.AdamW's defaults (lr 1e-3, betas
+// (0.9, 0.999), eps 1e-8, weight_decay 1e-2; PyTorch docs) and DeepSpeed WarmupLR's defaults
+// (runtime/lr_schedules.py WarmupLR.__init__: warmup_min_lr 0, warmup_max_lr 1e-3,
+// warmup_num_steps 1000). Users set their own learning rate; these are placeholders that run.
+constexpr double kAdamLr = 1e-3, kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8, kAdamWeightDecay = 1e-2;
+constexpr double kWarmupMinLr = 0.0, kWarmupMaxLr = 1e-3;
+constexpr int64_t kWarmupNumSteps = 1000;
+
+// HF Trainer's fill values (transformers/integrations/deepspeed.py trainer_config_finalize):
+// reduce_bucket_size h^2; stage 3: stage3_prefetch_bucket_size 0.9 h^2, persistence 10 h.
+bool trainer_fills(int64_t value, double trainer_value) { return static_cast<double>(value) == trainer_value; }
+
+int64_t largest_param_numel(const planner::Workload& w) {
+  if (w.model.params_only) return 0;
+  int64_t largest = 0;
+  for (const auto& layer : w.model.inventory())
+    for (const auto& t : layer.tensors) largest = std::max(largest, t.numel());
+  return largest;
+}
+
+// DeepSpeed's NVMe parameter swapper asserts `numel < elements_per_buffer` for every partitioned
+// parameter (runtime/swap_tensor/partitioned_param_swapper.py get_buffer), so buffer_size must
+// exceed the largest parameter's partition ceil(numel / N). Keep the default when it does; otherwise
+// round up to the next multiple of 1e7 elements above it.
+int64_t nvme_param_buffer_size(const planner::Workload& w) {
+  const int64_t part = ceil_div(largest_param_numel(w), w.cluster.world_size());
+  if (part < kParamNvmeBufferSize) return kParamNvmeBufferSize;
+  constexpr int64_t step = 10'000'000;
+  return (part / step + 1) * step;
+}
+
+json offload_section(Offload o, bool pin_memory, bool is_param, const planner::Workload& w) {
+  json s = {{"device", o == Offload::CPU ? "cpu" : "nvme"}, {"pin_memory", pin_memory}};
+  if (o == Offload::NVMe) {
+    s["nvme_path"] = kNvmePathPlaceholder;
+    if (is_param) {
+      s["buffer_count"] = kParamNvmeBufferCount;
+      s["buffer_size"] = nvme_param_buffer_size(w);
+      s["max_in_cpu"] = kParamMaxInCpu;
+    } else {
+      s["buffer_count"] = kOptimizerNvmeBufferCount;
+    }
+  }
+  return s;
+}
+
+std::string stem_of(const std::string& path) {
+  const std::filesystem::path p(path);
+  if (p.extension() == ".json") return (p.parent_path() / p.stem()).string();
+  return path;
+}
+
+std::string plan_summary(const planner::Workload& w, const planner::Plan& p) {
+  const auto& z = p.zero;
+  std::string off;
+  if (z.offload_optimizer != Offload::None) off += ", optimizer offload " + planner::to_string(z.offload_optimizer);
+  if (z.offload_param != Offload::None) off += ", parameter offload " + planner::to_string(z.offload_param);
+  return fmt::format("{} on {}x{}x{}: ZeRO-{}{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, "
+                     "seq {}, checkpointing {}",
+                     w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, z.stage, off,
+                     planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
+                     z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len,
+                     planner::to_string(z.checkpointing));
+}
+
+std::string shell_quote(const std::string& s) {
+  if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+") == std::string::npos)
+    return s;
+  std::string r = "'";
+  for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return r + "'";
+}
+
+std::string py_string(const std::string& s) { return json(s).dump(); }  // a valid Python string literal
+
+}  // namespace
+
+json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto) {
+  return deepspeed_config(w, p, ConfigOptions{hf_auto, false});
+}
+
+json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const ConfigOptions& o) {
+  const auto& z = p.zero;
+  const int64_t world = w.cluster.world_size();
+  ZP_CHECK(z.micro_batch > 0 && z.grad_accum > 0 && world > 0, "plan has micro {} accum {} world {}", z.micro_batch,
+           z.grad_accum, world);
+  ZP_CHECK(z.stage >= 0 && z.stage <= 3, "plan has ZeRO stage {}", z.stage);
+  // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1) and parameters only with stage 3.
+  ZP_CHECK(z.stage >= 1 || z.offload_optimizer == Offload::None, "stage-0 plan with optimizer offload");
+  ZP_CHECK(z.stage == 3 || z.offload_param == Offload::None, "stage-{} plan with parameter offload", z.stage);
+  const auto auto_or = [&](json v) { return o.hf_auto ? json("auto") : v; };
+  const double h = static_cast<double>(w.model.hidden_size);
+
+  json c = json::object();
+  // DeepSpeed asserts train_batch_size == micro * accum * world (runtime/config.py _batch_assertion).
+  c["train_batch_size"] = auto_or(checked_mul(checked_mul(z.micro_batch, z.grad_accum), world));
+  c["train_micro_batch_size_per_gpu"] = auto_or(z.micro_batch);
+  c["gradient_accumulation_steps"] = auto_or(z.grad_accum);
+  c["gradient_clipping"] = auto_or(kGradientClipping);
+  switch (p.precision) {
+    case Precision::BF16: c["bf16"] = {{"enabled", auto_or(true)}}; break;
+    case Precision::FP16:
+      c["fp16"] = {{"enabled", auto_or(true)},         {"loss_scale", kLossScale},
+                   {"initial_scale_power", kInitialScalePower}, {"loss_scale_window", kLossScaleWindow},
+                   {"hysteresis", kHysteresis},        {"min_loss_scale", kMinLossScale}};
+      break;
+    case Precision::FP32:
+      // Both explicit: without "fp16": {"enabled": false} the HF Trainer loads the model in fp16
+      // (transformers/integrations/deepspeed.py trainer_config_process: dtype is fp32 only when
+      // fp16.enabled is false).
+      c["fp16"] = {{"enabled", false}};
+      c["bf16"] = {{"enabled", false}};
+      break;
+  }
+
+  json zo = {{"stage", z.stage}};
+  // Sizes the HF Trainer would fill identically are written "auto" in hf_auto mode; a tuned value
+  // that differs is kept as a number, because "auto" would replace it by the Trainer's h^2-based value.
+  const auto size_or_auto = [&](int64_t v, double trainer_value) {
+    return (o.hf_auto && h > 0 && trainer_fills(v, trainer_value)) ? json("auto") : json(v);
+  };
+  if (z.stage == 1 || z.stage == 2) {
+    zo["reduce_bucket_size"] = size_or_auto(z.reduce_bucket_size, h * h);
+    zo["allgather_bucket_size"] = z.allgather_bucket_size;
+    zo["overlap_comm"] = z.overlap_comm;
+    zo["contiguous_gradients"] = z.contiguous_gradients;
+    zo["reduce_scatter"] = z.reduce_scatter;
+    if (z.offload_optimizer != Offload::None)
+      zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
+  } else if (z.stage == 3) {
+    zo["overlap_comm"] = z.overlap_comm;
+    zo["contiguous_gradients"] = z.contiguous_gradients;
+    zo["reduce_bucket_size"] = size_or_auto(z.reduce_bucket_size, h * h);
+    zo["stage3_prefetch_bucket_size"] = size_or_auto(z.prefetch_bucket_size, 0.9 * h * h);
+    zo["stage3_param_persistence_threshold"] = size_or_auto(z.param_persistence_threshold, 10 * h);
+    zo["stage3_max_live_parameters"] = z.max_live_parameters;
+    zo["stage3_max_reuse_distance"] = z.max_reuse_distance;
+    zo["sub_group_size"] = z.sub_group_size;
+    // Partitioned weights are not in state_dict; without this, save_16bit_model / Trainer.save_model
+    // write no usable weights (runtime/zero/config.py gather_16bit_weights_on_model_save).
+    zo["stage3_gather_16bit_weights_on_model_save"] = true;
+    if (z.offload_optimizer != Offload::None)
+      zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
+    if (z.offload_param != Offload::None) zo["offload_param"] = offload_section(z.offload_param, z.pin_memory, true, w);
+  }
+  c["zero_optimization"] = zo;
+
+  if (o.with_optimizer) {
+    c["optimizer"] = {{"type", "AdamW"},
+                      {"params",
+                       {{"lr", auto_or(kAdamLr)},
+                        {"betas", auto_or(json::array({kAdamBeta1, kAdamBeta2}))},
+                        {"eps", auto_or(kAdamEps)},
+                        {"weight_decay", auto_or(kAdamWeightDecay)}}}};
+    c["scheduler"] = {{"type", "WarmupLR"},
+                      {"params",
+                       {{"warmup_min_lr", auto_or(kWarmupMinLr)},
+                        {"warmup_max_lr", auto_or(kWarmupMaxLr)},
+                        {"warmup_num_steps", auto_or(kWarmupNumSteps)}}}};
+  }
+  return c;
+}
+
+std::string launch_command(const planner::Workload& w, const std::string& config_path) {
+  const std::string cfg = shell_quote(config_path);
+  if (w.cluster.nodes == 1)
+    return fmt::format("deepspeed --num_gpus {} train.py --deepspeed {}", w.cluster.gpus_per_node, cfg);
+  return fmt::format("deepspeed --hostfile {} --num_nodes {} --num_gpus {} train.py --deepspeed {}",
+                     shell_quote(stem_of(config_path) + ".hostfile"), w.cluster.nodes, w.cluster.gpus_per_node, cfg);
+}
+
+std::string hostfile(const planner::Workload& w) {
+  std::string s = "# DeepSpeed hostfile generated by zeroplan: one line per node, \"HOST slots=GPUS\".\n"
+                  "# Replace nodeN with the hostnames reachable by passwordless ssh from the first node.\n";
+  for (int n = 1; n <= w.cluster.nodes; ++n) s += fmt::format("node{} slots={}\n", n, w.cluster.gpus_per_node);
+  return s;
+}
+
+std::string launch_script(const planner::Workload& w, const std::string& config_path, const std::string& hostfile_path) {
+  std::string s = "#!/usr/bin/env bash\n# Generated by zeroplan. Replace train.py with your training script.\n"
+                  "# With the HF Trainer, --deepspeed is the TrainingArguments flag. A script that calls\n"
+                  "# deepspeed.initialize() with deepspeed.add_config_arguments(parser) takes\n"
+                  "# `--deepspeed --deepspeed_config CONFIG` instead.\n";
+  if (w.cluster.nodes > 1)
+    s += fmt::format("# Multi-node: edit {} (one line per node), run this on the first node.\n", hostfile_path);
+  s += "set -euo pipefail\n";
+  s += launch_command(w, config_path) + " \"$@\"\n";
+  return s;
+}
+
+std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p, const std::string& config_path) {
+  const auto& z = p.zero;
+  std::string s = "# Generated by zeroplan: HF TrainingArguments matching " + config_path + ".\n";
+  s += "# The Trainer checks these against the DeepSpeed config (and fills its \"auto\" values from them).\n";
+  s += "from transformers import TrainingArguments\n\n";
+  s += "training_args = TrainingArguments(\n";
+  s += "    output_dir=\"output\",\n";
+  s += fmt::format("    per_device_train_batch_size={},\n", z.micro_batch);
+  s += fmt::format("    gradient_accumulation_steps={},\n", z.grad_accum);
+  s += fmt::format("    max_grad_norm={},\n", kGradientClipping);
+  if (p.precision == Precision::BF16) s += "    bf16=True,\n";
+  if (p.precision == Precision::FP16) s += "    fp16=True,\n";
+  switch (z.checkpointing) {
+    case planner::Checkpointing::Full:
+      // Full recomputation of every decoder layer: only the layer inputs stay saved. It is set in the
+      // training script; the DeepSpeed config has no switch for it.
+      s += "    gradient_checkpointing=True,\n";
+      break;
+    case planner::Checkpointing::Selective:
+      s += "    # The plan assumes selective recomputation (Korthikanti et al. 2022 §4.2: only the attention\n"
+           "    # score/softmax tensors are recomputed). The HF Trainer has no switch for it; FlashAttention/SDPA\n"
+           "    # (attn_implementation=\"flash_attention_2\" or \"sdpa\") never stores those tensors, which gives the same saving.\n"
+           "    gradient_checkpointing=False,\n";
+      break;
+    case planner::Checkpointing::None: s += "    gradient_checkpointing=False,\n"; break;
+  }
+  s += fmt::format("    deepspeed={},\n", py_string(config_path));
+  s += ")\n";
+  if (w.train.method != planner::Method::Full)
+    s += fmt::format("# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
+                     planner::to_string(w.train.method), w.train.lora_rank);
+  return s;
+}
+
+std::string accelerate_config(const planner::Workload& w, const planner::Plan& p, const std::string& config_path) {
+  const bool multi = w.cluster.nodes > 1;
+  std::string s = "# Generated by zeroplan: `accelerate launch --config_file THIS_FILE train.py`.\n"
+                  "# Mixed precision, batch sizes and ZeRO settings come from the DeepSpeed config file;\n"
+                  "# accelerate refuses duplicates of them here.\n";
+  s += "compute_environment: LOCAL_MACHINE\n";
+  s += "debug: false\n";
+  s += "deepspeed_config:\n";
+  s += fmt::format("  deepspeed_config_file: {}\n", json(config_path).dump());
+  if (multi) s += "  deepspeed_multinode_launcher: standard\n";
+  s += fmt::format("  zero3_init_flag: {}\n", (p.zero.stage == 3 && p.zero.zero_init) ? "true" : "false");
+  s += "distributed_type: DEEPSPEED\n";
+  s += "machine_rank: 0\n";
+  if (multi) {
+    s += "# Set machine_rank per node (0 .. num_machines-1) and the first node's address:\n";
+    s += "main_process_ip: CHANGE_ME\n";
+    s += "main_process_port: 29500\n";
+  }
+  s += "main_training_function: main\n";
+  s += fmt::format("num_machines: {}\n", w.cluster.nodes);
+  s += fmt::format("num_processes: {}\n", w.cluster.world_size());
+  s += "rdzv_backend: static\n";
+  s += "same_network: true\n";
+  s += "use_cpu: false\n";
+  return s;
+}
+
+std::vector<std::string> emit_warnings(const planner::Workload& w, const planner::Plan& p) {
+  std::vector<std::string> out;
+  const auto& z = p.zero;
+  if (z.offload_optimizer == Offload::NVMe || (z.stage == 3 && z.offload_param == Offload::NVMe))
+    out.push_back(fmt::format("the config offloads to NVMe: replace \"nvme_path\": \"{}\" with a directory on a local "
+                              "NVMe drive before running",
+                              kNvmePathPlaceholder));
+  if (w.cluster.nodes > 1)
+    out.push_back("multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the first)");
+  return out;
+}
+
+std::vector<EmittedFile> emitted_files(const planner::Workload& w, const planner::Plan& p, const EmitOptions& o) {
+  if (o.path.empty()) throw UserError("--emit needs a file name, e.g. --emit ds_config.json");
+  const std::string stem = stem_of(o.path);
+  // The snippets name the config by the file name the user gave (relative paths stay relative).
+  std::vector<EmittedFile> files;
+  files.push_back({o.path, deepspeed_config(w, p, ConfigOptions{o.hf_auto, o.with_optimizer}).dump(2) + "\n"});
+  files.push_back({stem + ".launch.sh", launch_script(w, o.path, stem + ".hostfile")});
+  if (w.cluster.nodes > 1) files.push_back({stem + ".hostfile", hostfile(w)});
+  files.push_back({stem + ".training_args.py", training_args_snippet(w, p, o.path)});
+  files.push_back({stem + ".accelerate.yaml", accelerate_config(w, p, o.path)});
+  return files;
+}
+
+std::string emit_files(const planner::Workload& w, const planner::Plan& p, const EmitOptions& o) {
+  namespace fs = std::filesystem;
+  const auto files = emitted_files(w, p, o);
+  // Check every target before writing any, so a refusal leaves nothing behind.
+  std::vector<std::string> existing;
+  std::error_code ec;
+  for (const auto& f : files) {
+    if (fs::is_directory(f.path, ec)) throw_user_error("output path '{}' is a directory; give a file name", f.path);
+    if (fs::exists(f.path, ec)) existing.push_back(f.path);
+  }
+  if (!existing.empty() && !o.force) {
+    std::string list;
+    for (const auto& e : existing) list += (list.empty() ? "'" : ", '") + e + "'";
+    throw_user_error("{} already exist{}; pass --force to overwrite (nothing was written)", list,
+                     existing.size() == 1 ? "s" : "");
+  }
+  std::vector<std::string> created;
+  try {
+    for (const auto& f : files) {
+      const bool existed = fs::exists(f.path, ec);
+      write_file_atomically(f.path, f.content, o.force);
+      if (!existed) created.push_back(f.path);
+    }
+  } catch (...) {
+    for (const auto& c : created) std::remove(c.c_str());
+    throw;
+  }
+  // The launch script is meant to be run directly.
+  fs::permissions(files[1].path, fs::perms::owner_exec | fs::perms::group_exec | fs::perms::others_exec,
+                  fs::perm_options::add, ec);
+
+  std::string s = "Wrote ";
+  for (size_t i = 0; i < files.size(); ++i) s += (i ? ", " : "") + files[i].path;
+  s += "\n  plan: " + plan_summary(w, p) + "\n";
+  s += "  launch: " + launch_command(w, o.path) + "\n";
+  for (const auto& warning : emit_warnings(w, p)) s += "  warning: " + warning + "\n";
+  return s;
+}
+
+}  // namespace zeroplan::configs
