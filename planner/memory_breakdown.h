@@ -24,6 +24,7 @@ struct Buffer {
   int64_t bytes = 0;
   uint8_t phases = kAllPhases;  // bitmask of Phase
   const char* note = "";        // where the size comes from (formula/source), for --explain
+  bool pinned = false;          // host buffers: page-locked (cudaHostAlloc) memory
 };
 
 // Fixed capacity so evaluation never allocates.
@@ -42,13 +43,17 @@ struct MemoryBreakdown {
   std::array<int64_t, kNumCategories> at_peak{};  // category bytes live in the peak phase
   int64_t host_per_node = 0;                      // all host buffers of the node's ranks
   int64_t host_pinned_per_node = 0;
+  // Host memory per node while the model loads (before training starts): every rank materialises
+  // the model unless zero.Init partitions it. Reported separately from the steady-state host use.
+  int64_t host_load_per_node = 0;
 
   void add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note = "");
   void add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note = "");
   void finalize(int ranks_per_node);
   int64_t category(Category c) const { return at_peak[static_cast<int>(c)]; }
   int64_t model_states() const {
-    return category(Category::Parameters) + category(Category::Gradients) + category(Category::OptimizerStates);
+    return category(Category::Parameters) + category(Category::Gradients) +
+           category(Category::OptimizerStates);
   }
 };
 

@@ -1,0 +1,96 @@
+#include "planner/memory_breakdown.h"
+
+#include <algorithm>
+
+#include "common/checked.h"
+#include "common/errors.h"
+
+namespace zeroplan::planner {
+
+std::string_view category_name(Category c) {
+  switch (c) {
+    case Category::Parameters:
+      return "parameters";
+    case Category::Gradients:
+      return "gradients";
+    case Category::OptimizerStates:
+      return "optimizer_states";
+    case Category::Activations:
+      return "activations";
+    case Category::Buffers:
+      return "buffers";
+    case Category::Overhead:
+      return "overhead";
+  }
+  return "unknown";
+}
+
+std::string_view phase_name(int phase_index) {
+  switch (phase_index) {
+    case 0:
+      return "forward";
+    case 1:
+      return "backward";
+    case 2:
+      return "step";
+    default:
+      return "unknown";
+  }
+}
+
+void MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note) {
+  ZP_CHECK(num_gpu < kMaxBuffers, "too many GPU buffers ({})", num_gpu);
+  ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
+  Buffer& b = gpu[static_cast<size_t>(num_gpu++)];
+  b.name = name;
+  b.category = c;
+  b.bytes = bytes;
+  b.phases = phases;
+  b.note = note;
+  b.pinned = false;
+}
+
+void MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note) {
+  ZP_CHECK(num_host < kMaxBuffers, "too many host buffers ({})", num_host);
+  ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
+  Buffer& b = host[static_cast<size_t>(num_host++)];
+  b.name = name;
+  b.category = c;
+  b.bytes = bytes;
+  b.phases = kAllPhases;
+  b.note = note;
+  b.pinned = pinned;
+}
+
+// The peak is the largest per-phase sum of the buffers live in that phase: a buffer that lives only
+// in the backward (the gradient bucket) and one that lives only in the step (the fp32 gradient
+// copy) never add up.
+void MemoryBreakdown::finalize(int ranks_per_node) {
+  phase_total.fill(0);
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    for (int p = 0; p < kNumPhases; ++p)
+      if (b.phases & (1 << p))
+        phase_total[static_cast<size_t>(p)] = checked_add(phase_total[static_cast<size_t>(p)], b.bytes);
+  }
+  peak_phase = 0;
+  for (int p = 1; p < kNumPhases; ++p)
+    if (phase_total[static_cast<size_t>(p)] > phase_total[static_cast<size_t>(peak_phase)]) peak_phase = p;
+  peak = phase_total[static_cast<size_t>(peak_phase)];
+  at_peak.fill(0);
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    if (b.phases & (1 << peak_phase)) at_peak[static_cast<size_t>(b.category)] += b.bytes;
+  }
+  int64_t host_rank = 0, pinned_rank = 0;
+  for (int i = 0; i < num_host; ++i) {
+    const Buffer& b = host[static_cast<size_t>(i)];
+    host_rank = checked_add(host_rank, b.bytes);
+    if (b.pinned) pinned_rank = checked_add(pinned_rank, b.bytes);
+  }
+  const int64_t r = std::max(1, ranks_per_node);
+  host_per_node = checked_mul(host_rank, r);
+  host_pinned_per_node = checked_mul(pinned_rank, r);
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,328 @@
+// The memory model: every buffer a DeepSpeed ZeRO rank holds, with the phases in which it is live.
+// docs/memory-model.md explains each formula; the comments cite the code or paper each one models.
+//
+// Conventions: Psi = parameters, Psi_t = trainable, N = data-parallel degree (world size: zeroplan
+// plans pure data parallelism), sizes in bytes. Model states follow the ZeRO paper (Rajbhandari et
+// al. 2020, §5.1 and Table 1): mixed-precision Adam keeps 2Psi (16-bit params) + 2Psi (16-bit grads)
+// + K*Psi with K = 12 (fp32 master params, Adam momentum and variance), split per stage:
+//   stage 0: (2+2+K)Psi; stage 1: 2Psi + 2Psi + K*Psi/N; stage 2: 2Psi + (2+K)Psi/N;
+//   stage 3: (2+2+K)Psi/N.
+// Runtime buffers follow DeepSpeed v0.16 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py,
+// partition_parameters.py, partitioned_param_coordinator.py; bf16_optimizer.py and
+// fp16/fused_optimizer.py for stage 0).
+#include "planner/memory_model.h"
+
+#include <algorithm>
+
+#include "common/checked.h"
+
+namespace zeroplan::planner {
+
+namespace {
+
+constexpr uint8_t kFwdBwd = kForward | kBackward;
+
+// NCCL_BUFFSIZE default: 4 MiB (4194304 bytes) per connection buffer of the Simple protocol
+// (NCCL docs, "Environment Variables": NCCL_BUFFSIZE, default 4194304).
+constexpr int64_t kNcclBuffSize = 4 * 1024 * 1024;
+
+// Channels NCCL opens for a ring over this link. Assumption (stated in docs/memory-model.md): NCCL
+// picks its channel count from the topology search; we take 2 over PCIe and 16 over NVLink/NVSwitch,
+// the counts NCCL_DEBUG=INFO typically reports ("N coll channels") on such systems.
+int64_t nccl_channels(const hw::LinkProfile& link) {
+  switch (link.kind) {
+    case hw::LinkKind::NVSwitch:
+    case hw::LinkKind::NVLink:
+      return 16;
+    default:
+      return 2;
+  }
+}
+
+// HF transformers writes checkpoints in shards of at most max_shard_size = "5GB"
+// (modeling_utils.py save_pretrained default); loading under zero.Init reads one shard at a time on
+// every rank (_load_state_dict_into_zero3_model).
+constexpr int64_t kCheckpointShardBytes = 5'000'000'000;
+
+// deepspeed/runtime/zero/offload_config.py (v0.16): DeepSpeedZeroOffloadOptimizerConfig.buffer_count
+// = 4; DeepSpeedZeroOffloadParamConfig.buffer_count = 5 and buffer_size = 1e8 elements.
+constexpr int64_t kNvmeOptimizerBufferCount = 4;
+constexpr int64_t kNvmeParamBufferCount = 5;
+constexpr int64_t kNvmeParamBufferSize = 100'000'000;
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
+  const MemoryStats& m = stats.mem;
+  MemoryBreakdown out;
+  const int64_t N = std::max(1, w.cluster.world_size());
+  const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
+  const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
+  const bool fp32 = w.train.precision == Precision::FP32;
+  const bool bf16 = w.train.precision == Precision::BF16;
+  const int64_t psi_t = m.trainable_params;
+  const int stage = std::clamp(z.stage, 0, 3);
+  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
+  const bool off_param = stage == 3 && z.offload_param != Offload::None;
+  const bool pinned = z.pin_memory;
+
+  // ---------------------------------------------------------------- model states
+  // Frozen base weights (LoRA/QLoRA): no gradients, no optimizer states; replicated on every rank in
+  // stages 0-2 (DeepSpeed only flattens requires_grad parameters into its groups:
+  // stage_1_and_2.py `trainable_parameters = [param for param in param_group['params'] if
+  // param.requires_grad]`), partitioned by zero.Init in stage 3.
+  const int64_t frozen16 = m.frozen_16bit_params;
+  const int64_t frozen_q = m.frozen_quantized_bytes;
+
+  if (stage <= 2) {
+    out.add_gpu(
+        "16-bit parameters", Category::Parameters, checked_mul(pe, psi_t), kAllPhases,
+        fp32 ? "4 bytes x trainable params (fp32 training)" : "2 bytes x trainable params (ZeRO paper 2Psi)");
+    if (frozen16 > 0)
+      out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
+                  "LoRA: frozen weights replicated on every rank below stage 3");
+    if (frozen_q > 0)
+      out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
+                  "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
+  }
+
+  const int64_t part_t = ceil_div(psi_t, N);  // stage 1/2 flat partition (alignment padding < N*2 elements)
+  switch (stage) {
+    case 0: {
+      if (fp32) {
+        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), kAllPhases,
+                    "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)");
+        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
+                    "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
+      } else if (bf16) {
+        // engine.py get_data_types: bf16 without ZeRO accumulates gradients in fp32, and
+        // _do_optimizer_sanity_check then wraps the optimizer in BF16_Optimizer, which keeps a full
+        // fp32 gradient buffer (bf16_optimizer.py fp32_groups_gradients_flat) and partitions the fp32
+        // master weights and Adam states across the data-parallel group.
+        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, psi_t),
+                    kAllPhases,
+                    "BF16_Optimizer fp32_groups_gradients_flat: 4Psi (DeepSpeed bf16 without ZeRO)");
+        out.add_gpu("fp32 master params + Adam (partitioned)", Category::OptimizerStates,
+                    checked_mul(12, part_t), kAllPhases, "BF16_Optimizer partitions 12Psi over N ranks");
+      } else {
+        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), kAllPhases,
+                    "2Psi (ZeRO paper baseline)");
+        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
+                    checked_mul(12, psi_t), kAllPhases, "K*Psi, K=12 (ZeRO paper baseline; FP16_Optimizer)");
+        // fp16/fused_optimizer.py FP16_Optimizer.step: `p.grad.to(fp32)` for every parameter, then
+        // _flatten_dense_tensors of that list: two fp32 copies of all gradients exist together.
+        out.add_gpu("fp32 gradient copies at step", Category::Buffers, checked_mul(8, psi_t), kStep,
+                    "FP16_Optimizer.step: per-param fp32 grads + their flat copy (8Psi)");
+      }
+      break;
+    }
+    case 1:
+    case 2: {
+      // Stage 1 keeps full 16-bit gradients until the accumulation boundary; stage 2 keeps only its
+      // partition (stage_1_and_2.py: grads_in_partition of partition size, dtype self.dtype).
+      if (stage == 1)
+        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(pe, psi_t), kAllPhases,
+                    "stage 1: full gradients (ZeRO paper 2Psi)");
+      else if (!off_opt)
+        out.add_gpu("16-bit gradient partition", Category::Gradients, checked_mul(pe, part_t), kAllPhases,
+                    "stage 2: grads_in_partition, 2Psi/N");
+      if (!off_opt) {
+        // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
+        // fp32 training) + Adam exp_avg, exp_avg_sq.
+        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
+                    checked_mul(12, part_t), kAllPhases, "K*Psi/N, K=12 (ZeRO paper; stage_1_and_2.py)");
+        // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
+        // re-creates it from the 16-bit partition for the optimizer step.
+        out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
+                    "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
+      }
+      if (z.contiguous_gradients) {
+        // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
+        // with overlap_comm; released after the reduction (_release_ipg_buffers).
+        const int64_t nbuf = z.overlap_comm ? 2 : 1;
+        out.add_gpu("gradient bucket (IPG)", Category::Buffers,
+                    checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), kBackward,
+                    z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
+                                   : "reduce_bucket_size elements");
+      }
+      break;
+    }
+    default: {  // stage 3
+      // partition_parameters.py Init._partition_param: each parameter is padded to a multiple of N
+      // (_padding_size) and split; parameters with numel <= stage3_param_persistence_threshold are
+      // marked ds_persist (parameter_offload.py mark_persistent_parameters) and stay gathered on every
+      // rank in addition to their partition.
+      const int64_t thr = z.param_persistence_threshold;
+      const int64_t t_part = m.trainable_tensors.partition_numel_above(thr, N) +
+                             m.trainable_tensors.partition_numel_at_or_below(thr, N);
+      const int64_t f_part = m.frozen_tensors.partition_numel_above(thr, N) +
+                             m.frozen_tensors.partition_numel_at_or_below(thr, N);
+      const int64_t persist =
+          m.trainable_tensors.numel_at_or_below(thr) + m.frozen_tensors.numel_at_or_below(thr);
+      // QLoRA weights are stored in NF4 (the frozen table counts them as elements): replace their
+      // 16-bit partition by the NF4 bytes / N.
+      const int64_t q_elems = m.frozen_quantized_params;
+      const int64_t param_part_bytes =
+          checked_add(checked_mul(pe, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N))),
+                      ceil_div(frozen_q, N));
+      if (!off_param)
+        out.add_gpu("16-bit parameter partition", Category::Parameters, param_part_bytes, kAllPhases,
+                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)");
+      if (persist > 0)
+        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
+                    "params <= stage3_param_persistence_threshold stay whole on every rank");
+      // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
+      // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
+      // offloaded (self.device = cpu).
+      if (!off_opt)
+        out.add_gpu("gradient partition", Category::Gradients, checked_mul(pe, t_part), kAllPhases,
+                    "stage3.py grad_partitions_flat_buffer: 2Psi/N");
+      if (!off_opt) {
+        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
+                    checked_mul(12, t_part), kAllPhases,
+                    "K*Psi/N, K=12 (ZeRO paper; stage3.py fp32_partitioned_groups_flat)");
+        // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time.
+        out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers,
+                    checked_mul(4, std::min(z.sub_group_size, t_part)), kStep,
+                    "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+      }
+      if (z.contiguous_gradients)
+        out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size),
+                    kAllPhases,
+                    "stage3.py __ipg_bucket_flat_buffer: one reduce_bucket_size buffer, allocated at init");
+      // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
+      // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
+      // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
+      // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
+      // (__params_to_release); we bound that by half the reuse distance (the forward tail is
+      // reused in mirror order by the backward).
+      const int64_t nonpersist_total =
+          m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+      const int64_t in_flight =
+          std::min({nonpersist_total,
+                    m.largest_module_numel + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
+      const int64_t reuse = std::min(
+          {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
+      out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
+                  "largest module + stage3_prefetch_bucket_size, capped by max_live_parameters");
+      out.add_gpu("gathered parameters (backward)", Category::Buffers, checked_mul(pe, reuse), kBackward,
+                  "kept for reuse: min(max_reuse_distance/2, max_live_parameters) elements");
+      if (off_param) {
+        out.add_host("16-bit parameter partition", Category::Parameters,
+                     z.offload_param == Offload::CPU ? param_part_bytes : 0, pinned,
+                     "offload_param: ds_tensor partitions in host memory");
+        if (z.offload_param == Offload::NVMe)
+          out.add_host("parameter swap buffers (NVMe)", Category::Buffers,
+                       checked_mul(checked_mul(kNvmeParamBufferCount, kNvmeParamBufferSize), pe), true,
+                       "offload_param nvme: buffer_count 5 x buffer_size 1e8 elements (offload_config.py)");
+      }
+      if (off_opt) {
+        out.add_host("gradient partition", Category::Gradients, checked_mul(pe, t_part), pinned,
+                     "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer");
+        if (z.offload_optimizer == Offload::CPU) {
+          out.add_host("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
+                       checked_mul(12, t_part), pinned, "K*Psi/N on the host (DeepSpeedCPUAdam)");
+          out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
+                       "fp32_partitioned_groups_flat[i].grad on the host");
+        } else {
+          out.add_host(
+              "optimizer swap buffers (NVMe)", Category::Buffers,
+              checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)), 4),
+              true,
+              "offload_optimizer nvme: buffer_count 4 x largest sub group in fp32 (optimizer_utils.py)");
+        }
+      }
+      break;
+    }
+  }
+
+  if (off_opt && stage <= 2) {
+    // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
+    // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
+    if (z.offload_optimizer == Offload::CPU) {
+      out.add_host("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
+                   checked_mul(12, part_t), pinned, "K*Psi/N on the host (DeepSpeedCPUAdam)");
+    } else {
+      out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
+                   checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
+                   "offload_optimizer nvme: buffer_count 4 x partition in fp32");
+    }
+    out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, part_t), pinned,
+                 "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned");
+    if (z.grad_accum > 1)
+      out.add_host("16-bit gradient accumulation", Category::Gradients, checked_mul(pe, part_t), pinned,
+                   "accumulated_grads_in_cpu (async_accumulate_grad_in_cpu_via_gpu)");
+  }
+
+  // ---------------------------------------------------------------- activations
+  const ActivationStats& a = m.act;
+  const int64_t b = std::max<int64_t>(1, z.micro_batch);
+  if (a.known) {
+    const int64_t L = a.num_layers;
+    switch (z.checkpointing) {
+      case Checkpointing::None:
+        out.add_gpu("layer activations", Category::Activations,
+                    checked_mul(checked_mul(L, a.layer_full_per_sample), b), kFwdBwd,
+                    "saved tensors of every decoder layer (see memory_stats.cpp)");
+        break;
+      case Checkpointing::Selective:
+        out.add_gpu("layer activations (selective)", Category::Activations,
+                    checked_mul(checked_mul(L, a.layer_selective_per_sample), b), kFwdBwd,
+                    "attention core recomputed (Korthikanti et al. 2022 §5)");
+        break;
+      case Checkpointing::Full:
+        out.add_gpu("layer inputs (checkpoints)", Category::Activations,
+                    checked_mul(checked_mul(L, a.layer_input_per_sample), b), kFwdBwd,
+                    "full recomputation keeps each layer input 2sbh (Korthikanti Table 2)");
+        out.add_gpu("recomputed layer working set", Category::Activations,
+                    checked_mul(a.layer_full_per_sample, b), kBackward,
+                    "one layer's saved tensors, recomputed during its backward");
+        break;
+    }
+    const int64_t emb_head = checked_mul(a.embedding_per_sample + a.head_per_sample, b);
+    if (emb_head > 0)
+      out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,
+                  "embedding dropout mask (GPT-style), final norm and lm_head input");
+    out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
+                checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
+                "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)");
+    out.add_gpu("logits + fp32 upcast", Category::Buffers,
+                checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
+                "lm_head output b*s*V and `logits.float()` at the loss (transient)");
+    out.add_gpu("loss gradients (fp32)", Category::Buffers,
+                checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
+                "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");
+  } else {
+    out.add_gpu("activations (architecture unknown)", Category::Activations, 0, kFwdBwd,
+                "--params gives no architecture: activations not modelled (use --model)");
+  }
+
+  // ---------------------------------------------------------------- overhead
+  out.add_gpu("CUDA context + cuBLAS workspace", Category::Overhead, w.cluster.gpu.cuda_context_bytes,
+              kAllPhases, "GPU profile cuda_context_bytes");
+  if (N > 1) {
+    // One communicator for the data-parallel group (DeepSpeed's world group is the DP group here).
+    // Ring: each rank receives from one peer and sends to one per channel; Simple-protocol buffers of
+    // NCCL_BUFFSIZE per connection. Inter-node rings add the network connections.
+    int64_t channels = nccl_channels(w.cluster.intra_node);
+    if (w.cluster.nodes > 1) channels = std::max<int64_t>(channels, 2);
+    out.add_gpu("NCCL communicator buffers", Category::Overhead,
+                checked_mul(checked_mul(kNcclBuffSize, channels), 2), kAllPhases,
+                "NCCL_BUFFSIZE 4 MiB x channels x 2 ring peers (assumed channel count)");
+  }
+
+  // ---------------------------------------------------------------- model load (host)
+  // Without zero.Init every rank materialises the whole model on the host before deepspeed.initialize
+  // moves it to the GPU (HF from_pretrained in the training dtype); with zero.Init (stage 3) each rank
+  // keeps only its partition plus the checkpoint shard being read.
+  const int64_t model_bytes = checked_add(checked_mul(pe, psi_t + frozen16), frozen_q);
+  int64_t load_per_rank = model_bytes;
+  if (stage == 3 && z.zero_init)
+    load_per_rank = checked_add(ceil_div(model_bytes, N), std::min(model_bytes, kCheckpointShardBytes));
+  out.host_load_per_node = checked_mul(load_per_rank, ranks_per_node);
+
+  out.finalize(ranks_per_node);
+  return out;
+}
+
+}  // namespace zeroplan::planner

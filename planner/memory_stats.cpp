@@ -1,0 +1,325 @@
+#include "planner/memory_stats.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "common/checked.h"
+#include "common/errors.h"
+
+namespace zeroplan::planner {
+
+// ---------------------------------------------------------------------------------------------
+// TensorSizeTable
+// ---------------------------------------------------------------------------------------------
+
+void TensorSizeTable::add(int64_t n, int64_t times) {
+  if (n <= 0 || times <= 0) return;
+  numel.push_back(n);
+  count.push_back(times);
+}
+
+void TensorSizeTable::finish() {
+  std::map<int64_t, int64_t> merged;
+  for (size_t i = 0; i < numel.size(); ++i) merged[numel[i]] += count[i];
+  numel.clear();
+  count.clear();
+  for (const auto& [n, c] : merged) {
+    numel.push_back(n);
+    count.push_back(c);
+  }
+  prefix_numel.assign(numel.size() + 1, 0);
+  prefix_count.assign(numel.size() + 1, 0);
+  for (size_t i = 0; i < numel.size(); ++i) {
+    prefix_numel[i + 1] = checked_add(prefix_numel[i], checked_mul(numel[i], count[i]));
+    prefix_count[i + 1] = prefix_count[i] + count[i];
+  }
+}
+
+size_t TensorSizeTable::first_above(int64_t t) const {
+  return static_cast<size_t>(std::upper_bound(numel.begin(), numel.end(), t) - numel.begin());
+}
+
+int64_t TensorSizeTable::partition_numel_above(int64_t t, int64_t n) const {
+  int64_t sum = 0;
+  for (size_t i = first_above(t); i < numel.size(); ++i) sum += ceil_div(numel[i], n) * count[i];
+  return sum;
+}
+
+int64_t TensorSizeTable::partition_numel_at_or_below(int64_t t, int64_t n) const {
+  int64_t sum = 0;
+  const size_t end = first_above(t);
+  for (size_t i = 0; i < end; ++i) sum += ceil_div(numel[i], n) * count[i];
+  return sum;
+}
+
+// QLoRA (Dettmers et al. 2023, "QLoRA: Efficient Finetuning of Quantized LLMs", §3): NF4 codes are
+// 4 bits; the first-level quantisation constants are one absmax per block of 64 weights, which
+// double quantisation stores as 8-bit floats with one fp32 second-level constant per 256 first-level
+// constants: 8/64 + 32/(64*256) = 0.127 bits per parameter (0.5 bits without double quantisation).
+// bitsandbytes (functional.py quantize_4bit, blocksize 64 for NF4 in transformers' BitsAndBytesConfig
+// with bnb_4bit_use_double_quant=True) packs two codes per byte.
+int64_t nf4_bytes(int64_t n) {
+  const int64_t codes = ceil_div(n, 2);
+  const int64_t blocks = ceil_div(n, 64);
+  const int64_t absmax_8bit = blocks;                      // 1 byte per 64-element block
+  const int64_t second_level = ceil_div(blocks, 256) * 4;  // fp32 per 256 blocks
+  return codes + absmax_8bit + second_level;
+}
+
+namespace {
+
+// The module a tensor belongs to: its full name without the trailing ".weight" / ".bias".
+std::string module_path(const std::string& tensor_name) {
+  const auto dot = tensor_name.rfind('.');
+  return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
+}
+
+bool targeted(const models::TensorSpec& t, bool in_decoder_layer, const std::vector<std::string>& targets) {
+  if (!t.is_linear) return false;
+  // PEFT "all-linear" (peft/tuners/tuners_utils.py _maybe_include_all_linear_layers): every
+  // nn.Linear except the output layer; zeroplan's inventory marks decoder-layer linears.
+  if (targets.empty()) return in_decoder_layer;
+  return std::find(targets.begin(), targets.end(), t.module) != targets.end();
+}
+
+// Which linear inputs of a decoder layer are saved for backward: a linear needs its input for the
+// weight gradient only (the input gradient needs the weight), so a frozen linear without a LoRA
+// adapter saves nothing; a LoRA adapter's A matmul saves the same input (PEFT lora.Linear.forward,
+// lora_dropout defaults to 0 -> nn.Identity, so x itself is saved).
+struct LayerFlags {
+  bool attn_in_saved = true;  // q/k/v (or fused qkv) input
+  bool o_in_saved = true;
+  bool mlp_in_saved = true;   // gate/up or fc1 input
+  bool down_in_saved = true;  // down_proj / fc2 input
+  bool norm_weight_trainable = true;
+};
+
+LayerFlags layer_flags(const Workload& w, const models::LayerInventory* layer) {
+  LayerFlags f;
+  if (w.train.method == Method::Full || layer == nullptr) return f;
+  f = LayerFlags{false, false, false, false, false};
+  for (const auto& t : layer->tensors) {
+    if (!targeted(t, true, w.train.lora_targets)) continue;
+    const std::string& m = t.module;
+    if (m == "q_proj" || m == "k_proj" || m == "v_proj" || m == "c_attn" || m == "query_key_value" ||
+        m == "qkv_proj" || m == "Wqkv")
+      f.attn_in_saved = true;
+    else if (m == "o_proj" || m == "dense" || m == "out_proj" || m == "c_proj" || m == "attn_out")
+      f.o_in_saved = true;
+    else if (m == "gate_proj" || m == "up_proj" || m == "fc1" || m == "c_fc" || m == "dense_h_to_4h" ||
+             m == "w1" || m == "w3" || m == "gate_up_proj")
+      f.mlp_in_saved = true;
+    else if (m == "down_proj" || m == "fc2" || m == "dense_4h_to_h" || m == "w2")
+      f.down_in_saved = true;
+    else
+      f.attn_in_saved = true;  // unknown linear: assume it reads the attention input
+  }
+  return f;
+}
+
+// Activation bytes of one decoder layer for one sample of s tokens. Each term is a tensor autograd
+// saves for the backward pass (PyTorch derivatives.yaml: mul saves the other operand, pow and
+// silu/gelu save their input, softmax/log_softmax save their output, linear saves its input for
+// the weight gradient, native_layer_norm saves input + mean + rstd).
+struct LayerActivation {
+  int64_t without_core = 0;  // everything except the attention core's s^2 tensors
+  int64_t core = 0;          // eager attention scores/probabilities/dropout (recomputed by selective)
+};
+
+LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e) {
+  const auto& m = w.model;
+  const int64_t s = w.train.seq_len;
+  const int64_t h = m.hidden_size;
+  const int64_t a = m.num_heads;
+  const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
+  const int64_t qw = a * d;
+  const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
+  const int64_t inter = m.intermediate_size;
+  const bool eager = w.train.attention == Attention::Eager;
+  // GPT-style layers (LayerNorm + plain GELU MLP: GPT-2, GPT-3, OPT) train with dropout after the
+  // attention and the MLP and inside the attention (Korthikanti et al. 2022 §4.1); Llama-style
+  // layers have none (attention_dropout 0.0, no residual dropout in modeling_llama.py).
+  const bool dropout = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+
+  // Norms. HF LlamaRMSNorm.forward upcasts the input to fp32, then pow(2) and the multiply by
+  // rsqrt both save that fp32 copy (4h bytes per token), and `weight * x.to(dtype)` saves the
+  // normalised x (e*h) when the weight is trained. nn.LayerNorm saves its input (e*h; its fp32 mean
+  // and rstd, 8 bytes per token, are below Korthikanti's resolution and left out).
+  const int64_t rms = 4 * h + (f.norm_weight_trainable ? e * h : 0);
+  const int64_t norm = m.norm == models::NormKind::RMSNorm ? rms : e * h;
+  const int64_t num_norms = (m.parallel_attention ? 1 : 2) + (m.extra_norms ? 2 : 0);
+
+  int64_t per_token = num_norms * norm;
+  // Attention block. Korthikanti Table 2 terms in brackets (bytes per token, 16-bit, b=1):
+  //   QKV input [2h], Q and K [4h], V [2h], output-projection input [2h], output dropout mask [h].
+  if (f.attn_in_saved) per_token += e * h;
+  if (eager) {
+    // HF eager attention repeats K/V to all query heads (repeat_kv materialises a copy) before
+    // matmul(Q, K^T) saves Q and the repeated K, and matmul(P, V) saves the repeated V.
+    per_token += e * qw + e * qw + e * qw;
+  } else {
+    // FlashAttention-2 (flash_attn_func) saves q, k, v (GQA-native: k/v at kv width), the output,
+    // and the fp32 log-sum-exp per head (flash_attn_interface.py _flash_attn_forward returns
+    // softmax_lse, saved by FlashAttnFunc for backward).
+    per_token += e * qw + e * kvw + e * kvw + 4 * a;
+  }
+  // Attention output = o_proj input (also saved by flash as `out`; counted once).
+  if (f.o_in_saved || !eager) per_token += e * qw;
+  if (dropout) per_token += h;  // 1-byte mask after the attention output projection
+
+  // MLP block.
+  const int64_t experts = m.is_moe() ? std::max<int64_t>(1, m.experts_per_token) : 1;
+  int64_t mlp = 0;
+  if (f.mlp_in_saved && !(m.parallel_attention && f.attn_in_saved))
+    mlp += e * h;  // shared input when parallel
+  if (m.mlp == models::MlpKind::Gated) {
+    // SwiGLU (LlamaMLP: down(act(gate(x)) * up(x))): silu saves gate(x) [e*I], the multiply saves
+    // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains.
+    mlp += experts * (3 * e * inter + (f.down_in_saved ? e * inter : 0));
+  } else {
+    // fc1 -> GELU -> fc2 (Korthikanti: GeLU input 8h and fc2 input 8h for I = 4h).
+    mlp += experts * (e * inter + (f.down_in_saved ? e * inter : 0));
+  }
+  if (m.is_moe()) mlp += 4 * m.num_experts;  // router logits softmax in fp32 (MixtralSparseMoeBlock)
+  if (dropout) mlp += h;                     // 1-byte mask after the MLP
+  per_token += mlp;
+
+  LayerActivation r;
+  r.without_core = checked_mul(per_token, s);
+  if (eager) {
+    // Per sample: the scores softmax'ed in fp32 (`softmax(..., dtype=torch.float32)` saves its
+    // fp32 output, 4*a*s^2) then cast to the compute dtype and saved by matmul with V (e*a*s^2).
+    // With dropout (GPT-style; Korthikanti's 5as^2b = softmax output 2 + mask 1 + dropout output 2):
+    // softmax output, mask, dropout output.
+    const int64_t ss = checked_mul(checked_mul(a, s), s);
+    int64_t per_score;
+    if (dropout)
+      per_score = e + 1 + e;  // Korthikanti: 2 + 1 + 2 = 5 bytes per score in 16-bit
+    else
+      per_score = e == 4 ? 4 : 4 + e;  // fp32 softmax output, plus its 16-bit cast when e = 2
+    r.core = checked_mul(ss, per_score);
+  }
+  return r;
+}
+
+}  // namespace
+
+MemoryStats compute_memory_stats(const Workload& w) {
+  MemoryStats st;
+  const auto& m = w.model;
+  const bool fp32 = w.train.precision == Precision::FP32;
+  st.param_elem_bytes = fp32 ? 4 : 2;
+  st.act_elem_bytes = fp32 ? 4 : 2;
+  st.params_only = m.params_only;
+
+  if (m.params_only) {
+    if (w.train.method != Method::Full)
+      throw UserError("--method lora/qlora needs the model's architecture; use --model instead of --params");
+    st.total_params = m.num_parameters();
+    st.trainable_params = st.total_params;
+    // Only the count is known: treat the model as one tensor (no per-parameter padding, no
+    // persistent small parameters), which is exactly the ZeRO paper's accounting.
+    st.trainable_tensors.add(st.total_params);
+    st.trainable_tensors.finish();
+    st.frozen_tensors.finish();
+    st.largest_module_numel = st.total_params;
+    st.largest_layer_numel = st.total_params;
+    st.act.known = false;
+    return st;
+  }
+
+  // The inventory is the source of truth for tensor sizes (models/model_spec.h).
+  const std::vector<models::LayerInventory> inv = m.inventory();
+  const bool lora = w.train.method != Method::Full;
+  const bool qlora = w.train.method == Method::QLoRA;
+  const int64_t r = w.train.lora_rank;
+  std::unordered_map<std::string, int64_t> module_numel;
+  int64_t adapters = 0;
+  const models::LayerInventory* first_decoder = nullptr;
+  for (const auto& layer : inv) {
+    if (layer.is_decoder_layer && first_decoder == nullptr) first_decoder = &layer;
+    int64_t layer_numel = 0;
+    for (const auto& t : layer.tensors) {
+      const int64_t n = t.numel();
+      layer_numel += n;
+      st.total_params += n;
+      module_numel[module_path(t.name)] += n;
+      if (!lora) {
+        st.trainable_tensors.add(n);
+        continue;
+      }
+      st.frozen_tensors.add(n);
+      st.frozen_params += n;
+      // bitsandbytes replaces every nn.Linear with Linear4bit except the modules transformers keeps
+      // in 16-bit (integrations/bitsandbytes.py get_keys_to_not_convert: the output embedding,
+      // lm_head); biases of quantised linears stay 16-bit.
+      if (qlora && t.is_linear && !t.is_bias && t.module != "lm_head") {
+        st.frozen_quantized_params += n;
+        st.frozen_quantized_bytes += nf4_bytes(n);
+      } else {
+        st.frozen_16bit_params += n;
+      }
+      if (targeted(t, layer.is_decoder_layer, w.train.lora_targets) && t.shape.size() == 2 && !t.is_bias) {
+        // PEFT lora.Linear: lora_A [r, in], lora_B [out, r] (HF Linear weight is [out, in]).
+        const int64_t a_n = checked_mul(r, t.shape[1]);
+        const int64_t b_n = checked_mul(t.shape[0], r);
+        st.trainable_tensors.add(a_n);
+        st.trainable_tensors.add(b_n);
+        adapters += a_n + b_n;
+      }
+    }
+    st.largest_layer_numel = std::max(st.largest_layer_numel, layer.is_decoder_layer ? layer_numel : 0);
+  }
+  for (const auto& [name, n] : module_numel) st.largest_module_numel = std::max(st.largest_module_numel, n);
+  if (st.largest_layer_numel == 0) st.largest_layer_numel = st.largest_module_numel;
+
+  if (lora) {
+    // models::lora_trainable_parameters is the count users compare with PEFT's print; the tensor
+    // table above gives the per-tensor sizes stage 3 partitions.
+    st.lora_params = models::lora_trainable_parameters(m, r, w.train.lora_targets);
+    if (st.lora_params != adapters && st.lora_params > adapters)
+      st.trainable_tensors.add(st.lora_params - adapters);  // keep the totals consistent
+    st.trainable_params = st.lora_params;
+  } else {
+    st.trainable_params = st.total_params;
+  }
+  st.trainable_tensors.finish();
+  st.frozen_tensors.finish();
+
+  // Activations.
+  const int64_t e = st.act_elem_bytes;
+  const int64_t s = w.train.seq_len;
+  const int64_t h = m.hidden_size;
+  const int64_t V = m.vocab_size;
+  const LayerFlags f = layer_flags(w, first_decoder);
+  const LayerActivation la = layer_activation(w, f, e);
+  ActivationStats& act = st.act;
+  act.known = true;
+  act.num_layers = m.num_layers;
+  act.layer_full_per_sample = checked_add(la.without_core, la.core);
+  act.layer_selective_per_sample = la.without_core;
+  // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
+  // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.
+  act.layer_input_per_sample = checked_mul(e * h, s);
+  const bool dropout = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+  // Embedding: the lookup saves only the token ids; GPT-style models apply dropout to the embedding
+  // output (a 1-byte mask per element, Korthikanti §4.3 "input embeddings").
+  act.embedding_per_sample = dropout ? checked_mul(h, s) : 0;
+  // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
+  const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : e * h) : e * h;
+  const bool head_trains = !lora || std::find(w.train.lora_targets.begin(), w.train.lora_targets.end(),
+                                              std::string("lm_head")) != w.train.lora_targets.end();
+  act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
+  // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
+  // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces
+  // logits in the compute dtype, ForCausalLMLoss does `logits = logits.float()` and
+  // cross_entropy = log_softmax + nll_loss; log_softmax saves its fp32 output for backward.
+  act.logits_per_sample = checked_mul(checked_mul(e, V), s);
+  act.logprobs_fp32_per_sample = checked_mul(checked_mul(4, V), s);
+  act.logits_fp32_upcast_per_sample = fp32 ? 0 : checked_mul(checked_mul(4, V), s);
+  return st;
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,108 @@
+#pragma once
+// MemoryStats: everything about the model the memory model needs, computed once per Workload (it
+// may allocate) so that estimate_memory (planner/memory_model.h) is allocation-free arithmetic for
+// every candidate ZeroConfig. Sources of each number are cited in memory_stats.cpp and
+// docs/memory-model.md.
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "planner/training_spec.h"
+
+namespace zeroplan::planner {
+
+// Parameter tensors grouped by size class, sorted by numel ascending, with prefix sums, so that
+// "how many elements live in tensors of numel <= t" (the stage-3 persistence threshold,
+// deepspeed/runtime/zero/parameter_offload.py mark_persistent_parameters) is a binary search, and
+// the stage-3 per-parameter padding ceil(n/N)*N (partition_parameters.py
+// Init._partition_param / _padding_size) is a loop over the few distinct sizes.
+struct TensorSizeTable {
+  std::vector<int64_t> numel;         // distinct tensor numels, ascending
+  std::vector<int64_t> count;         // tensors of that numel
+  std::vector<int64_t> prefix_numel;  // prefix_numel[i] = sum_{j<i} numel[j]*count[j]; size()+1 entries
+  std::vector<int64_t> prefix_count;  // prefix_count[i] = sum_{j<i} count[j]
+
+  void add(int64_t n, int64_t times = 1);  // build phase only
+  void finish();                           // sorts/merges and fills the prefix sums
+  int64_t total_numel() const { return prefix_numel.empty() ? 0 : prefix_numel.back(); }
+  int64_t total_count() const { return prefix_count.empty() ? 0 : prefix_count.back(); }
+  // Index of the first size class with numel > t (binary search).
+  size_t first_above(int64_t t) const;
+  int64_t numel_at_or_below(int64_t t) const {
+    return prefix_numel.empty() ? 0 : prefix_numel[first_above(t)];
+  }
+  int64_t count_at_or_below(int64_t t) const {
+    return prefix_count.empty() ? 0 : prefix_count[first_above(t)];
+  }
+  // Sum over tensors with numel > t of ceil(numel / n): the per-rank partition of the non-persistent
+  // tensors when each one is padded to a multiple of n.
+  int64_t partition_numel_above(int64_t t, int64_t n) const;
+  // Sum over tensors with numel <= t of ceil(numel / n).
+  int64_t partition_numel_at_or_below(int64_t t, int64_t n) const;
+};
+
+// Activation bytes of one sample (one sequence of seq_len tokens), by checkpointing mode
+// (indexed by static_cast<int>(Checkpointing)). Derivations in memory_stats.cpp.
+struct ActivationStats {
+  bool known = false;  // false for --params models (no architecture): activations reported as 0
+  // Saved tensors of one decoder layer for one sample, with no checkpointing.
+  int64_t layer_full_per_sample = 0;
+  // Saved tensors of one decoder layer for one sample, with Korthikanti-style selective
+  // recomputation (the attention core's softmax/scores/dropout are recomputed).
+  int64_t layer_selective_per_sample = 0;
+  // Full checkpointing: the layer input kept per layer (2*s*h bytes in 16-bit).
+  int64_t layer_input_per_sample = 0;
+  // Embedding output (+ dropout mask for GPT-style models) for one sample.
+  int64_t embedding_per_sample = 0;
+  // Final norm + LM-head input, saved for backward.
+  int64_t head_per_sample = 0;
+  // Logits in the activation dtype (the lm_head output) for one sample: s * V * elem.
+  int64_t logits_per_sample = 0;
+  // fp32 log-probabilities saved by cross-entropy (log_softmax output): s * V * 4.
+  int64_t logprobs_fp32_per_sample = 0;
+  // fp32 upcast of the logits before the loss (transient in forward), s * V * 4.
+  int64_t logits_fp32_upcast_per_sample = 0;
+  // Number of decoder layers.
+  int64_t num_layers = 0;
+};
+
+struct MemoryStats {
+  bool params_only = false;
+
+  int64_t total_params = 0;      // Psi
+  int64_t trainable_params = 0;  // full: Psi; LoRA/QLoRA: adapter parameters (PEFT semantics)
+  int64_t frozen_params = 0;     // base weights under LoRA/QLoRA (adapters excluded)
+  int64_t lora_params = 0;       // adapters (= trainable_params under LoRA/QLoRA)
+
+  // Bytes of one parameter / gradient element in the training dtype (2 for bf16/fp16, 4 for fp32).
+  int64_t param_elem_bytes = 2;
+  // Bytes of one activation element (2 for bf16/fp16, 4 for fp32).
+  int64_t act_elem_bytes = 2;
+
+  // Every parameter tensor of the trained model (base tensors + LoRA adapters), split into the ones
+  // that receive gradients and the frozen ones. For --params: one tensor of Psi elements.
+  TensorSizeTable trainable_tensors;
+  TensorSizeTable frozen_tensors;
+  // Frozen tensors stored in NF4 under QLoRA (the base nn.Linear weights of decoder layers) and the
+  // frozen tensors kept in 16-bit (embeddings, norms, lm_head).
+  int64_t frozen_quantized_params = 0;
+  int64_t frozen_quantized_bytes = 0;  // NF4 + double-quantized absmax constants (memory_stats.cpp)
+  int64_t frozen_16bit_params = 0;
+
+  // The largest group of parameters DeepSpeed stage 3 gathers at once: the parameters of one leaf
+  // module (fetch_sub_module gathers a module's own parameters), e.g. the embedding or lm_head.
+  int64_t largest_module_numel = 0;
+  // The largest decoder layer (all its tensors).
+  int64_t largest_layer_numel = 0;
+
+  ActivationStats act;
+};
+
+MemoryStats compute_memory_stats(const Workload& w);
+
+// NF4 storage of an n-element tensor with QLoRA double quantization (Dettmers et al. 2023, §3 and
+// "Double Quantization"): 4-bit codes, one 8-bit absmax per 64-element block, one fp32 constant per
+// 256 blocks (second level), i.e. 4 + 8/64 + 32/(64*256) = 4.127 bits/param (0.127 bits overhead).
+int64_t nf4_bytes(int64_t n);
+
+}  // namespace zeroplan::planner
