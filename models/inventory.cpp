@@ -1,0 +1,284 @@
+// The layer inventory: every parameter tensor of the HF model, named as in the real checkpoint, in
+// forward order, grouped the way DeepSpeed stage 3 gathers them (embedding, each decoder layer,
+// final norm, LM head). Shapes follow nn.Linear's [out_features, in_features]; GPT-2's Conv1D
+// stores the transpose in its checkpoint, which changes no count.
+//
+// Module trees read from transformers' modeling files (v4.4x):
+//   Llama/Mistral/Mixtral/Qwen2/Gemma/Gemma-2: models/llama/modeling_llama.py and siblings
+//   Phi-3: models/phi3/modeling_phi3.py (qkv_proj, gate_up_proj)
+//   GPT-2: models/gpt2/modeling_gpt2.py; OPT: models/opt/modeling_opt.py;
+//   BLOOM: models/bloom/modeling_bloom.py; Falcon: models/falcon/modeling_falcon.py;
+//   GPT-NeoX: models/gpt_neox/modeling_gpt_neox.py
+#include <string>
+
+#include "common/errors.h"
+#include "models/model_spec.h"
+
+namespace zeroplan::models {
+namespace {
+
+// Builds one group's tensors with HF naming: "<prefix>.<path>.weight" / ".bias".
+class GroupBuilder {
+ public:
+  GroupBuilder(std::string name, std::string prefix, bool decoder) {
+    group_.name = std::move(name);
+    group_.is_decoder_layer = decoder;
+    prefix_ = std::move(prefix);
+  }
+
+  // A linear layer `path` (e.g. "self_attn.q_proj") whose module name is its last component.
+  void linear(const std::string& path, int64_t out, int64_t in, bool bias) {
+    const std::string module = leaf(path);
+    TensorSpec w{full(path) + ".weight", module, {out, in}};
+    w.is_linear = true;
+    group_.tensors.push_back(std::move(w));
+    if (bias) {
+      TensorSpec b{full(path) + ".bias", module, {out}};
+      b.is_bias = true;
+      group_.tensors.push_back(std::move(b));
+    }
+  }
+
+  void norm(const std::string& path, int64_t dim, bool bias) {
+    const std::string module = leaf(path);
+    TensorSpec w{full(path) + ".weight", module, {dim}};
+    w.is_norm = true;
+    group_.tensors.push_back(std::move(w));
+    if (bias) {
+      TensorSpec b{full(path) + ".bias", module, {dim}};
+      b.is_norm = true;
+      b.is_bias = true;
+      group_.tensors.push_back(std::move(b));
+    }
+  }
+
+  void embedding(const std::string& path, int64_t rows, int64_t dim) {
+    TensorSpec w{full(path) + ".weight", leaf(path), {rows, dim}};
+    w.is_embedding = true;
+    group_.tensors.push_back(std::move(w));
+  }
+
+  LayerInventory take() { return std::move(group_); }
+
+ private:
+  static std::string leaf(const std::string& path) {
+    const auto dot = path.rfind('.');
+    return dot == std::string::npos ? path : path.substr(dot + 1);
+  }
+  std::string full(const std::string& path) const { return prefix_.empty() ? path : prefix_ + "." + path; }
+
+  LayerInventory group_;
+  std::string prefix_;
+};
+
+// Llama-style decoder (also Phi-3's fused variant): pre-norm RMSNorm, q/k/v/o, gated MLP or MoE.
+void llama_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
+  const bool qkv_bias = m.attention_bias || m.qkv_bias_only;
+  const bool o_bias = m.attention_bias && !m.qkv_bias_only;
+  g.norm("input_layernorm", h, m.norm_bias);
+  if (m.fused_qkv) {
+    g.linear("self_attn.qkv_proj", q + 2 * kv, h, qkv_bias);
+  } else {
+    g.linear("self_attn.q_proj", q, h, qkv_bias);
+    g.linear("self_attn.k_proj", kv, h, qkv_bias);
+    g.linear("self_attn.v_proj", kv, h, qkv_bias);
+  }
+  g.linear("self_attn.o_proj", h, q, o_bias);
+  g.norm("post_attention_layernorm", h, m.norm_bias);
+  if (m.extra_norms) g.norm("pre_feedforward_layernorm", h, m.norm_bias);
+  const int64_t f = m.intermediate_size;
+  if (m.is_moe()) {
+    // Mixtral: block_sparse_moe.gate is the router (Linear hidden -> experts, no bias);
+    // experts.{e}.w1/w3 are gate/up, w2 is down (modeling_mixtral.py MixtralBlockSparseTop2MLP).
+    g.linear("block_sparse_moe.gate", m.num_experts, h, false);
+    for (int64_t e = 0; e < m.num_experts; ++e) {
+      const std::string p = "block_sparse_moe.experts." + std::to_string(e);
+      g.linear(p + ".w1", f, h, m.mlp_bias);
+      g.linear(p + ".w2", h, f, m.mlp_bias);
+      g.linear(p + ".w3", f, h, m.mlp_bias);
+    }
+  } else if (m.fused_gate_up) {
+    g.linear("mlp.gate_up_proj", 2 * f, h, m.mlp_bias);
+    g.linear("mlp.down_proj", h, f, m.mlp_bias);
+  } else if (m.mlp == MlpKind::Gated) {
+    g.linear("mlp.gate_proj", f, h, m.mlp_bias);
+    g.linear("mlp.up_proj", f, h, m.mlp_bias);
+    g.linear("mlp.down_proj", h, f, m.mlp_bias);
+  } else {
+    g.linear("mlp.up_proj", f, h, m.mlp_bias);
+    g.linear("mlp.down_proj", h, f, m.mlp_bias);
+  }
+  if (m.extra_norms) g.norm("post_feedforward_layernorm", h, m.norm_bias);
+}
+
+// GPT-2 block: ln_1, attn.c_attn (fused qkv) + c_proj, ln_2, mlp.c_fc + c_proj; all with biases.
+void gpt2_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size;
+  g.norm("ln_1", h, true);
+  g.linear("attn.c_attn", 3 * h, h, m.attention_bias);
+  g.linear("attn.c_proj", h, h, m.attention_bias);
+  g.norm("ln_2", h, true);
+  g.linear("mlp.c_fc", f, h, m.mlp_bias);
+  g.linear("mlp.c_proj", h, f, m.mlp_bias);
+}
+
+// OPT decoder layer (OPTDecoderLayer): self_attn k/v/q/out_proj, self_attn_layer_norm, fc1, fc2,
+// final_layer_norm; biases on every linear (enable_bias, default true).
+void opt_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size;
+  g.norm("self_attn_layer_norm", h, true);
+  g.linear("self_attn.q_proj", h, h, m.attention_bias);
+  g.linear("self_attn.k_proj", h, h, m.attention_bias);
+  g.linear("self_attn.v_proj", h, h, m.attention_bias);
+  g.linear("self_attn.out_proj", h, h, m.attention_bias);
+  g.norm("final_layer_norm", h, true);
+  g.linear("fc1", f, h, m.mlp_bias);
+  g.linear("fc2", h, f, m.mlp_bias);
+}
+
+// BLOOM block: input_layernorm, self_attention.query_key_value + dense, post_attention_layernorm,
+// mlp.dense_h_to_4h + dense_4h_to_h; biases everywhere.
+void bloom_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size;
+  g.norm("input_layernorm", h, true);
+  g.linear("self_attention.query_key_value", 3 * h, h, m.attention_bias);
+  g.linear("self_attention.dense", h, h, m.attention_bias);
+  g.norm("post_attention_layernorm", h, true);
+  g.linear("mlp.dense_h_to_4h", f, h, m.mlp_bias);
+  g.linear("mlp.dense_4h_to_h", h, f, m.mlp_bias);
+}
+
+// Falcon block (FalconDecoderLayer / FalconAttention):
+//  - new_decoder_architecture: ln_attn + ln_mlp, qkv out = (heads + 2 * kv_heads) * head_dim
+//  - else multi_query: input_layernorm, qkv out = hidden + 2 * head_dim
+//  - else: qkv out = 3 * hidden; post_attention_layernorm only without parallel_attn.
+// LayerNorms always carry a bias; linears only with config.bias.
+void falcon_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size, hd = m.head_dim;
+  int64_t qkv = 3 * h;
+  if (m.new_decoder_architecture) {
+    qkv = (m.num_heads + 2 * m.num_kv_heads) * hd;
+    g.norm("ln_attn", h, true);
+    g.norm("ln_mlp", h, true);
+  } else {
+    if (m.num_kv_heads == 1) qkv = h + 2 * hd;
+    g.norm("input_layernorm", h, true);
+  }
+  g.linear("self_attention.query_key_value", qkv, h, m.attention_bias);
+  g.linear("self_attention.dense", h, h, m.attention_bias);
+  if (!m.new_decoder_architecture && !m.parallel_attention) g.norm("post_attention_layernorm", h, true);
+  g.linear("mlp.dense_h_to_4h", f, h, m.mlp_bias);
+  g.linear("mlp.dense_4h_to_h", h, f, m.mlp_bias);
+}
+
+// GPT-NeoX layer: input_layernorm, post_attention_layernorm, attention.query_key_value + dense,
+// mlp.dense_h_to_4h + dense_4h_to_h.
+void neox_layer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.intermediate_size;
+  g.norm("input_layernorm", h, true);
+  g.norm("post_attention_layernorm", h, true);
+  g.linear("attention.query_key_value", 3 * h, h, m.attention_bias);
+  g.linear("attention.dense", h, h, m.attention_bias);
+  g.linear("mlp.dense_h_to_4h", f, h, m.mlp_bias);
+  g.linear("mlp.dense_4h_to_h", h, f, m.mlp_bias);
+}
+
+struct Names {
+  std::string embed_prefix;  // owner of the embeddings, e.g. "model", "transformer"
+  std::string word_embed;    // "embed_tokens", "wte", ...
+  std::string layers;        // "model.layers", "transformer.h", ...
+  std::string final_norm;    // "model.norm", "transformer.ln_f", ...
+  std::string lm_head;       // "lm_head", "embed_out"
+};
+
+Names names_for(Layout layout) {
+  switch (layout) {
+    case Layout::Llama:
+    case Layout::Phi3:
+      return {"model", "embed_tokens", "model.layers", "model.norm", "lm_head"};
+    case Layout::GPT2:
+      return {"transformer", "wte", "transformer.h", "transformer.ln_f", "lm_head"};
+    case Layout::OPT:
+      return {"model.decoder", "embed_tokens", "model.decoder.layers", "model.decoder.final_layer_norm",
+              "lm_head"};
+    case Layout::Bloom:
+    case Layout::Falcon:
+      return {"transformer", "word_embeddings", "transformer.h", "transformer.ln_f", "lm_head"};
+    case Layout::GPTNeoX:
+      return {"gpt_neox", "embed_in", "gpt_neox.layers", "gpt_neox.final_layer_norm", "embed_out"};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::vector<LayerInventory> ModelSpec::inventory() const {
+  if (params_only)
+    throw_user_error(
+        "model '{}' is known only by its parameter count; this needs the architecture: pass --model with a "
+        "zoo "
+        "name or a config.json",
+        name);
+  const Names n = names_for(layout);
+  const int64_t h = hidden_size;
+  // OPT embeds tokens at word_embed_proj_dim and projects in/out when it differs from hidden.
+  const int64_t embed_dim = (layout == Layout::OPT && word_embed_proj_dim > 0) ? word_embed_proj_dim : h;
+  const bool layer_norm_bias = norm == NormKind::LayerNorm;
+  std::vector<LayerInventory> out;
+  out.reserve(static_cast<size_t>(num_layers) + 3);
+
+  {
+    GroupBuilder g("embed", n.embed_prefix, false);
+    g.embedding(n.word_embed, vocab_size, embed_dim);
+    if (position == PositionKind::Learned) {
+      const char* pos = layout == Layout::OPT ? "embed_positions" : "wpe";
+      g.embedding(pos, max_position_embeddings + position_offset, h);
+    }
+    if (embedding_layernorm) g.norm("word_embeddings_layernorm", h, layer_norm_bias);
+    if (embed_dim != h) g.linear("project_in", h, embed_dim, false);
+    out.push_back(g.take());
+  }
+
+  for (int64_t i = 0; i < num_layers; ++i) {
+    GroupBuilder g("layers." + std::to_string(i), n.layers + "." + std::to_string(i), true);
+    switch (layout) {
+      case Layout::Llama:
+      case Layout::Phi3:
+        llama_layer(*this, g);
+        break;
+      case Layout::GPT2:
+        gpt2_layer(*this, g);
+        break;
+      case Layout::OPT:
+        opt_layer(*this, g);
+        break;
+      case Layout::Bloom:
+        bloom_layer(*this, g);
+        break;
+      case Layout::Falcon:
+        falcon_layer(*this, g);
+        break;
+      case Layout::GPTNeoX:
+        neox_layer(*this, g);
+        break;
+    }
+    out.push_back(g.take());
+  }
+
+  {
+    GroupBuilder g("final_norm", "", false);
+    if (final_norm) g.norm(n.final_norm, h, layer_norm_bias);
+    if (embed_dim != h) g.linear("model.decoder.project_out", embed_dim, h, false);
+    out.push_back(g.take());
+  }
+
+  if (!tie_word_embeddings) {
+    GroupBuilder g("lm_head", "", false);
+    g.linear(n.lm_head, vocab_size, embed_dim, false);
+    out.push_back(g.take());
+  }
+  return out;
+}
+
+}  // namespace zeroplan::models
