@@ -1,0 +1,71 @@
+// Collective cost model; definitions and assumptions in comm_model.h.
+#include "planner/comm_model.h"
+
+#include <algorithm>
+
+namespace zeroplan::planner {
+
+double bus_factor(CollectiveKind k, int n) {
+  if (n <= 1) return 0.0;
+  const double dn = static_cast<double>(n);
+  switch (k) {
+    case CollectiveKind::AllReduce:
+      return 2.0 * (dn - 1.0) / dn;  // nccl-tests PERFORMANCE.md
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather:
+      return (dn - 1.0) / dn;
+    case CollectiveKind::Broadcast:
+      return 1.0;
+  }
+  return 0.0;
+}
+
+int64_t bus_bytes_per_rank(CollectiveKind k, int n, int64_t s) {
+  // Same integer expressions, in the same order, as exec::Communicator::count().
+  if (n <= 1) return 0;
+  const int64_t nn = n;
+  switch (k) {
+    case CollectiveKind::AllReduce:
+      return 2 * (nn - 1) * s / nn;
+    case CollectiveKind::ReduceScatter:
+    case CollectiveKind::AllGather:
+      return (nn - 1) * s / nn;
+    case CollectiveKind::Broadcast:
+      return s;
+  }
+  return 0;
+}
+
+CommTopology topology_of(const hw::ClusterSpec& c) {
+  CommTopology t;
+  t.ranks = c.world_size();
+  t.nodes = c.nodes;
+  t.intra = &c.intra_node;
+  t.inter = c.nodes > 1 ? &c.inter_node : nullptr;
+  return t;
+}
+
+double collective_busbw_GBps(const CommTopology& t, int64_t s) {
+  double bw = 0;
+  // One node: the intra-node tier alone. Several nodes with one GPU each: the network alone.
+  const bool intra_used = t.ranks > t.nodes;
+  if (intra_used && t.intra != nullptr) bw = t.intra->busbw.busbw_at(s);
+  if (t.inter != nullptr) {
+    const double net = t.inter->busbw.busbw_at(s);
+    bw = intra_used ? std::min(bw, net) : net;  // slowest tier bounds the ring
+  }
+  return bw;
+}
+
+double collective_time_s(const CommTopology& t, CollectiveKind k, int64_t s) {
+  if (t.ranks <= 1 || s <= 0) return 0.0;
+  double latency_s = 0;
+  if (t.ranks > t.nodes && t.intra != nullptr) latency_s += t.intra->latency_us * 1e-6;
+  if (t.inter != nullptr) latency_s += t.inter->latency_us * 1e-6;
+  const double bw = collective_busbw_GBps(t, s);
+  if (bw <= 0) return latency_s;  // a profile without a curve: only the latency is known
+  const double transfer = static_cast<double>(s) * bus_factor(k, t.ranks) / (bw * 1e9);
+  return std::max(latency_s, transfer);
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,50 @@
+#pragma once
+// Collective costing as pure functions: the seam where a measured table (zeroplan calibrate, or an
+// astra-sim-like simulator) can replace the formula without touching the time model.
+//
+// Definitions (nccl-tests doc/PERFORMANCE.md): for a collective over n ranks on a message of S
+// bytes (S = the full, unsharded buffer), algbw = S / t and busbw = algbw * factor with
+//   all-reduce 2(n-1)/n,  reduce-scatter (n-1)/n,  all-gather (n-1)/n,  broadcast 1.
+// Hence t = S * factor / busbw(S). busbw(S) comes from the link's measured/datasheet-derived curve
+// (hw::BusBwCurve): small messages never reach link speed, which is how bucket sizes move time.
+#include <cstdint>
+
+#include "hwprofiles/cluster.h"
+#include "planner/step_time.h"
+
+namespace zeroplan::planner {
+
+// nccl-tests bus factor for `n` ranks (0 when n <= 1: nothing is sent).
+double bus_factor(CollectiveKind k, int n);
+
+// Bytes one rank sends for one call on an S-byte message, with exactly the integer arithmetic of
+// exec::Communicator::count() (executor/communicator.h), so predicted and counted volumes match.
+int64_t bus_bytes_per_rank(CollectiveKind k, int n, int64_t message_bytes);
+
+// The data-parallel group a ZeRO collective runs over. Assumptions, stated:
+//  - one ring (or NCCL's tree, same busbw bound) spans all ranks; on one node it runs over the
+//    intra-node link, across nodes it crosses the inter-node network once per node boundary;
+//  - a multi-node ring is bound by its slowest tier: busbw = min(intra busbw, inter busbw). In a
+//    ring every edge carries the same bytes, so the node's network edge must carry the per-rank
+//    volume: the inter tier's busbw is the node's network bandwidth as the link profile gives it
+//    (one NIC per node at the profile's speed unless the profile describes a multi-rail node). This
+//    is the ring bound; it does NOT divide the NIC among the node's GPUs, because only one ring edge
+//    per ring leaves each node.
+//  - latency: the tiers' latency terms add (one intra hop chain + one network hop chain).
+struct CommTopology {
+  int ranks = 1;
+  int nodes = 1;
+  const hw::LinkProfile* intra = nullptr;
+  const hw::LinkProfile* inter = nullptr;  // null on one node
+};
+CommTopology topology_of(const hw::ClusterSpec& c);
+
+// Achieved busbw (GB/s, 1e9 bytes/s) for an S-byte message on the topology.
+double collective_busbw_GBps(const CommTopology& t, int64_t message_bytes);
+
+// Time of one call: max(latency, S * factor / busbw(S)). The latency is a floor, not an addend:
+// busbw curves measured by nccl-tests are computed from times that already include the latency,
+// so adding it again would double count; below the curve's first point the latency dominates.
+double collective_time_s(const CommTopology& t, CollectiveKind k, int64_t message_bytes);
+
+}  // namespace zeroplan::planner

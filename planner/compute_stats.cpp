@@ -1,0 +1,178 @@
+// ComputeStats from the layer inventory. Conventions and sources:
+//  - GEMM FLOPs: 2*m*n*k for [m,k] x [k,n] (Kaplan et al. 2020, "Scaling Laws for Neural Language
+//    Models", §2.1: 2N forward FLOPs per token, one multiply-add = 2 FLOPs).
+//  - Model FLOPs for MFU: PaLM (Chowdhery et al. 2022), Appendix B: 6N + 12*L*H*Q*T per token
+//    (N parameters, L layers, H heads, Q head dim, T sequence length), no recomputation counted.
+//    N here is the parameters a token touches (MoE: active parameters), including embeddings as
+//    PaLM's N does. Under LoRA the frozen base weights need no weight-gradient GEMM, so the model
+//    FLOPs the job must do are 4*N_frozen + 6*N_trainable (our stated extension of PaLM's 6N).
+//  - Element-wise traffic of a Llama-style layer, derived here per token (elements read + written):
+//      2 RMSNorms        2 x (read h + write h)                 = 4h
+//      2 residual adds   2 x (read 2h + write h)                = 6h
+//      rotary on q and k read + write (q_dim + kv_dim)          = 2(q_dim + kv_dim)
+//      SwiGLU act*mul    read gate + up, write f                = 3f   (plain MLP: read f, write f = 2f)
+//    The head's softmax + cross-entropy over V logits: read logits, write probabilities, read them
+//    back for the loss/gradient = 3V. Flash attention's own I/O is inside the attention kernel.
+#include "planner/compute_stats.h"
+
+#include <algorithm>
+#include <string>
+
+#include "models/model_spec.h"
+
+namespace zeroplan::planner {
+namespace {
+
+// PEFT LoraConfig target matching (peft/tuners/lora/model.py _check_target_module_exists matches the
+// module's last name component): empty targets = "all-linear", every nn.Linear inside the decoder
+// layers (PEFT excludes the output layer).
+bool is_lora_target(const models::LayerInventory& layer, const models::TensorSpec& t,
+                    const std::vector<std::string>& targets) {
+  if (!t.is_linear || t.shape.size() != 2) return false;
+  if (targets.empty()) return layer.is_decoder_layer;
+  return std::find(targets.begin(), targets.end(), t.module) != targets.end();
+}
+
+// The module a tensor belongs to: its name without the last component (".weight", ".bias").
+std::string module_path(const std::string& tensor_name) {
+  const auto dot = tensor_name.rfind('.');
+  return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
+}
+
+bool is_expert_tensor(const models::TensorSpec& t) {
+  return t.name.find(".experts.") != std::string::npos;
+}
+
+// Adds a GEMM family, merging with an identical shape already present (q/k/v of equal size etc.).
+void add_gemm(std::vector<GemmShape>& v, const GemmShape& g) {
+  for (auto& e : v) {
+    if (e.n == g.n && e.k == g.k && e.token_fraction == g.token_fraction && e.trainable == g.trainable) {
+      e.count += g.count;
+      return;
+    }
+  }
+  v.push_back(g);
+}
+
+}  // namespace
+
+ComputeStats compute_compute_stats(const Workload& w) {
+  const models::ModelSpec& m = w.model;
+  ComputeStats s;
+  s.frozen_base = w.train.method != Method::Full;
+  s.quantized_base = w.train.method == Method::QLoRA;
+  s.total_params = m.num_parameters();
+  s.active_params = m.active_parameters();
+  if (m.params_only) {
+    // --params N: no shapes. The time model uses 6*Psi per token at the large-GEMM efficiency and
+    // says so; stage 3 is costed as one group of N elements.
+    s.params_only = true;
+    s.trainable_params = s.total_params;
+    s.model_flops_per_token_dense = 6.0 * static_cast<double>(s.active_params);
+    s.gemm_flops_per_token_fwd = 2.0 * static_cast<double>(s.active_params);
+    ParamGroup g;
+    g.repeat = 1;
+    g.numels = {s.total_params};
+    g.trainable = {true};
+    g.modules = 1;
+    s.groups.push_back(std::move(g));
+    return s;
+  }
+
+  s.num_layers = m.num_layers;
+  s.hidden = m.hidden_size;
+  s.vocab = m.vocab_size;
+  const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+  s.attn_width = m.num_heads * head_dim;
+  const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads) * head_dim;
+  const double f = static_cast<double>(m.intermediate_size);
+  const double h = static_cast<double>(m.hidden_size);
+  s.elementwise_elems_per_token_fwd =
+      4 * h + 6 * h +
+      (m.position == models::PositionKind::Rotary ? 2.0 * static_cast<double>(s.attn_width + kv_width)
+                                                  : 0.0) +
+      (m.mlp == models::MlpKind::Gated ? 3 * f : 2 * f) *
+          (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
+  s.head_elementwise_elems_per_token_fwd = 3.0 * static_cast<double>(m.vocab_size);
+
+  const auto& targets = w.train.lora_targets;
+  const int64_t r = w.train.lora_rank;
+  const double moe_fraction =
+      m.is_moe() ? static_cast<double>(m.experts_per_token) / static_cast<double>(m.num_experts) : 1.0;
+  bool first_decoder_seen = false;
+  int64_t trainable = 0;
+  bool head_has_weight = false;
+
+  for (const auto& layer : m.inventory()) {
+    // Decoder layers are identical: build the first one's GEMMs and parameter group, repeat it.
+    if (layer.is_decoder_layer && first_decoder_seen) continue;
+    ParamGroup g;
+    g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
+    std::vector<std::string> modules;
+    auto note_module = [&](const std::string& path) {
+      if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
+    };
+    for (const auto& t : layer.tensors) {
+      const bool target = s.frozen_base && is_lora_target(layer, t, targets);
+      const bool tensor_trainable = !s.frozen_base;
+      g.numels.push_back(t.numel());
+      g.trainable.push_back(tensor_trainable);
+      note_module(module_path(t.name));
+      if (tensor_trainable) trainable += t.numel() * g.repeat;
+      if (s.quantized_base && t.is_linear) s.quantized_params += t.numel() * g.repeat;
+      if (target) {
+        // PEFT adds lora_A [r, in] and lora_B [out, r], each its own nn.Linear.
+        const int64_t out = t.shape[0], in = t.shape[1];
+        g.numels.push_back(r * in);
+        g.trainable.push_back(true);
+        g.numels.push_back(out * r);
+        g.trainable.push_back(true);
+        note_module(module_path(t.name) + ".lora_A");
+        note_module(module_path(t.name) + ".lora_B");
+        trainable += (r * in + out * r) * g.repeat;
+      }
+      if (!t.is_linear || t.shape.size() != 2) continue;
+      const bool expert = is_expert_tensor(t);
+      GemmShape gemm{t.shape[0], t.shape[1], 1, expert ? moe_fraction : 1.0, tensor_trainable};
+      if (layer.is_decoder_layer) {
+        add_gemm(s.layer_gemms, gemm);
+        if (target) {
+          add_gemm(s.layer_gemms, GemmShape{r, t.shape[1], 1, gemm.token_fraction, true});
+          add_gemm(s.layer_gemms, GemmShape{t.shape[0], r, 1, gemm.token_fraction, true});
+        }
+      } else if (!t.is_embedding) {
+        head_has_weight = true;
+        add_gemm(s.head_gemms, gemm);
+        if (target) {
+          add_gemm(s.head_gemms, GemmShape{r, t.shape[1], 1, 1.0, true});
+          add_gemm(s.head_gemms, GemmShape{t.shape[0], r, 1, 1.0, true});
+        }
+      }
+    }
+    g.modules = static_cast<int64_t>(modules.size());
+    if (layer.is_decoder_layer) first_decoder_seen = true;
+    s.groups.push_back(std::move(g));
+  }
+  // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
+  if (!head_has_weight && m.vocab_size > 0)
+    add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
+  s.trainable_params = trainable;
+
+  double fwd = 0;
+  for (const auto& g : s.layer_gemms)
+    fwd +=
+        2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction * static_cast<double>(m.num_layers);
+  for (const auto& g : s.head_gemms) fwd += 2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction;
+  s.gemm_flops_per_token_fwd = fwd;
+
+  const double n_active = static_cast<double>(s.active_params);
+  if (s.frozen_base) {
+    // Frozen base: 2N forward + 2N input-grad backward; adapters: 6 N_lora.
+    s.model_flops_per_token_dense = 4.0 * n_active + 6.0 * static_cast<double>(trainable);
+  } else {
+    s.model_flops_per_token_dense = 6.0 * n_active;
+  }
+  return s;
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,80 @@
+#pragma once
+// ComputeStats: what the time model needs to know about the model, computed once per Workload from
+// the layer inventory (models/model_spec.h) so that costing a candidate is plain arithmetic.
+//  - every GEMM of a decoder layer and of the LM head, as (n, k) weight shapes with a multiplicity
+//    and the fraction of the micro-batch's tokens it sees (MoE experts see top_k/E of them);
+//  - attention core sizes (query heads x head_dim) for the score/value FLOPs;
+//  - bytes of memory-bound (element-wise, norm) traffic per token;
+//  - the parameter tensors grouped the way DeepSpeed stage 3 fetches them (one group per module,
+//    decoder layers repeated), for the per-module all-gathers and the persistence threshold.
+// FLOP conventions (cited in compute_stats.cpp): a GEMM [m,k]x[k,n] costs 2*m*n*k FLOPs (one
+// multiply + one add per MAC, Kaplan et al. 2020 §2.1); backward = 2x forward for GEMMs whose
+// weight is trained (input grad + weight grad), 1x for frozen weights (input grad only, LoRA).
+#include <cstdint>
+#include <vector>
+
+#include "planner/training_spec.h"
+
+namespace zeroplan::planner {
+
+// One weight GEMM family: `count` GEMMs of a weight [n, k] (HF Linear [out, in]) per layer, each
+// applied to `token_fraction` of the micro-batch's tokens.
+struct GemmShape {
+  int64_t n = 0;                // output features
+  int64_t k = 0;                // input features
+  int64_t count = 1;            // GEMMs of this shape per layer (MoE: number of experts)
+  double token_fraction = 1.0;  // share of the micro-batch's tokens each GEMM sees (MoE: top_k/E)
+  bool trainable = true;        // false: frozen base weight under LoRA (no weight-grad GEMM)
+};
+
+// Parameter tensors of one module as stage 3 fetches them (each non-persistent tensor is its own
+// partitioned parameter; deepspeed/runtime/zero/partition_parameters.py partitions per parameter).
+struct ParamGroup {
+  int64_t repeat = 1;           // decoder layers: num_layers
+  std::vector<int64_t> numels;  // every tensor of the group
+  std::vector<bool> trainable;  // per tensor: receives a gradient (LoRA: only adapters)
+  int64_t modules = 0;          // nn.Modules holding parameters in the group (fetch calls)
+};
+
+struct ComputeStats {
+  bool params_only = false;  // --params: no architecture; FLOPs from 6*Psi only, no shapes
+
+  int64_t num_layers = 0;
+  int64_t hidden = 0;
+  int64_t vocab = 0;
+  int64_t total_params = 0;      // Psi (exact inventory count)
+  int64_t active_params = 0;     // MoE: parameters one token touches
+  int64_t trainable_params = 0;  // full: Psi; LoRA/QLoRA: adapter parameters only
+  bool frozen_base = false;      // LoRA/QLoRA: base weights frozen
+  bool quantized_base = false;   // QLoRA: 4-bit NF4 base weights dequantized before each GEMM
+
+  // GEMMs of one decoder layer (applied num_layers times) and of the head (once).
+  std::vector<GemmShape> layer_gemms;
+  std::vector<GemmShape> head_gemms;
+  // Per-token forward FLOPs of all weight GEMMs (layers + head), for reporting.
+  double gemm_flops_per_token_fwd = 0;
+
+  // Attention core: query heads * head_dim (the width of QK^T and PV), per layer.
+  int64_t attn_width = 0;
+  // Memory-bound traffic per token in the forward, in activation ELEMENTS read + written (times the
+  // activation dtype size gives bytes): per decoder layer (norms, residual adds, rotary, activation
+  // function) and once for the head (softmax/cross-entropy over the vocabulary). Backward counted
+  // as 2x (compute_stats.cpp).
+  double elementwise_elems_per_token_fwd = 0;
+  double head_elementwise_elems_per_token_fwd = 0;
+
+  // Parameter groups in forward order (embedding, decoder layer x L, final norm, head).
+  std::vector<ParamGroup> groups;
+  // Tensors of 1-D/2-D weights quantized in QLoRA (bytes of NF4 weight read per forward).
+  int64_t quantized_params = 0;
+
+  // PaLM (Chowdhery et al. 2022, Appendix B) model FLOPs per token, excluding attention:
+  // 6*N (2N forward + 4N backward). With frozen base weights the backward has no weight-grad
+  // GEMMs for them: 4*N_frozen + 6*N_trainable (stated convention; see compute_stats.cpp).
+  double model_flops_per_token_dense = 0;
+};
+
+// Builds the stats from the workload's model inventory and training method.
+ComputeStats compute_compute_stats(const Workload& w);
+
+}  // namespace zeroplan::planner

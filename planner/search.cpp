@@ -1,0 +1,269 @@
+// The search (issue 4). Dimensions and rules:
+//  - stage 0..3 (or the one fixed by --stage);
+//  - offload_optimizer none|cpu (|nvme when the cluster has NVMe bandwidth) for stages 1-3
+//    (DeepSpeed offloads the optimizer only with ZeRO, stage >= 1); offload_param for stage 3 only;
+//  - micro-batch x gradient accumulation:
+//      with --global-batch G: G must be a multiple of the world size W; every (micro, accum) with
+//      micro * accum * W == G exactly (micro over the divisors of G/W), honouring a fixed micro or
+//      accum;
+//      without --global-batch: grad_accum = --grad-accum or 1 (we never invent a larger global batch
+//      than the user asked for: accumulation changes the optimisation, not only the speed), and the
+//      micro-batch is --micro-batch or searched over powers of two plus the largest that fits;
+//  - checkpointing none|selective|full (unless fixed);
+//  - reduce_bucket_size in {5e7, 2e8, 5e8} elements: 5e8 is DeepSpeed's default
+//    (runtime/zero/config.py), 2e8 the value in DeepSpeed's own ZeRO tutorial configs, 5e7 a small
+//    bucket for tight memory (DeepSpeed issues #3338/#724: bucket size moves memory and speed);
+//  - overlap_comm off|on.
+// A plan fits when its peak GPU memory <= capacity * (1 - memory_margin) and the node's host memory
+// (when known) holds the host buffers. Objective: the highest tokens/s among plans that fit; ties go
+// to the lower peak memory.
+#include "planner/search.h"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "common/errors.h"
+#include "planner/memory_model.h"
+#include "planner/reasons.h"
+#include "planner/time_model.h"
+
+namespace zeroplan::planner {
+namespace {
+
+constexpr std::array<int64_t, 3> kBucketSizes = {50'000'000, 200'000'000, 500'000'000};
+// The micro-batch search stops here: far beyond any useful per-GPU batch of full sequences.
+constexpr int64_t kMaxMicroBatch = 4096;
+
+bool better(const Plan& a, const Plan& b) {
+  // Is a better than b?
+  if (a.fits != b.fits) return a.fits;
+  if (a.fits) {
+    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+    return a.memory.peak < b.memory.peak;
+  }
+  // Neither fits: the least over capacity (relative), then the faster.
+  const double ra =
+      static_cast<double>(a.memory.peak) / static_cast<double>(std::max<int64_t>(1, a.capacity_bytes));
+  const double rb =
+      static_cast<double>(b.memory.peak) / static_cast<double>(std::max<int64_t>(1, b.capacity_bytes));
+  if (ra != rb) return ra < rb;
+  return a.tokens_per_s > b.tokens_per_s;
+}
+
+struct BatchPlan {
+  bool global_fixed = false;
+  int64_t per_gpu = 0;  // global / world when global fixed
+  std::vector<std::pair<int64_t, int64_t>>
+      pairs;                  // (micro, accum) when the micro-batch is not searched freely
+  bool search_micro = false;  // free micro-batch search with `accum`
+  int64_t accum = 1;
+};
+
+BatchPlan plan_batches(const Workload& w) {
+  const TrainingSpec& t = w.train;
+  const int64_t world = w.cluster.world_size();
+  BatchPlan bp;
+  if (t.global_batch) {
+    const int64_t g = *t.global_batch;
+    if (g % world != 0)
+      throw_user_error("--global-batch {} is not a multiple of the {} GPUs; use a multiple of {} (e.g. {})",
+                       g, world, world, std::max<int64_t>(world, g / world * world));
+    bp.global_fixed = true;
+    bp.per_gpu = g / world;
+    if (t.micro_batch && t.grad_accum) {
+      if (*t.micro_batch * *t.grad_accum != bp.per_gpu)
+        throw_user_error(
+            "--global-batch {} needs micro-batch x grad-accum x {} GPUs = {}, but --micro-batch {} x "
+            "--grad-accum {} "
+            "= {} per GPU; drop one of them and zeroplan picks it",
+            g, world, g, *t.micro_batch, *t.grad_accum, *t.micro_batch * *t.grad_accum);
+      bp.pairs.emplace_back(*t.micro_batch, *t.grad_accum);
+    } else if (t.micro_batch) {
+      if (bp.per_gpu % *t.micro_batch != 0)
+        throw_user_error("--global-batch {} over {} GPUs is {} per GPU, not a multiple of --micro-batch {}",
+                         g, world, bp.per_gpu, *t.micro_batch);
+      bp.pairs.emplace_back(*t.micro_batch, bp.per_gpu / *t.micro_batch);
+    } else if (t.grad_accum) {
+      if (bp.per_gpu % *t.grad_accum != 0)
+        throw_user_error("--global-batch {} over {} GPUs is {} per GPU, not a multiple of --grad-accum {}", g,
+                         world, bp.per_gpu, *t.grad_accum);
+      bp.pairs.emplace_back(bp.per_gpu / *t.grad_accum, *t.grad_accum);
+    } else {
+      for (int64_t d = 1; d <= bp.per_gpu && d <= kMaxMicroBatch; ++d)
+        if (bp.per_gpu % d == 0) bp.pairs.emplace_back(d, bp.per_gpu / d);
+    }
+    return bp;
+  }
+  bp.accum = t.grad_accum.value_or(1);
+  if (t.micro_batch) {
+    bp.pairs.emplace_back(*t.micro_batch, bp.accum);
+  } else {
+    bp.search_micro = true;
+  }
+  return bp;
+}
+
+// Evaluates the micro-batch dimension for one configuration and keeps the best plan in `best`.
+class Evaluator {
+ public:
+  Evaluator(const Workload& w, const ModelStats& s, double margin) : w_(w), s_(s), margin_(margin) {}
+
+  int64_t evaluated = 0;
+
+  void consider(ZeroConfig z, const BatchPlan& bp, Plan& best, bool& have) {
+    if (!bp.search_micro) {
+      // Ascending micro-batches: memory grows with the micro-batch, so once one does not fit the
+      // larger ones do not either; keep evaluating only to find the least-over when nothing fits.
+      bool any_fit = false;
+      for (const auto& [micro, accum] : bp.pairs) {
+        z.micro_batch = micro;
+        z.grad_accum = accum;
+        Plan p = evaluate_plan(w_, s_, z, margin_);
+        ++evaluated;
+        keep(p, best, have);
+        any_fit = any_fit || p.fits;
+        if (!p.fits && any_fit) break;
+      }
+      return;
+    }
+    z.grad_accum = bp.accum;
+    int64_t last_fit = 0, first_fail = 0;
+    for (int64_t micro = 1; micro <= kMaxMicroBatch; micro *= 2) {
+      z.micro_batch = micro;
+      Plan p = evaluate_plan(w_, s_, z, margin_);
+      ++evaluated;
+      keep(p, best, have);
+      if (!p.fits) {
+        first_fail = micro;
+        break;
+      }
+      last_fit = micro;
+    }
+    if (last_fit == 0 || first_fail == 0) return;
+    // The largest micro-batch that fits lies in (last_fit, first_fail): bisect on memory.
+    int64_t lo = last_fit, hi = first_fail;
+    while (hi - lo > 1) {
+      const int64_t mid = lo + (hi - lo) / 2;
+      z.micro_batch = mid;
+      Plan p = evaluate_plan(w_, s_, z, margin_);
+      ++evaluated;
+      if (p.fits) {
+        lo = mid;
+        keep(p, best, have);
+      } else {
+        hi = mid;
+      }
+    }
+  }
+
+ private:
+  static void keep(const Plan& p, Plan& best, bool& have) {
+    if (!have || better(p, best)) {
+      best = p;
+      have = true;
+    }
+  }
+  const Workload& w_;
+  const ModelStats& s_;
+  double margin_;
+};
+
+}  // namespace
+
+Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, double memory_margin) {
+  Plan p;
+  p.zero = z;
+  p.precision = w.train.precision;
+  p.seq_len = w.train.seq_len;
+  const int64_t world = w.cluster.world_size();
+  p.global_batch = z.micro_batch * z.grad_accum * world;
+  p.memory = estimate_memory(w, s, z);
+  p.capacity_bytes =
+      static_cast<int64_t>(static_cast<double>(w.cluster.gpu.memory_bytes) * (1.0 - memory_margin));
+  const bool host_ok = w.cluster.host_memory_bytes_per_node <= 0 ||
+                       p.memory.host_per_node <= w.cluster.host_memory_bytes_per_node;
+  p.fits = p.memory.peak <= p.capacity_bytes && host_ok;
+  p.time = estimate_time(w, s, z);
+  if (p.time.step_s > 0) {
+    const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(w.train.seq_len);
+    p.tokens_per_s = tokens / p.time.step_s;
+    p.tokens_per_s_per_gpu = p.tokens_per_s / static_cast<double>(world);
+    double peak = w.cluster.gpu.bf16_tflops;
+    if (w.train.precision == Precision::FP16) peak = w.cluster.gpu.fp16_tflops;
+    if (w.train.precision == Precision::FP32) peak = w.cluster.gpu.fp32_tflops;
+    if (peak > 0) p.mfu = p.time.flops_per_step / (p.time.step_s * peak * 1e12);
+  }
+  return p;
+}
+
+SearchResult search(const Workload& w, const SearchOptions& opts) {
+  const ModelStats s = compute_model_stats(w);
+  return search(w, s, opts);
+}
+
+SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
+  if (opts.memory_margin < 0 || opts.memory_margin >= 1)
+    throw_user_error("--memory-margin {} must be in [0, 1): it is the fraction of GPU memory kept free",
+                     opts.memory_margin);
+  const BatchPlan bp = plan_batches(w);
+  const bool nvme = w.cluster.nvme_GBps > 0;
+  SearchResult result;
+  Evaluator ev(w, s, opts.memory_margin);
+
+  std::vector<Offload> offload_choices = {Offload::None, Offload::CPU};
+  if (nvme) offload_choices.push_back(Offload::NVMe);
+  std::vector<Checkpointing> ckpt_choices = {Checkpointing::None, Checkpointing::Selective,
+                                             Checkpointing::Full};
+  if (w.train.checkpointing) ckpt_choices = {*w.train.checkpointing};
+
+  for (int stage = 0; stage <= 3; ++stage) {
+    if (opts.stage && *opts.stage != stage) continue;
+    std::vector<Offload> opt_off = offload_choices;
+    if (stage == 0) opt_off = {Offload::None};
+    if (opts.offload_optimizer) {
+      if (stage == 0 && *opts.offload_optimizer != Offload::None) continue;  // no offload without ZeRO
+      opt_off = {*opts.offload_optimizer};
+    }
+    std::vector<Offload> par_off = {Offload::None};
+    if (stage == 3) par_off = offload_choices;
+    if (opts.offload_param) {
+      if (stage != 3 && *opts.offload_param != Offload::None) continue;  // parameter offload is stage 3 only
+      par_off = {*opts.offload_param};
+    }
+    Plan best;
+    bool have = false;
+    for (Offload oo : opt_off) {
+      for (Offload po : par_off) {
+        for (Checkpointing ck : ckpt_choices) {
+          for (int64_t bucket : kBucketSizes) {
+            for (bool overlap : {false, true}) {
+              ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+              z.offload_optimizer = oo;
+              z.offload_param = po;
+              z.checkpointing = ck;
+              z.reduce_bucket_size = bucket;
+              z.allgather_bucket_size = bucket;
+              z.overlap_comm = overlap;
+              ev.consider(z, bp, best, have);
+            }
+          }
+        }
+      }
+    }
+    if (have) result.best_per_stage.push_back(best);
+  }
+  result.candidates_evaluated = ev.evaluated;
+  if (result.best_per_stage.empty())
+    throw_user_error(
+        "no ZeRO stage can be searched with the fixed options (offload of the optimizer needs --stage >= 1, "
+        "of parameters --stage 3)");
+  const Plan* rec = nullptr;
+  for (const Plan& p : result.best_per_stage)
+    if (p.fits && (rec == nullptr || better(p, *rec))) rec = &p;
+  if (rec != nullptr) result.recommendation = *rec;
+  explain(w, s, opts, result);
+  return result;
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,420 @@
+// The time model (issue 4): compute, every collective DeepSpeed v0.16 issues, overlap, offload.
+//
+// Compute (per micro-step of b sequences of s tokens, m = b*s tokens):
+//  - weight GEMMs: 2*m*n*k FLOPs each (Kaplan et al. 2020 §2.1); backward = input-grad GEMM +
+//    weight-grad GEMM of the same size (2x forward), frozen weights (LoRA) only the input grad.
+//  - attention core: QK^T and PV are 2 GEMMs of 2*s*s*d FLOPs per head and sequence, i.e.
+//    4*b*s^2*(heads*head_dim) per layer (FlashAttention-2, Dao 2023, §4.1 FLOP count). Convention:
+//    with causal flash attention we count what the kernel computes, half of it (FA2 §4.1: "causal
+//    ... divided by 2"); eager attention computes the full masked square. Backward: FA2 §4.1 counts
+//    2.5x forward (5 GEMMs instead of 2, including the recomputed QK^T); eager backward 2x.
+//  - achievable rate: peak(precision) x eff(f), eff(f) = gemm_max_efficiency * f / (f + half),
+//    f = the GEMM's FLOPs, from the GPU profile (hw::GpuProfile; small GEMMs run far below peak).
+//  - memory-bound work (norms, residuals, rotary, activation function, softmax/cross-entropy;
+//    traffic derived in compute_stats.cpp) at hbm_GBps * hbm_efficiency; backward 2x forward traffic
+//    (each element-wise op reads its saved input and the incoming gradient, writes one gradient).
+//  - recomputation: full checkpointing re-runs each decoder layer's forward in the backward;
+//    selective recomputes the attention core only (Korthikanti et al. 2022, §4 "selective
+//    activation recomputation").
+//  - optimizer step on GPU (fused Adam, deepspeed/ops/csrc/adam/multi_tensor_adam.cu): per element
+//    of the rank's partition it reads fp32 param, grad, m, v (16 B) and writes param, m, v (12 B),
+//    then the 16-bit copy of the param is written (2 B): 30 bytes per partitioned parameter.
+// MFU: PaLM (Chowdhery et al. 2022, Appendix B): (6N + 12*L*H*Q*T) FLOPs per token, no recompute,
+// over the GPU's dense peak. flops_per_step is per GPU: that formula times the GPU's tokens per step.
+//
+// Communication (DeepSpeed v0.16, deepspeed/runtime/...):
+//  - stage 0 (engine.py allreduce_gradients -> buffered_allreduce_fallback): 16-bit grads all-reduced
+//    in buckets of allreduce_bucket_size elements (we emit reduce_bucket_size for it) at the
+//    accumulation boundary, after the backward: exposed.
+//  - stage 1 (stage_1_and_2.py reduce_gradients / reduce_ready_partitions_and_remove_grads, which for
+//    stage 1 runs only at the accumulation boundary): bucketed reduction of reduce_bucket_size
+//    elements; average_tensor() with reduce_scatter=true and use_multi_rank_bucket_allreduce=true
+//    (defaults) calls allreduce_and_scatter -> allreduce_bucket -> dist.all_reduce, and each rank
+//    keeps its slice: all-reduce volume, 2(n-1)/n per byte. Then the step-end all-gather of the
+//    updated 16-bit params: runtime/utils.py all_gather_dp_groups uses all_gather_into_tensor when
+//    available (every NCCL build), one call per param group over the whole flat buffer (so
+//    allgather_bucket_size does not split it; we model one param group).
+//  - stage 2: the same bucketed all-reduce on EVERY micro-step (process_gradients: partition_gradients
+//    reduces regardless of the boundary), then the step-end all-gather.
+//  - stage 3 (partitioned_param_coordinator.py, partition_parameters.py, stage3.py): every
+//    non-persistent parameter (numel > stage3_param_persistence_threshold) is all-gathered when its
+//    module runs in the forward and again in the backward, except parameters whose reuse lies within
+//    stage3_max_reuse_distance elements of traversal (__params_to_release keeps them: the last
+//    layers before the forward/backward turn); each parameter padded to a multiple of n; gradients
+//    reduce-scattered per micro-step in reduce_bucket_size buckets (__reduce_and_partition_ipg_grads);
+//    no step-end all-gather (the next forward gathers).
+//  - LoRA/QLoRA: only trainable (adapter) gradients are reduced and only trainable params are
+//    all-gathered at the step end; stage 3 still gathers the frozen base weights.
+// Overlap: stage 0 and step-end all-gathers are exposed; stage 1/2 bucket reduction with
+// overlap_comm runs on a side stream during the backward (hidden except the last bucket, and never
+// more than the backward it hides behind); without overlap_comm it runs on the compute stream
+// (exposed); stage 3 prefetch hides the next module's gather behind the current one except the first
+// fetch of each pass.
+//
+// Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021):
+//  - offload_optimizer=cpu: gradient partitions (16-bit) go D2H (stage 2/3: each micro-step, stage 1:
+//    at the boundary), CPU Adam runs on the rank's partition, updated 16-bit params come back H2D;
+//    all at the host link's pinned or pageable rate. The CPU Adam step is serial with the GPU
+//    (DeepSpeed's default has no delayed parameter update).
+//  - CPU Adam throughput: kCpuAdamParamsPerSecPerNode below (assumption with its derivation).
+//  - NVMe: optimizer states (12 bytes/param: fp32 param, m, v) read and written once per step per
+//    partition, at the node's nvme_GBps shared by the node's ranks; NVMe params read per fetch.
+//  - offload_param (stage 3): each gather first copies the rank's 16-bit partition H2D.
+#include "planner/time_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "planner/comm_model.h"
+
+namespace zeroplan::planner {
+namespace {
+
+// ASSUMPTION (no per-core figure in the profile): DeepSpeed CPU Adam (csrc/adam/cpu_adam_impl.cpp,
+// AVX512/AVX2) is memory-bandwidth bound: per parameter it reads fp32 param, grad, m, v and writes
+// param, m, v plus the 16-bit copy (~30 bytes). With ~60 GB/s of usable DRAM bandwidth on a typical
+// 2-socket training host that is 2e9 parameters/s per node, shared by the node's ranks. The
+// ZeRO-Offload paper (Ren et al. 2021, §5.1/Table 3) reports CPU-Adam several times faster than
+// PyTorch's CPU Adam at billion-parameter sizes, consistent with this order of magnitude; a
+// calibration run should replace it.
+constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
+
+// Bytes the GPU's fused Adam moves per partitioned parameter (derivation in the header comment).
+constexpr double kAdamBytesPerParam = 30.0;
+
+double peak_flops(const hw::GpuProfile& g, Precision p) {
+  switch (p) {
+    case Precision::BF16:
+      return g.bf16_tflops * 1e12;
+    case Precision::FP16:
+      return g.fp16_tflops * 1e12;
+    // PyTorch >= 1.12 disables TF32 for matmuls by default (torch.backends.cuda.matmul.allow_tf32).
+    case Precision::FP32:
+      return g.fp32_tflops * 1e12;
+  }
+  return g.bf16_tflops * 1e12;
+}
+
+int64_t act_bytes(Precision p) {
+  return p == Precision::FP32 ? 4 : 2;
+}
+
+// Time of `flops` of one GEMM-like kernel at the shape-dependent efficiency.
+inline double gemm_time(double flops, double peak, const hw::GpuProfile& g) {
+  if (flops <= 0) return 0;
+  const double half = g.gemm_half_efficiency_gflop * 1e9;
+  const double eff = g.gemm_max_efficiency * flops / (flops + half);
+  return flops / (peak * eff);
+}
+
+struct ComputeTimes {
+  double layer_fwd = 0;  // one decoder layer's forward (GEMMs + attention + element-wise)
+  double attn_fwd = 0;   // one layer's attention core forward
+  double head_fwd = 0;   // LM head + softmax/loss forward
+  double layer_bwd = 0;
+  double head_bwd = 0;
+};
+
+ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t micro) {
+  const hw::GpuProfile& g = w.cluster.gpu;
+  const double peak = peak_flops(g, w.train.precision);
+  const double hbm = g.hbm_GBps * 1e9 * g.hbm_efficiency;
+  const double m = static_cast<double>(micro * w.train.seq_len);
+  ComputeTimes t;
+  if (s.params_only) {
+    // No shapes: all forward GEMM FLOPs at the large-GEMM efficiency, as one "layer".
+    const double fwd = s.gemm_flops_per_token_fwd * m / (peak * g.gemm_max_efficiency);
+    t.layer_fwd = fwd;
+    t.layer_bwd = 2 * fwd;
+    return t;
+  }
+  for (const auto& gm : s.layer_gemms) {
+    const double f = 2.0 * m * gm.token_fraction * static_cast<double>(gm.n) * static_cast<double>(gm.k);
+    const double one = gemm_time(f, peak, g) * static_cast<double>(gm.count);
+    t.layer_fwd += one;
+    t.layer_bwd += gm.trainable ? 2 * one : one;
+  }
+  for (const auto& gm : s.head_gemms) {
+    const double f = 2.0 * m * gm.token_fraction * static_cast<double>(gm.n) * static_cast<double>(gm.k);
+    const double one = gemm_time(f, peak, g) * static_cast<double>(gm.count);
+    t.head_fwd += one;
+    // The head's input gradient is always needed (it feeds the layers' backward).
+    t.head_bwd += gm.trainable ? 2 * one : one;
+  }
+  const double sl = static_cast<double>(w.train.seq_len);
+  const bool flash = w.train.attention == Attention::Flash;
+  const double attn_f =
+      4.0 * static_cast<double>(micro) * sl * sl * static_cast<double>(s.attn_width) * (flash ? 0.5 : 1.0);
+  t.attn_fwd = gemm_time(attn_f, peak, g);
+  const double ab = static_cast<double>(act_bytes(w.train.precision));
+  double ew_fwd = s.elementwise_elems_per_token_fwd * m * ab / hbm;
+  if (!flash) {
+    // Eager attention materialises the b*heads*s*s scores: write scores, read for softmax, write
+    // probabilities, read for PV = 4 passes (HF LlamaAttention eager path).
+    const double heads = static_cast<double>(w.model.num_heads);
+    ew_fwd += 4.0 * static_cast<double>(micro) * heads * sl * sl * ab / hbm;
+  }
+  t.layer_fwd += t.attn_fwd + ew_fwd;
+  t.layer_bwd += t.attn_fwd * (flash ? 2.5 : 2.0) + 2 * ew_fwd;
+  const double head_ew = s.head_elementwise_elems_per_token_fwd * m * 4.0 / hbm;  // fp32 logits/loss
+  t.head_fwd += head_ew;
+  t.head_bwd += head_ew;
+  if (s.quantized_base) {
+    // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the GEMM, in the forward and
+    // again for the input-grad GEMM in the backward: read 0.5 B + write 2 B per parameter.
+    const double deq = static_cast<double>(s.quantized_params) * 2.5 / hbm /
+                       static_cast<double>(std::max<int64_t>(1, s.num_layers));
+    t.layer_fwd += deq;
+    t.layer_bwd += deq;
+  }
+  return t;
+}
+
+// Adds one collective family; returns its total time.
+double add_collective(StepTime& st, const CommTopology& topo, const char* name, CollectiveKind kind,
+                      int64_t count, int64_t message_bytes, int64_t last_message_bytes) {
+  if (count <= 0 || topo.ranks <= 1 || message_bytes <= 0) return 0;
+  if (st.num_collectives >= kMaxCollectives) return 0;
+  CollectiveCost& c = st.collectives[st.num_collectives++];
+  c.name = name;
+  c.kind = kind;
+  c.count = count;
+  c.message_bytes = message_bytes;
+  const int64_t full = count - 1;
+  c.bytes_per_rank = full * bus_bytes_per_rank(kind, topo.ranks, message_bytes) +
+                     bus_bytes_per_rank(kind, topo.ranks, last_message_bytes);
+  c.time_s = static_cast<double>(full) * collective_time_s(topo, kind, message_bytes) +
+             collective_time_s(topo, kind, last_message_bytes);
+  return c.time_s;
+}
+
+// Bucketed reduction of `elems` 16-bit gradients in buckets of `bucket` elements.
+struct Buckets {
+  int64_t count = 0, bytes = 0, last_bytes = 0;
+};
+Buckets buckets_of(int64_t elems, int64_t bucket, int64_t elem_bytes) {
+  Buckets b;
+  if (elems <= 0) return b;
+  bucket = std::max<int64_t>(1, bucket);
+  b.count = (elems + bucket - 1) / bucket;
+  b.bytes = std::min(elems, bucket) * elem_bytes;
+  b.last_bytes = (elems - (b.count - 1) * bucket) * elem_bytes;
+  return b;
+}
+
+// Stage-3 parameter fetches of one pass (forward or backward).
+struct FetchPass {
+  int64_t calls = 0;
+  int64_t bytes_per_rank = 0;
+  int64_t largest_message = 0;
+  double time_s = 0;
+  double first_s = 0;           // the first fetch of the pass (nothing to hide it behind)
+  int64_t partition_bytes = 0;  // this rank's share fetched (for offload_param H2D)
+};
+
+void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t times) {
+  if (times <= 0) return;
+  const double t = collective_time_s(topo, CollectiveKind::AllGather, message);
+  if (p.calls == 0) p.first_s = t;
+  p.calls += times;
+  p.bytes_per_rank += times * bus_bytes_per_rank(CollectiveKind::AllGather, topo.ranks, message);
+  p.largest_message = std::max(p.largest_message, message);
+  p.time_s += static_cast<double>(times) * t;
+  p.partition_bytes += times * message / std::max(1, topo.ranks);
+}
+
+// Forward and backward fetch passes of stage 3 for one micro-step.
+void stage3_fetches(const ComputeStats& s, const ZeroConfig& z, const CommTopology& topo, int64_t elem_bytes,
+                    FetchPass& fwd, FetchPass& bwd) {
+  const int64_t n = topo.ranks;
+  // Elements of the groups after group i in forward order, for the reuse-distance rule.
+  int64_t after = 0;
+  const int ng = static_cast<int>(s.groups.size());
+  // Walk backwards to know, per group, how many trailing instances are kept between passes.
+  std::array<int64_t, 64> kept_instances{};
+  for (int gi = ng - 1; gi >= 0; --gi) {
+    const ParamGroup& g = s.groups[gi];
+    int64_t numel = 0;
+    for (int64_t e : g.numels) numel += e;
+    int64_t kept = 0;
+    // Instance j from the end of this group has elements_after = after + j*numel; kept while the
+    // traversal between its forward release and backward reuse (~2x that) is under the distance.
+    while (kept < g.repeat && 2 * (after + kept * numel) < z.max_reuse_distance) ++kept;
+    if (gi < 64) kept_instances[gi] = kept;
+    after += g.repeat * numel;
+  }
+  for (int gi = 0; gi < ng; ++gi) {
+    const ParamGroup& g = s.groups[gi];
+    const int64_t kept = gi < 64 ? kept_instances[gi] : 0;
+    for (int64_t e : g.numels) {
+      if (e <= z.param_persistence_threshold) continue;  // ds_persist: stays whole on every rank
+      const int64_t padded = (e + n - 1) / n * n;        // partition_parameters.py pads to ceil(e/n)
+      add_fetch(fwd, topo, padded * elem_bytes, g.repeat);
+      add_fetch(bwd, topo, padded * elem_bytes, g.repeat - kept);
+    }
+  }
+}
+
+}  // namespace
+
+StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig& z) {
+  const ComputeStats& s = ms.compute;
+  const hw::GpuProfile& g = w.cluster.gpu;
+  const CommTopology topo = topology_of(w.cluster);
+  const int n = topo.ranks;
+  const int64_t accum = std::max<int64_t>(1, z.grad_accum);
+  const int64_t grad_bytes = act_bytes(w.train.precision);  // 16-bit grads/params; fp32 training 4
+  StepTime st;
+
+  // ---- compute, per micro-step
+  const ComputeTimes ct = compute_times(w, s, z.micro_batch);
+  const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
+  const double fwd = ct.layer_fwd * L + ct.head_fwd;
+  const double bwd = ct.layer_bwd * L + ct.head_bwd;
+  double recompute = 0;
+  if (z.checkpointing == Checkpointing::Full) recompute = ct.layer_fwd * L;
+  if (z.checkpointing == Checkpointing::Selective) recompute = ct.attn_fwd * L;
+  const int64_t trainable = s.trainable_params;
+  const int64_t partition = z.stage == 0 ? trainable : (trainable + n - 1) / n;
+  double optimizer = 0;
+  if (z.offload_optimizer == Offload::None)
+    optimizer = static_cast<double>(partition) * kAdamBytesPerParam / (g.hbm_GBps * 1e9 * g.hbm_efficiency);
+  st.forward_s = fwd * static_cast<double>(accum);
+  st.backward_s = bwd * static_cast<double>(accum);
+  st.recompute_s = recompute * static_cast<double>(accum);
+  st.optimizer_s = optimizer;
+  st.compute_s = st.forward_s + st.backward_s + st.recompute_s + st.optimizer_s;
+  const double bwd_micro = bwd + recompute;  // what backward-time communication can hide behind
+
+  // ---- communication
+  double exposed = 0;
+  const Buckets b = buckets_of(trainable, z.reduce_bucket_size, grad_bytes);
+  if (z.stage == 0 || z.stage == 1) {
+    const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
+                                  : "bucketed gradient all-reduce (accumulation boundary)";
+    const double t = add_collective(st, topo, nm, CollectiveKind::AllReduce, b.count, b.bytes, b.last_bytes);
+    if (z.stage == 1 && z.overlap_comm) {
+      const double last = collective_time_s(topo, CollectiveKind::AllReduce, b.last_bytes);
+      exposed += std::max(last, t - bwd_micro);
+    } else {
+      exposed += t;
+    }
+    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = exposed;
+  } else if (z.stage == 2) {
+    const double t1 = add_collective(st, topo, "bucketed gradient all-reduce (every micro-step)",
+                                     CollectiveKind::AllReduce, b.count * accum, b.bytes, b.last_bytes);
+    const double per_micro = t1 / static_cast<double>(accum);
+    double e = per_micro;
+    if (z.overlap_comm) {
+      const double last = collective_time_s(topo, CollectiveKind::AllReduce, b.last_bytes);
+      e = std::max(last, per_micro - bwd_micro);
+    }
+    exposed += e * static_cast<double>(accum);
+    if (st.num_collectives > 0)
+      st.collectives[st.num_collectives - 1].exposed_s = e * static_cast<double>(accum);
+  }
+  if (z.stage == 1 || z.stage == 2) {
+    // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer.
+    const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
+    const double t =
+        add_collective(st, topo, "step-end parameter all-gather", CollectiveKind::AllGather, 1, msg, msg);
+    exposed += t;
+    if (st.num_collectives > 0 && t > 0) st.collectives[st.num_collectives - 1].exposed_s = t;
+  }
+  double offload = 0;
+  const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
+  if (z.stage == 3) {
+    FetchPass pf, pb;
+    stage3_fetches(s, z, topo, grad_bytes, pf, pb);
+    const double af = static_cast<double>(accum);
+    if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
+      CollectiveCost& cf = st.collectives[st.num_collectives++];
+      cf = {"stage-3 forward parameter all-gathers",
+            CollectiveKind::AllGather,
+            pf.calls * accum,
+            pf.largest_message,
+            pf.bytes_per_rank * accum,
+            pf.time_s * af,
+            0};
+      const double ef = pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd);
+      cf.exposed_s = ef * af;
+      exposed += cf.exposed_s;
+    }
+    // Backward: re-gathers and the gradient reduce-scatter share the link; hidden behind the
+    // backward except the first fetch and the last bucket.
+    const Buckets rb = buckets_of(trainable, z.reduce_bucket_size, grad_bytes);
+    double tb = 0;
+    if (pb.calls > 0 && n > 1) {
+      CollectiveCost& cb = st.collectives[st.num_collectives++];
+      cb = {"stage-3 backward parameter all-gathers",
+            CollectiveKind::AllGather,
+            pb.calls * accum,
+            pb.largest_message,
+            pb.bytes_per_rank * accum,
+            pb.time_s * af,
+            0};
+      tb += pb.time_s;
+    }
+    const int rs_index = st.num_collectives;
+    const double trs =
+        add_collective(st, topo, "stage-3 gradient reduce-scatter (every micro-step)",
+                       CollectiveKind::ReduceScatter, rb.count * accum, rb.bytes, rb.last_bytes) /
+        af;
+    const double last_rs = collective_time_s(topo, CollectiveKind::ReduceScatter, rb.last_bytes);
+    double eb = tb + trs;
+    if (z.overlap_comm) eb = std::max(pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro);
+    exposed += eb * af;
+    // Attribute the backward exposure proportionally to the two families.
+    if (tb + trs > 0) {
+      if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
+      if (rs_index < st.num_collectives) st.collectives[rs_index].exposed_s = eb * af * trs / (tb + trs);
+    }
+    if (z.offload_param != Offload::None) {
+      // Each gather first brings the rank's 16-bit partition from the host (ZeRO-Infinity);
+      // prefetch overlaps it with compute like the gathers themselves.
+      const double h2d = static_cast<double>(pf.partition_bytes + pb.partition_bytes) / host_bw;
+      double t = h2d;
+      if (z.offload_param == Offload::NVMe && w.cluster.nvme_GBps > 0)
+        t = std::max(
+            t, static_cast<double>((pf.partition_bytes + pb.partition_bytes) * w.cluster.gpus_per_node) /
+                   (w.cluster.nvme_GBps * 1e9));
+      offload += std::max(0.0, t - (fwd + bwd_micro)) * af;
+    }
+  }
+
+  // ---- optimizer offload
+  if (z.offload_optimizer != Offload::None) {
+    const double part_bytes = static_cast<double>(partition * grad_bytes);
+    const double transfers_per_step = (z.stage >= 2 ? static_cast<double>(accum) : 1.0);
+    // D2H of gradient partitions: overlapped with the backward when overlap_comm is on.
+    const double d2h = part_bytes / host_bw;
+    offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
+    // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the params.
+    offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
+    offload += part_bytes / host_bw;
+    if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
+      // fp32 param, m, v (12 B/param) read and written once per step, the node's ranks share the disk.
+      offload +=
+          2.0 * 12.0 * static_cast<double>(partition) * w.cluster.gpus_per_node / (w.cluster.nvme_GBps * 1e9);
+    }
+  }
+
+  for (int i = 0; i < st.num_collectives; ++i) {
+    st.communication_s += st.collectives[i].time_s;
+    st.comm_bytes_per_rank += st.collectives[i].bytes_per_rank;
+  }
+  st.exposed_communication_s = exposed;
+  st.offload_s = offload;
+  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s;
+
+  // ---- model FLOPs (PaLM Appendix B), per GPU per step
+  const double tokens = static_cast<double>(z.micro_batch * accum * w.train.seq_len);
+  const double attn = s.params_only
+                          ? 0.0
+                          : 12.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
+                                static_cast<double>(w.train.seq_len);
+  st.flops_per_step = (s.model_flops_per_token_dense + attn) * tokens;
+  return st;
+}
+
+}  // namespace zeroplan::planner
