@@ -1,0 +1,459 @@
+#include "configs/check.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <optional>
+
+#include "common/checked.h"
+#include "configs/ds_keys.h"
+#include "configs/emit.h"
+
+namespace zeroplan::configs {
+namespace {
+
+using nlohmann::json;
+using planner::Offload;
+using planner::Precision;
+
+const json* find(const json& obj, std::initializer_list<const char*> path) {
+  const json* cur = &obj;
+  for (const char* k : path) {
+    if (!cur->is_object()) return nullptr;
+    const auto it = cur->find(k);
+    if (it == cur->end()) return nullptr;
+    cur = &*it;
+  }
+  return cur;
+}
+
+bool is_auto(const json* v) { return v && v->is_string() && v->get<std::string>() == "auto"; }
+
+// An integer value, or nullopt when absent, "auto", null or of a wrong type (the validator has
+// already reported wrong types; the caller falls back to DeepSpeed's default).
+std::optional<int64_t> as_int(const json* v) {
+  if (!v) return std::nullopt;
+  if (v->is_number_integer()) return v->get<int64_t>();
+  if (v->is_number_float()) {
+    const double d = v->get<double>();
+    if (std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18) return static_cast<int64_t>(d);
+  }
+  return std::nullopt;
+}
+
+std::optional<bool> as_bool(const json* v) {
+  if (v && v->is_boolean()) return v->get<bool>();
+  return std::nullopt;
+}
+
+Offload parse_device(const json* section) {
+  const json* d = section ? find(*section, {"device"}) : nullptr;
+  if (!d || !d->is_string()) return Offload::None;
+  const std::string s = d->get<std::string>();
+  return s == "cpu" ? Offload::CPU : s == "nvme" ? Offload::NVMe : Offload::None;
+}
+
+std::string human_bytes(double b) { return fmt::format("{:.1f} GB", b / 1e9); }
+
+class Reader {
+ public:
+  Reader(const json& config, const planner::Workload& w) : cfg_(config), w_(w) {
+    r_.resolved = config.is_object() ? config : json::object();
+    r_.issues = validate_keys(config);
+  }
+
+  ReadConfig run() {
+    if (!cfg_.is_object()) {
+      r_.usable = false;
+      return std::move(r_);
+    }
+    batch();
+    precision();
+    zero();
+    r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
+    traps();
+    return std::move(r_);
+  }
+
+ private:
+  void add(Severity s, std::string path, std::string msg, std::string hint = "") {
+    r_.issues.push_back(Issue{s, std::move(path), std::move(msg), std::move(hint)});
+  }
+  void set_resolved(std::initializer_list<const char*> path, const json& v) {
+    json* cur = &r_.resolved;
+    for (const char* k : path) cur = &(*cur)[k];
+    *cur = v;
+  }
+
+  // Batch sizes: "auto" as the HF Trainer fills it (trainer_config_process: per_device_train_batch_size,
+  // gradient_accumulation_steps, train_batch_size = world * micro * accum), then DeepSpeed's own
+  // completion and assertion (runtime/config.py _set_batch_related_parameters, _batch_assertion).
+  void batch() {
+    const int64_t world = w_.cluster.world_size();
+    const auto& t = w_.train;
+    // TrainingArguments values: flags, else HF defaults.
+    int64_t hf_micro = t.micro_batch.value_or(kHfDefaultMicroBatch);
+    int64_t hf_accum = kHfDefaultGradAccum;
+    if (t.grad_accum)
+      hf_accum = *t.grad_accum;
+    else if (t.global_batch && t.micro_batch && *t.global_batch % (*t.micro_batch * world) == 0)
+      hf_accum = *t.global_batch / (*t.micro_batch * world);
+
+    const json* tb_v = find(cfg_, {"train_batch_size"});
+    const json* mb_v = find(cfg_, {"train_micro_batch_size_per_gpu"});
+    const json* ga_v = find(cfg_, {"gradient_accumulation_steps"});
+    std::optional<int64_t> tb = as_int(tb_v), mb = as_int(mb_v), ga = as_int(ga_v);
+
+    if (is_auto(mb_v)) {
+      mb = hf_micro;
+      if (!t.micro_batch)
+        add(Severity::Info, "train_micro_batch_size_per_gpu",
+            fmt::format("\"auto\" resolved to {} (TrainingArguments' default per_device_train_batch_size)", hf_micro),
+            "pass --micro-batch to use your value");
+    }
+    if (is_auto(ga_v)) {
+      ga = hf_accum;
+      if (!t.grad_accum && !t.global_batch)
+        add(Severity::Info, "gradient_accumulation_steps",
+            fmt::format("\"auto\" resolved to {} (TrainingArguments' default)", hf_accum), "pass --grad-accum to use your value");
+    }
+    if (is_auto(tb_v)) tb = world * mb.value_or(hf_micro) * ga.value_or(hf_accum);
+
+    // A flag that disagrees with a number in the file: the HF Trainer refuses the mismatch
+    // (trainer_config_finalize raises "Please correct the following DeepSpeed config values that
+    // mismatch TrainingArguments values"); plain DeepSpeed uses the file. zeroplan uses the file.
+    const auto mismatch = [&](const char* key, const json* v, std::optional<int64_t> flag, const char* flag_name) {
+      const auto cv = as_int(v);
+      if (cv && flag && *cv != *flag)
+        add(Severity::Warning, key,
+            fmt::format("the file says {} but {} says {}; the HF Trainer refuses this mismatch, DeepSpeed alone uses the "
+                        "file's value (zeroplan does too)",
+                        *cv, flag_name, *flag),
+            fmt::format("make them agree or write \"auto\""));
+    };
+    mismatch("train_micro_batch_size_per_gpu", mb_v, t.micro_batch, "--micro-batch");
+    mismatch("gradient_accumulation_steps", ga_v, t.grad_accum, "--grad-accum");
+    mismatch("train_batch_size", tb_v, t.global_batch, "--global-batch");
+
+    // DeepSpeed's completion of missing values (integer division, as in runtime/config.py).
+    if (tb && mb && ga) {
+    } else if (tb && mb) {
+      ga = *tb / *mb / world;
+    } else if (tb && ga) {
+      mb = *tb / world / *ga;
+    } else if (mb && ga) {
+      tb = *mb * *ga * world;
+    } else if (tb) {
+      ga = 1;
+      mb = *tb / world;
+    } else if (mb) {
+      tb = *mb * world;
+      ga = 1;
+    } else {
+      add(Severity::Error, "train_batch_size",
+          "neither train_batch_size nor train_micro_batch_size_per_gpu is given; DeepSpeed asserts 'Either "
+          "train_batch_size or train_micro_batch_size_per_gpu needs to be provided'",
+          "add \"train_micro_batch_size_per_gpu\"");
+      tb = world * hf_micro * hf_accum;
+      mb = hf_micro;
+      ga = hf_accum;
+    }
+    if (*mb <= 0 || *ga <= 0 || *tb <= 0) {
+      add(Severity::Error, "train_batch_size",
+          fmt::format("batch sizes work out to train_batch_size {}, micro-batch {}, accumulation {} on {} GPUs; DeepSpeed "
+                      "asserts each is greater than 0",
+                      *tb, *mb, *ga, world),
+          fmt::format("train_batch_size must be at least {} (one sequence per GPU)", world));
+      mb = std::max<int64_t>(*mb, 1);
+      ga = std::max<int64_t>(*ga, 1);
+      tb = *mb * *ga * world;
+    } else if (*tb != *mb * *ga * world) {
+      add(Severity::Error, "train_batch_size",
+          fmt::format("train_batch_size {} != micro-batch {} x gradient_accumulation_steps {} x {} GPUs = {}; DeepSpeed "
+                      "refuses this ('Check batch related parameters')",
+                      *tb, *mb, *ga, world, *mb * *ga * world),
+          fmt::format("set train_batch_size to {} or write \"auto\"", *mb * *ga * world));
+      tb = *mb * *ga * world;
+    }
+    r_.zero.micro_batch = *mb;
+    r_.zero.grad_accum = *ga;
+    r_.train_batch_size = *tb;
+    set_resolved({"train_batch_size"}, *tb);
+    set_resolved({"train_micro_batch_size_per_gpu"}, *mb);
+    set_resolved({"gradient_accumulation_steps"}, *ga);
+    if (is_auto(find(cfg_, {"gradient_clipping"}))) set_resolved({"gradient_clipping"}, 1.0);  // max_grad_norm default
+  }
+
+  // fp16 / bf16: runtime/config.py get_fp16_enabled, get_bfloat16_enabled ("bfloat16" is the old
+  // name); "auto" is filled from TrainingArguments fp16 / bf16 (here: --precision).
+  void precision() {
+    const auto enabled = [&](const char* section, Precision p) {
+      const json* v = find(cfg_, {section, "enabled"});
+      if (is_auto(v)) {
+        const bool on = w_.train.precision == p;
+        set_resolved({section, "enabled"}, on);
+        return on;
+      }
+      return as_bool(v).value_or(false);
+    };
+    const bool fp16 = enabled("fp16", Precision::FP16);
+    const bool bf16 = enabled("bf16", Precision::BF16) || (!cfg_.contains("bf16") && enabled("bfloat16", Precision::BF16));
+    if (fp16 && bf16)
+      add(Severity::Error, "fp16.enabled",
+          "fp16 and bf16 are both enabled; DeepSpeed asserts 'bfloat16 and fp16 modes cannot be simultaneously enabled'",
+          "keep one of them");
+    r_.precision = bf16 ? Precision::BF16 : fp16 ? Precision::FP16 : Precision::FP32;
+    if (r_.precision == Precision::FP32)
+      add(Severity::Info, "", "neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32 (16 bytes/param of model "
+                              "states stay, but no 16-bit copies and fp32 GEMMs)");
+    if (fp16 && as_bool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false) &&
+        zero_stage_raw() != 2)
+      add(Severity::Error, "fp16.fp16_master_weights_and_grads",
+          "DeepSpeed asserts fp16_master_weights_and_grads is only supported with ZeRO stage 2");
+  }
+
+  int zero_stage_raw() const {
+    const json* zo = find(cfg_, {"zero_optimization"});
+    if (zo && zo->is_boolean()) return zo->get<bool>() ? 1 : 0;
+    const auto s = zo ? as_int(find(*zo, {"stage"})) : std::nullopt;
+    return (s && *s >= 0 && *s <= 3) ? static_cast<int>(*s) : 0;
+  }
+
+  // A zero_optimization size: number, "auto" (HF fill or dropped), alias, or DeepSpeed's default.
+  int64_t zero_size(const json& zo, const char* key, const char* alias, int64_t dflt, std::optional<double> hf_fill) {
+    const json* v = find(zo, {key});
+    if (!v && alias) v = find(zo, {alias});
+    if (is_auto(v)) {
+      if (hf_fill) {
+        if (w_.model.params_only || w_.model.hidden_size <= 0) {
+          add(Severity::Error, std::string("zero_optimization.") + key,
+              "\"auto\" is filled from the model's hidden_size, which --params does not give", "use --model");
+          return dflt;
+        }
+        // transformers fills int(0.9*h*h) in current releases (older ones wrote the float itself).
+        const auto filled = static_cast<int64_t>(std::floor(*hf_fill));
+        if (static_cast<double>(filled) != *hf_fill)
+          add(Severity::Warning, std::string("zero_optimization.") + key,
+              fmt::format("the HF Trainer fills 0.9 x hidden_size^2 = {:.1f} here; transformers releases that do not "
+                          "round it write a fraction, which DeepSpeed >= 0.15 (pydantic 2) rejects "
+                          "('Input should be a valid integer', DeepSpeed #6525)",
+                          *hf_fill),
+              fmt::format("write {} instead of \"auto\"", filled));
+        set_resolved({"zero_optimization", key}, filled);
+        return filled;
+      }
+      return dflt;  // DeepSpeedConfigModel drops "auto": the default applies (validator warned)
+    }
+    const auto i = as_int(v);
+    return i && *i >= 0 ? *i : dflt;
+  }
+
+  void zero() {
+    const int stage = zero_stage_raw();
+    planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(stage);
+    z.micro_batch = r_.zero.micro_batch;
+    z.grad_accum = r_.zero.grad_accum;
+    const json empty = json::object();
+    const json* zo_p = find(cfg_, {"zero_optimization"});
+    const json& zo = (zo_p && zo_p->is_object()) ? *zo_p : empty;
+    const double h = static_cast<double>(w_.model.hidden_size);
+    const bool s3 = stage == 3;
+
+    // HF fills reduce_bucket_size = h^2 at every stage; the stage-3 sizes only for stage 3
+    // (transformers/integrations/deepspeed.py trainer_config_finalize).
+    z.reduce_bucket_size = zero_size(zo, "reduce_bucket_size", nullptr, z.reduce_bucket_size, h * h);
+    z.allgather_bucket_size = zero_size(zo, "allgather_bucket_size", nullptr, z.allgather_bucket_size, std::nullopt);
+    z.prefetch_bucket_size = zero_size(zo, "stage3_prefetch_bucket_size", "prefetch_bucket_size", z.prefetch_bucket_size,
+                                       s3 ? std::optional<double>(0.9 * h * h) : std::nullopt);
+    z.param_persistence_threshold =
+        zero_size(zo, "stage3_param_persistence_threshold", "param_persistence_threshold", z.param_persistence_threshold,
+                  s3 ? std::optional<double>(10 * h) : std::nullopt);
+    z.max_live_parameters =
+        zero_size(zo, "stage3_max_live_parameters", "max_live_parameters", z.max_live_parameters, std::nullopt);
+    z.max_reuse_distance = zero_size(zo, "stage3_max_reuse_distance", "max_reuse_distance", z.max_reuse_distance, std::nullopt);
+    z.sub_group_size = zero_size(zo, "sub_group_size", nullptr, z.sub_group_size, std::nullopt);
+    // overlap_comm: None -> True for stage 3 only (runtime/zero/config.py overlap_comm_valid).
+    z.overlap_comm = as_bool(find(zo, {"overlap_comm"})).value_or(s3);
+    z.contiguous_gradients = as_bool(find(zo, {"contiguous_gradients"})).value_or(z.contiguous_gradients);
+    z.reduce_scatter = as_bool(find(zo, {"reduce_scatter"})).value_or(z.reduce_scatter);
+
+    const json* oo = find(zo, {"offload_optimizer"});
+    const json* op = find(zo, {"offload_param"});
+    z.offload_optimizer = parse_device(oo);
+    z.offload_param = parse_device(op);
+    // Deprecated booleans (runtime/zero/config.py cpu_offload, cpu_offload_param): true -> device cpu.
+    if (as_bool(find(zo, {"cpu_offload"})).value_or(false) && z.offload_optimizer == Offload::None)
+      z.offload_optimizer = Offload::CPU;
+    if (as_bool(find(zo, {"cpu_offload_param"})).value_or(false) && z.offload_param == Offload::None)
+      z.offload_param = Offload::CPU;
+    if (z.offload_param != Offload::None && stage < 3) {
+      add(Severity::Warning, "zero_optimization.offload_param",
+          fmt::format("parameter offload is only implemented for ZeRO stage 3; at stage {} DeepSpeed ignores it", stage),
+          "remove it, or use stage 3");
+      z.offload_param = Offload::None;
+    }
+    if (z.offload_optimizer != Offload::None && stage == 0) {
+      add(Severity::Warning, "zero_optimization.offload_optimizer",
+          "optimizer offload needs ZeRO stage 1, 2 or 3; with stage 0 DeepSpeed builds no ZeRO optimizer and ignores it",
+          "set \"stage\" to 1 or more");
+      z.offload_optimizer = Offload::None;
+    }
+    const auto ratio = oo ? find(*oo, {"ratio"}) : nullptr;
+    if (ratio && ratio->is_number() && ratio->get<double>() < 1.0 && stage != 3)
+      add(Severity::Error, "zero_optimization.offload_optimizer.ratio",
+          "DeepSpeed asserts 'Partial offloading only supported for ZeRO Stage 3'", "remove \"ratio\" or use stage 3");
+    // pin_memory: DeepSpeed's default is False (runtime/zero/offload_config.py).
+    const json* pin_src = z.offload_optimizer != Offload::None ? oo : op;
+    bool pin = pin_src ? as_bool(find(*pin_src, {"pin_memory"})).value_or(false) : false;
+    if (as_bool(find(zo, {"cpu_offload_use_pin_memory"})).value_or(false)) pin = true;
+    if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) z.pin_memory = pin;
+    r_.zero = z;
+  }
+
+  void traps() {
+    const auto& z = r_.zero;
+    const json* zo = find(cfg_, {"zero_optimization"});
+    const int64_t gpu_mem = w_.cluster.gpu.memory_bytes;
+
+    // NVMe without a path: DeepSpeed's swapper needs nvme_path (runtime/swap_tensor/*_swapper.py).
+    const auto nvme_path = [&](const char* section, Offload o) {
+      if (o != Offload::NVMe || !zo) return;
+      const json* p = find(*zo, {section, "nvme_path"});
+      const std::string key = std::string("zero_optimization.") + section + ".nvme_path";
+      if (!p || p->is_null() || (p->is_string() && p->get<std::string>().empty()))
+        add(Severity::Error, key, "NVMe offload without \"nvme_path\": DeepSpeed has no directory to swap to",
+            "set it to a directory on a local NVMe drive");
+      else if (p->is_string() && p->get<std::string>() == kNvmePathPlaceholder)
+        add(Severity::Error, key, "still the placeholder zeroplan writes", "set it to a directory on a local NVMe drive");
+    };
+    nvme_path("offload_optimizer", z.offload_optimizer);
+    nvme_path("offload_param", z.offload_param);
+
+    // NVMe parameter swap buffers must hold the largest parameter partition
+    // (runtime/swap_tensor/partitioned_param_swapper.py get_buffer asserts numel < buffer size).
+    if (z.stage == 3 && z.offload_param == Offload::NVMe && !w_.model.params_only) {
+      int64_t largest = 0;
+      for (const auto& layer : w_.model.inventory())
+        for (const auto& t : layer.tensors) largest = std::max(largest, t.numel());
+      const int64_t part = ceil_div(largest, w_.cluster.world_size());
+      const auto bs = as_int(find(*zo, {"offload_param", "buffer_size"}));
+      const int64_t buffer = bs.value_or(key_default("zero_optimization.offload_param.buffer_size")->get<int64_t>());
+      if (buffer <= part)
+        add(Severity::Error, "zero_optimization.offload_param.buffer_size",
+            fmt::format("{} elements, but the largest parameter partition has {} (largest tensor {} over {} GPUs); "
+                        "DeepSpeed asserts 'More elements ... than buffer size'",
+                        buffer, part, largest, w_.cluster.world_size()),
+            fmt::format("set it above {}", part));
+    }
+
+    if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) {
+      if (!z.pin_memory)
+        add(Severity::Warning, "zero_optimization.offload_optimizer.pin_memory",
+            fmt::format("offload without pinned host memory: host<->GPU copies run at pageable speed ({:.0f} GB/s on "
+                        "{} instead of {:.0f} GB/s pinned)",
+                        w_.cluster.gpu.host_pageable_GBps, w_.cluster.gpu.name, w_.cluster.gpu.host_pinned_GBps),
+            "set \"pin_memory\": true if the host has the RAM");
+    }
+
+    // overlap_comm with big buckets (stage 1/2): HF's DeepSpeed guide (transformers docs, "ZeRO-2"):
+    // "overlap_comm uses 4.5x the allgather_bucket_size and reduce_bucket_size values ... 5e8 ...
+    // requires 9GB" (= 4.5 x 2 bytes x (reduce + allgather)).
+    if ((z.stage == 1 || z.stage == 2) && z.overlap_comm && gpu_mem > 0) {
+      const double footprint = 4.5 * 2.0 * static_cast<double>(z.reduce_bucket_size + z.allgather_bucket_size);
+      // Warn above 15% of the GPU: the 9 GB of the defaults is 37% of a 24 GB GPU.
+      if (footprint > 0.15 * static_cast<double>(gpu_mem))
+        add(Severity::Warning, "zero_optimization.overlap_comm",
+            fmt::format("overlap_comm with reduce_bucket_size {} and allgather_bucket_size {} takes about {} "
+                        "(HF's DeepSpeed guide: 4.5 x the buckets in 16-bit), {:.0f}% of the {}'s {}",
+                        z.reduce_bucket_size, z.allgather_bucket_size, human_bytes(footprint),
+                        100.0 * footprint / static_cast<double>(gpu_mem), w_.cluster.gpu.name,
+                        human_bytes(static_cast<double>(gpu_mem))),
+            "lower both buckets (e.g. 2e8) or let zeroplan pick them");
+    }
+
+    // Stage 3 persistence threshold below the model's small tensors: every norm weight / bias is
+    // partitioned and all-gathered on its own in forward and backward, a flood of latency-bound
+    // collectives (DeepSpeed #1174, #5047). The HF Trainer's "auto" is 10 x hidden_size.
+    if (z.stage == 3 && !w_.model.params_only && w_.model.hidden_size > 0) {
+      const int64_t small_limit = 10 * w_.model.hidden_size;
+      int64_t gathered = 0;
+      for (const auto& layer : w_.model.inventory())
+        for (const auto& t : layer.tensors)
+          if (t.numel() <= small_limit && t.numel() > z.param_persistence_threshold) ++gathered;
+      if (gathered >= w_.model.num_layers && gathered > 0)
+        add(Severity::Warning, "zero_optimization.stage3_param_persistence_threshold",
+            fmt::format("{} leaves {} small tensors (norm weights, biases of at most {} elements) partitioned: each is "
+                        "all-gathered separately in every forward and backward, ~{} latency-bound collectives per "
+                        "micro-step (DeepSpeed #1174, #5047)",
+                        z.param_persistence_threshold, gathered, small_limit, 2 * gathered),
+            fmt::format("use 10 x hidden_size = {} (the HF Trainer's \"auto\")", small_limit));
+    }
+  }
+
+  const json& cfg_;
+  const planner::Workload& w_;
+  ReadConfig r_;
+};
+
+void flatten(const json& j, const std::string& prefix, std::map<std::string, json>& out) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+  } else {
+    out[prefix] = j;
+  }
+}
+
+bool same_value(const json& a, const json& b) {
+  if (a.is_number() && b.is_number()) return a.get<double>() == b.get<double>();
+  return a == b;
+}
+
+}  // namespace
+
+ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Workload& w) {
+  return Reader(config, w).run();
+}
+
+nlohmann::json change_to_json(const ConfigChange& c) {
+  return json{{"key", c.key}, {"from", c.from}, {"to", c.to}, {"from_default", c.from_default}};
+}
+
+std::string format_change(const ConfigChange& c) {
+  const auto show = [](const json& v) { return v.is_null() ? std::string("(not set)") : v.dump(); };
+  return fmt::format("{}: {}{} -> {}", c.key, show(c.from), c.from_default ? " (DeepSpeed default)" : "", show(c.to));
+}
+
+std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann::json& user_config,
+                                     const planner::Plan& user_plan, const planner::Plan& recommended) {
+  std::map<std::string, json> from, to, given;
+  flatten(deepspeed_config(w, user_plan, false), "", from);
+  flatten(deepspeed_config(w, recommended, false), "", to);
+  flatten(user_config, "", given);
+  // Keys whose meaning the user did not choose (zeroplan always writes them) are not changes.
+  for (const char* k : {"gradient_clipping", "zero_optimization.stage3_gather_16bit_weights_on_model_save"}) {
+    from.erase(k);
+    to.erase(k);
+  }
+  std::vector<ConfigChange> out;
+  std::map<std::string, bool> keys;
+  for (const auto& [k, _] : from) keys[k] = true;
+  for (const auto& [k, _] : to) keys[k] = true;
+  for (const auto& [k, _] : keys) {
+    const json a = from.count(k) ? from[k] : json();
+    const json b = to.count(k) ? to[k] : json();
+    if (!a.is_null() && !b.is_null() && same_value(a, b)) continue;
+    if (a.is_null() && b.is_null()) continue;
+    ConfigChange c{k, a, b, !a.is_null() && !given.count(k)};
+    out.push_back(c);
+  }
+  if (user_plan.zero.checkpointing != recommended.zero.checkpointing)
+    out.push_back(ConfigChange{"TrainingArguments.gradient_checkpointing (" + planner::to_string(user_plan.zero.checkpointing) +
+                                   " -> " + planner::to_string(recommended.zero.checkpointing) + ")",
+                               user_plan.zero.checkpointing != planner::Checkpointing::None,
+                               recommended.zero.checkpointing == planner::Checkpointing::Full, false});
+  return out;
+}
+
+}  // namespace zeroplan::configs

@@ -1,0 +1,52 @@
+#pragma once
+// Reading a user's ds_config.json back into what DeepSpeed will actually run: "auto" resolved the
+// way the HF Trainer resolves it (transformers/integrations/deepspeed.py), absent keys given
+// DeepSpeed's *code* defaults (configs/data/deepspeed_keys.json, planner/zero_config.h), batch
+// arithmetic completed and checked the way runtime/config.py does, and known traps reported.
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "configs/issue.h"
+#include "planner/plan.h"
+#include "planner/training_spec.h"
+#include "planner/zero_config.h"
+
+namespace zeroplan::configs {
+
+// HF TrainingArguments defaults used when the config says "auto" and no flag gives the value
+// (transformers TrainingArguments: per_device_train_batch_size=8, gradient_accumulation_steps=1,
+// max_grad_norm=1.0).
+inline constexpr int64_t kHfDefaultMicroBatch = 8;
+inline constexpr int64_t kHfDefaultGradAccum = 1;
+
+struct ReadConfig {
+  nlohmann::json resolved;  // the user's config with every "auto" replaced by its value
+  planner::ZeroConfig zero;  // stage, offload, batch, every knob (absent -> DeepSpeed's code default)
+  planner::Precision precision = planner::Precision::FP32;
+  int64_t train_batch_size = 0;
+  std::vector<Issue> issues;  // validator findings + arithmetic + traps, in that order
+  bool usable = true;         // false when the config cannot be turned into a plan at all
+};
+
+// `w` supplies the model (hidden size, tensors), the cluster (world size, GPU memory) and the
+// user's batch flags (w.train.micro_batch / grad_accum / global_batch, used for "auto") and
+// checkpointing (w.train.checkpointing; none when absent: it is not part of a DeepSpeed config).
+ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Workload& w);
+
+// One key-by-key difference between two configs in DeepSpeed terms.
+struct ConfigChange {
+  std::string key;       // dotted path, or "TrainingArguments.gradient_checkpointing"
+  nlohmann::json from;   // null when absent
+  nlohmann::json to;     // null when the recommended config does not set it
+  bool from_default = false;  // `from` is DeepSpeed's default (the user's file does not set it)
+};
+nlohmann::json change_to_json(const ConfigChange& c);
+std::string format_change(const ConfigChange& c);
+
+// Differences between the user's config (`user_plan`, read from `user_config`) and `recommended`,
+// both rendered with deepspeed_config() so defaults are explicit on both sides.
+std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann::json& user_config,
+                                     const planner::Plan& user_plan, const planner::Plan& recommended);
+
+}  // namespace zeroplan::configs
