@@ -42,6 +42,7 @@ CommTopology topology_of(const hw::ClusterSpec& c) {
   t.nodes = c.nodes;
   t.intra = &c.intra_node;
   t.inter = c.nodes > 1 ? &c.inter_node : nullptr;
+  t.nics_per_node = std::max(1, c.nics_per_node);
   return t;
 }
 
@@ -51,7 +52,9 @@ double collective_busbw_GBps(const CommTopology& t, int64_t s) {
   const bool intra_used = t.ranks > t.nodes;
   if (intra_used && t.intra != nullptr) bw = t.intra->busbw.busbw_at(s);
   if (t.inter != nullptr) {
-    const double net = t.inter->busbw.busbw_at(s);
+    // Each of the k rings carries S/k bytes over its own NIC.
+    const double k = static_cast<double>(t.nics_per_node);
+    const double net = t.inter->busbw.busbw_at(static_cast<int64_t>(static_cast<double>(s) / k)) * k;
     bw = intra_used ? std::min(bw, net) : net;  // slowest tier bounds the ring
   }
   return bw;

@@ -22,20 +22,20 @@ double bus_factor(CollectiveKind k, int n);
 int64_t bus_bytes_per_rank(CollectiveKind k, int n, int64_t message_bytes);
 
 // The data-parallel group a ZeRO collective runs over. Assumptions, stated:
-//  - one ring (or NCCL's tree, same busbw bound) spans all ranks; on one node it runs over the
-//    intra-node link, across nodes it crosses the inter-node network once per node boundary;
+//  - one ring (NCCL's tree has the same bandwidth bound) spans all ranks; on one node it runs over
+//    the intra-node link, across nodes it crosses the network once per node boundary;
 //  - a multi-node ring is bound by its slowest tier: busbw = min(intra busbw, inter busbw). In a
-//    ring every edge carries the same bytes, so the node's network edge must carry the per-rank
-//    volume: the inter tier's busbw is the node's network bandwidth as the link profile gives it
-//    (one NIC per node at the profile's speed unless the profile describes a multi-rail node). This
-//    is the ring bound; it does NOT divide the NIC among the node's GPUs, because only one ring edge
-//    per ring leaves each node.
+//    ring every edge carries the same bytes and only one edge per ring leaves each node, so the NIC
+//    is NOT divided among the node's GPUs; NCCL runs one ring (channel set) per NIC, so the network
+//    tier's busbw is the link curve x nics_per_node (hw::ClusterSpec::nics_per_node, whose default
+//    1 is the conservative case; DGX-class nodes have one NIC per GPU: pass --nics 8);
 //  - latency: the tiers' latency terms add (one intra hop chain + one network hop chain).
 struct CommTopology {
   int ranks = 1;
   int nodes = 1;
   const hw::LinkProfile* intra = nullptr;
   const hw::LinkProfile* inter = nullptr;  // null on one node
+  int nics_per_node = 1;
 };
 CommTopology topology_of(const hw::ClusterSpec& c);
 

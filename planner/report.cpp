@@ -1,0 +1,119 @@
+// Terminal report for `zeroplan plan` (issue 4 "Display"). Plain ASCII so it reads in any terminal,
+// in logs and without colour.
+#include "planner/report.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+
+#include "planner/reasons.h"
+
+namespace zeroplan::planner {
+namespace {
+
+constexpr std::array<char, kNumCategories> kLetters = {'P', 'G', 'O', 'A', 'B', 'X'};
+
+std::string gb(int64_t bytes) {
+  return fmt::format("{:.1f}", static_cast<double>(bytes) / 1e9);
+}
+
+std::string ms(double s) {
+  if (s >= 10) return fmt::format("{:.1f} s", s);
+  return fmt::format("{:.0f} ms", s * 1e3);
+}
+
+const char* short_ckpt(Checkpointing c) {
+  switch (c) {
+    case Checkpointing::None:
+      return "none";
+    case Checkpointing::Selective:
+      return "select";
+    case Checkpointing::Full:
+      return "full";
+  }
+  return "";
+}
+
+std::string short_offload(const ZeroConfig& z) {
+  auto one = [](Offload o) -> const char* {
+    switch (o) {
+      case Offload::None:
+        return "-";
+      case Offload::CPU:
+        return "cpu";
+      case Offload::NVMe:
+        return "nvme";
+    }
+    return "";
+  };
+  if (z.offload_optimizer == Offload::None && z.offload_param == Offload::None) return "none";
+  if (z.offload_param == Offload::None) return fmt::format("opt:{}", one(z.offload_optimizer));
+  return fmt::format("opt:{} par:{}", one(z.offload_optimizer), one(z.offload_param));
+}
+
+}  // namespace
+
+std::string memory_bar(const Plan& p, int width) {
+  std::string bar;
+  const double cap = static_cast<double>(std::max<int64_t>(1, p.capacity_bytes));
+  const double per_char = cap / width;
+  // Round cumulative boundaries so the letters add up to the rounded total.
+  double cum = 0;
+  int drawn = 0;
+  for (int c = 0; c < kNumCategories; ++c) {
+    cum += static_cast<double>(p.memory.at_peak[c]);
+    const int upto = static_cast<int>(std::lround(cum / per_char));
+    for (; drawn < upto; ++drawn) bar += drawn < width ? kLetters[c] : '!';
+  }
+  for (; drawn < width; ++drawn) bar += '.';
+  if (static_cast<int>(bar.size()) > width) {
+    // Over capacity: mark the capacity edge and cap the overflow display.
+    bar = bar.substr(0, width) + "|" + std::string(std::min<size_t>(bar.size() - width, 20), '!');
+  } else {
+    bar += "|";
+  }
+  return bar;
+}
+
+std::string render_report(const Workload& w, const SearchResult& r) {
+  std::string out;
+  const auto& c = w.cluster;
+  out += fmt::format(
+      "{} on {} GPU{} ({}x{}, {:.0f} GB each), seq {}, {} {}\n", w.model.name, c.world_size(),
+      c.world_size() > 1 ? "s" : "",
+      c.nodes > 1 ? fmt::format("{}x{}", c.nodes, c.gpus_per_node) : fmt::format("{}", c.gpus_per_node),
+      c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
+      to_string(w.train.precision), to_string(w.train.method));
+  out +=
+      fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage:\n\n", r.candidates_evaluated);
+  out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>8} {:>17} {:>10} {:>5}\n", "stage",
+                     "fits", "peak/usable GB", "micro", "accum", "ckpt", "offload", "step", "comm (exposed)",
+                     "tokens/s", "MFU");
+  for (const Plan& p : r.best_per_stage) {
+    const bool rec = r.recommendation && r.recommendation->zero.stage == p.zero.stage;
+    out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>8} {:>17} {:>10.0f} {:>4.0f}%\n",
+                       fmt::format("{}ZeRO-{}", rec ? "*" : " ", p.zero.stage), p.fits ? "yes" : "NO",
+                       fmt::format("{}/{}", gb(p.memory.peak), gb(p.capacity_bytes)), p.zero.micro_batch,
+                       p.zero.grad_accum, short_ckpt(p.zero.checkpointing), short_offload(p.zero),
+                       ms(p.time.step_s),
+                       fmt::format("{} ({})", ms(p.time.communication_s), ms(p.time.exposed_communication_s)),
+                       p.tokens_per_s, p.mfu * 100);
+  }
+  out +=
+      "\nGPU memory at peak (P params, G grads, O optimizer, A activations, B buffers, X overhead, . free, "
+      "| usable limit, ! over):\n";
+  for (const Plan& p : r.best_per_stage)
+    out += fmt::format("  ZeRO-{} {}  {} GB\n", p.zero.stage, memory_bar(p, 50), gb(p.memory.peak));
+  out += "\n";
+  if (r.recommendation) {
+    out += fmt::format("Recommended: {}\n", describe_config(r.recommendation->zero));
+  } else {
+    out += "Recommended: nothing fits.\n";
+  }
+  for (const auto& reason : r.reasons) out += fmt::format("  - {}\n", reason);
+  return out;
+}
+
+}  // namespace zeroplan::planner
