@@ -57,11 +57,22 @@ GemmRunner::~GemmRunner() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType c_type, int align_a, int align_b,
+GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType ab_type, DType c_type, int align_a, int align_b,
                                        int align_c, bool beta_nonzero) {
-  const Key key{
-      s.trans_a, s.trans_b, s.m,     s.n,         s.k, s.lda, s.ldb, s.ldc, static_cast<int>(c_type),
-      align_a,   align_b,   align_c, beta_nonzero};
+  const Key key{s.trans_a,
+                s.trans_b,
+                s.m,
+                s.n,
+                s.k,
+                s.lda,
+                s.ldb,
+                s.ldc,
+                static_cast<int>(ab_type),
+                static_cast<int>(c_type),
+                align_a,
+                align_b,
+                align_c,
+                beta_nonzero};
   if (auto it = plans_.find(key); it != plans_.end()) return *it->second;
 
   auto plan = std::make_unique<Plan>();
@@ -78,8 +89,8 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType c_type, int ali
   const uint64_t a_cols = static_cast<uint64_t>(s.trans_b ? s.n : s.k);
   const uint64_t b_rows = static_cast<uint64_t>(s.trans_a ? s.m : s.k);
   const uint64_t b_cols = static_cast<uint64_t>(s.trans_a ? s.k : s.m);
-  ZP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_16BF, a_rows, a_cols, s.ldb));
-  ZP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_16BF, b_rows, b_cols, s.lda));
+  ZP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, to_cuda(ab_type), a_rows, a_cols, s.ldb));
+  ZP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, to_cuda(ab_type), b_rows, b_cols, s.lda));
   ZP_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, to_cuda(c_type), static_cast<uint64_t>(s.n),
                                              static_cast<uint64_t>(s.m), s.ldc));
 
@@ -109,7 +120,7 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType c_type, int ali
                                                  1, &result, &found));
   if (found == 0)
     throw CudaError(
-        fmt::format("cuBLASLt offers no bf16 algorithm for GEMM m={} n={} k={} (trans_a={}, "
+        fmt::format("cuBLASLt offers no algorithm for GEMM m={} n={} k={} (trans_a={}, "
                     "trans_b={}, lda={}, ldb={}, ldc={}) with {} bytes of workspace",
                     s.m, s.n, s.k, s.trans_a, s.trans_b, s.lda, s.ldb, s.ldc, workspace_bytes_));
   plan->algo = result.algo;
@@ -118,13 +129,13 @@ GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType c_type, int ali
   return *raw;
 }
 
-void GemmRunner::gemm(cudaStream_t stream, const GemmShape& s, const __nv_bfloat16* A, const __nv_bfloat16* B,
+void GemmRunner::gemm(cudaStream_t stream, const GemmShape& s, const void* A, const void* B, DType ab_type,
                       void* C, DType c_type, float alpha, float beta) {
   ZP_CHECK(s.m > 0 && s.n > 0 && s.k > 0, "GEMM with an empty dimension m={} n={} k={}", s.m, s.n, s.k);
   ZP_CHECK(s.lda >= (s.trans_a ? s.m : s.k) && s.ldb >= (s.trans_b ? s.k : s.n) && s.ldc >= s.n,
            "GEMM leading dimensions too small (lda={} ldb={} ldc={})", s.lda, s.ldb, s.ldc);
-  ZP_CHECK(c_type != DType::F16, "GEMM output must be bf16 or fp32");
-  Plan& p = plan_for(s, c_type, alignment_of(A), alignment_of(B), alignment_of(C), beta != 0.0f);
+  ZP_CHECK(c_type == DType::F32 || c_type == ab_type, "GEMM output must be fp32 or the input type");
+  Plan& p = plan_for(s, ab_type, c_type, alignment_of(A), alignment_of(B), alignment_of(C), beta != 0.0f);
   ZP_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, B, p.a, A, p.b, &beta, C, p.c, C, p.c, &p.algo,
                                  workspace_, workspace_bytes_, stream));
 }

@@ -43,7 +43,13 @@ class GemmRunner {
   GemmRunner& operator=(const GemmRunner&) = delete;
 
   void gemm(cudaStream_t stream, const GemmShape& shape, const __nv_bfloat16* A, const __nv_bfloat16* B,
-            void* C, DType c_type, float alpha = 1.0f, float beta = 0.0f);
+            void* C, DType c_type, float alpha = 1.0f, float beta = 0.0f) {
+    gemm(stream, shape, A, B, DType::BF16, C, c_type, alpha, beta);
+  }
+  // A and B of type ab_type: BF16 / F16 (tensor cores, fp32 accumulate) or F32 (plain fp32, no TF32,
+  // for the fp32-precision runs). C of type c_type: F32, or ab_type.
+  void gemm(cudaStream_t stream, const GemmShape& shape, const void* A, const void* B, DType ab_type, void* C,
+            DType c_type, float alpha = 1.0f, float beta = 0.0f);
 
   size_t workspace_bytes() const { return workspace_bytes_; }
   size_t cached_plans() const { return plans_.size(); }
@@ -51,8 +57,9 @@ class GemmRunner {
  private:
   struct Plan;
   using Key =
-      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, bool>;
-  Plan& plan_for(const GemmShape& s, DType c_type, int align_a, int align_b, int align_c, bool beta_nonzero);
+      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool>;
+  Plan& plan_for(const GemmShape& s, DType ab_type, DType c_type, int align_a, int align_b, int align_c,
+                 bool beta_nonzero);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
