@@ -1,0 +1,1130 @@
+// The ZeRO engine. One readable path through a training step (llm.c's style): setup allocates the
+// model states of this rank's ZeRO stage; each micro-step runs forward and backward, handing every
+// weight gradient to the stage's reduction as soon as it exists; the boundary reduces what is left,
+// steps the optimizer and restores the 16-bit parameters.
+//
+// DeepSpeed references are to deepspeed/runtime/zero/ at commit edaa7221 (github:deepspeedai/DeepSpeed):
+//  S12 = stage_1_and_2.py (DeepSpeedZeroOptimizer), S3 = stage3.py (DeepSpeedZeroOptimizer_Stage3),
+//  PPC = partitioned_param_coordinator.py, PP = partition_parameters.py.
+#include "executor/engine.h"
+
+#include <Eigen/Core>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "common/errors.h"
+#include "executor/dtype_io.h"
+
+namespace zeroplan::exec {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// Parameter layout, from the ModelSpec's fields. Order = HF LlamaForCausalLM.named_parameters()
+// (module registration order), which is the order of DeepSpeed's flat buffers: embed_tokens;
+// per layer self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, input_layernorm,
+// post_attention_layernorm; norm; lm_head.
+enum LayerParam { kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kNumLayerParams };
+
+struct Param {
+  std::string name;
+  int module = 0;  // stage-3 gather unit: 0 embed, 1..L layers, L+1 final norm, L+2 lm_head
+  int64_t numel = 0;
+  int64_t flat_offset = 0;  // stages 0-2: offset in the flat 16-bit buffer
+};
+
+struct Layout {
+  std::vector<Param> params;
+  std::vector<std::vector<int>> modules;  // params of each module, in order
+  int64_t total = 0;
+  int64_t C = 0, L = 0, Hq = 0, Hkv = 0, D = 0, I = 0, V = 0;
+  int embed = 0, final_norm = 0, lm_head = 0;
+  int layer(int64_t l, LayerParam p) const { return 1 + static_cast<int>(l) * kNumLayerParams + p; }
+};
+
+Layout make_layout(const models::ModelSpec& m) {
+  Layout lo;
+  lo.C = m.hidden_size;
+  lo.L = m.num_layers;
+  lo.Hq = m.num_heads;
+  lo.Hkv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  lo.D = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
+  lo.I = m.intermediate_size;
+  lo.V = m.vocab_size;
+  auto add = [&](std::string name, int module, int64_t numel) {
+    lo.params.push_back(Param{std::move(name), module, numel});
+    if (static_cast<int>(lo.modules.size()) <= module) lo.modules.resize(static_cast<size_t>(module) + 1);
+    lo.modules[static_cast<size_t>(module)].push_back(static_cast<int>(lo.params.size()) - 1);
+  };
+  add("model.embed_tokens.weight", 0, lo.V * lo.C);
+  for (int64_t l = 0; l < lo.L; ++l) {
+    const int mod = 1 + static_cast<int>(l);
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    add(p + "self_attn.q_proj.weight", mod, lo.Hq * lo.D * lo.C);
+    add(p + "self_attn.k_proj.weight", mod, lo.Hkv * lo.D * lo.C);
+    add(p + "self_attn.v_proj.weight", mod, lo.Hkv * lo.D * lo.C);
+    add(p + "self_attn.o_proj.weight", mod, lo.C * lo.Hq * lo.D);
+    add(p + "mlp.gate_proj.weight", mod, lo.I * lo.C);
+    add(p + "mlp.up_proj.weight", mod, lo.I * lo.C);
+    add(p + "mlp.down_proj.weight", mod, lo.C * lo.I);
+    add(p + "input_layernorm.weight", mod, lo.C);
+    add(p + "post_attention_layernorm.weight", mod, lo.C);
+  }
+  lo.final_norm = static_cast<int>(lo.params.size());
+  add("model.norm.weight", static_cast<int>(lo.L) + 1, lo.C);
+  lo.lm_head = static_cast<int>(lo.params.size());
+  add("lm_head.weight", static_cast<int>(lo.L) + 2, lo.V * lo.C);
+  for (auto& p : lo.params) {
+    p.flat_offset = lo.total;
+    lo.total += p.numel;
+  }
+  return lo;
+}
+
+// Deterministic initial values, independent of rank and stage: a hash of (seed, param, element)
+// mapped to U(-a, a) with a = 0.02 sqrt(3), i.e. std 0.02 (HF initializer_range); norms start at 1.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+float init_value(uint64_t seed, const Param& p, int pid, int64_t i) {
+  if (p.name.find("norm") != std::string::npos) return 1.0f;
+  const uint64_t h =
+      splitmix64(seed ^ splitmix64(static_cast<uint64_t>(pid) * 0x100000001B3ull + static_cast<uint64_t>(i)));
+  const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
+  return static_cast<float>((2.0 * u - 1.0) * 0.02 * std::sqrt(3.0));
+}
+
+// Training data: sequences of an affine recurrence t_{i+1} = (a t_i + c) mod V from a seeded start,
+// so the loss can fall. Global micro-batch index g picks the sequences.
+void make_tokens(const RunConfig& cfg, int64_t V, int step, int64_t g, std::vector<int32_t>& inp,
+                 std::vector<int32_t>& tgt) {
+  const int64_t B = cfg.micro_batch, T = cfg.seq_len;
+  inp.resize(static_cast<size_t>(B * T));
+  tgt.resize(static_cast<size_t>(B * T));
+  for (int64_t b = 0; b < B; ++b) {
+    const uint64_t key =
+        (cfg.fixed_batch ? 0u : static_cast<uint64_t>(step)) * 1000003ull + static_cast<uint64_t>(g * B + b);
+    int64_t t = static_cast<int64_t>(splitmix64(cfg.seed * 31 + key) % static_cast<uint64_t>(V));
+    const int64_t a = 5, c = 7;
+    for (int64_t i = 0; i <= T; ++i) {
+      if (i < T) inp[static_cast<size_t>(b * T + i)] = static_cast<int32_t>(t);
+      if (i > 0) tgt[static_cast<size_t>(b * T + i - 1)] = static_cast<int32_t>(t);
+      t = (a * t + c) % V;
+    }
+  }
+}
+
+float round_to(DType t, float v) {
+  if (t == DType::BF16) return static_cast<float>(Eigen::bfloat16(v));
+  if (t == DType::F16) return static_cast<float>(Eigen::half(v));
+  return v;
+}
+
+// Saved tensors of one decoder layer's forward ([N = B*T] rows). With full checkpointing one set
+// is recomputed per layer during backward.
+struct LayerActs {
+  DeviceBuffer ln1, q, k, v, att, xmid, ln2, gate, up, act;  // act dtype
+  DeviceBuffer rstd1, rstd2, lse;                            // F32
+};
+
+// ---------------------------------------------------------------------------------------------
+class RankEngine {
+ public:
+  RankEngine(const RunConfig& cfg, const Layout& lo, Backend& be, Communicator& comm)
+      : cfg_(cfg),
+        lo_(lo),
+        be_(be),
+        comm_(comm),
+        N_(comm.world_size()),
+        r_(comm.rank()),
+        act_(cfg.mixed_precision ? DType::BF16 : DType::F32),
+        stage_(cfg.zero.stage) {
+    timer_fwd_ = be_.make_timer();
+    timer_bwd_ = be_.make_timer();
+    timer_step_ = be_.make_timer();
+  }
+
+  void run(RankMeasurement& meas, std::vector<double>& micro_losses, std::vector<float>& master_out,
+           std::vector<float>& first_grads);
+
+ private:
+  // ---- helpers
+  DeviceBuffer buf(MemCategory c, int64_t numel, DType t, MemTier tier = MemTier::Device) {
+    return DeviceBuffer(be_, tracker_, tier, c, numel, t);
+  }
+  int64_t B() const { return cfg_.micro_batch; }
+  int64_t T() const { return cfg_.seq_len; }
+  int64_t Ntok() const { return cfg_.micro_batch * cfg_.seq_len; }
+  bool offload() const { return cfg_.zero.offload_optimizer; }
+  MemTier opt_tier() const { return offload() ? MemTier::Host : MemTier::Device; }
+  bool has_master() const { return cfg_.mixed_precision || stage_ > 0; }
+
+  void setup();
+  void forward(int micro_index_global, int step, double& loss);
+  void backward();
+  void boundary(int step);
+  const void* W(int pid) const;
+  void* grad_slot(int pid);
+  void grad_done(int pid);
+  void layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a);
+  void layer_backward(int64_t l, const void* x_in, LayerActs& a);
+  LayerActs alloc_layer_acts();
+
+  // stages 1/2 reduction
+  void reduce_ipg_bucket();
+  void accumulate_into_partition(int pid, const void* grad_src);
+  // stage 3
+  void s3_fetch(int module);
+  void s3_gather(int module);
+  void s3_release(int module);
+  void s3_reduce_bucket();
+  void s3_begin_micro_step();
+
+  const RunConfig& cfg_;
+  const Layout& lo_;
+  Backend& be_;
+  Communicator& comm_;
+  const int N_, r_;
+  const DType act_;
+  const int stage_;
+  MemoryTracker tracker_;
+  std::unique_ptr<Timer> timer_fwd_, timer_bwd_, timer_step_;
+
+  // stages 0-2: padded flat buffer and this rank's partition [part_lo_, part_lo_ + part_size_)
+  int64_t padded_total_ = 0, part_size_ = 0, part_lo_ = 0;
+  DeviceBuffer params16_;  // stages 0-2: full flat; stage 3: this rank's flat partition
+  DeviceBuffer grads16_;   // stages 0/1: full flat gradients (param.grad), accumulate across micro-steps
+  DeviceBuffer
+      grad_part_;  // stages 1/2/3: the rank's gradient partition (16-bit; fp32 on the host with offload)
+  DeviceBuffer master_, exp_avg_, exp_avg_sq_;  // fp32 partition (optimizer states)
+  std::array<DeviceBuffer, 2> ipg_;             // gradient buckets
+  int ipg_index_ = 0;
+  int64_t ipg_elements_ = 0;
+  std::vector<std::pair<int, int64_t>> ipg_params_;  // (param, offset in bucket)
+  DeviceBuffer extra_large_grad_;                    // a gradient bigger than the bucket, reduced alone
+
+  // stage 3 state
+  int64_t s3_part_total_ = 0;
+  std::vector<int64_t> part_numels_;   // per param: ceil(numel / N) (PP _partition_param)
+  std::vector<int64_t> part_offsets_;  // per param: offset in this rank's flat partition
+  std::vector<bool> persistent_;       // numel <= stage3_param_persistence_threshold
+  int prefetch_cursor_ = 0;
+  std::vector<DeviceBuffer> gathered_;  // per param: full (padded) 16-bit copy when available
+  std::vector<int> trace_;              // module order of one micro-step (forward, then backward)
+  bool trace_complete_ = false;
+  int trace_pos_ = 0;
+  std::vector<int> most_recent_fetched_for_;  // per module: latest trace position a prefetch covered
+  int64_t n_available_ = 0;
+  int64_t gathered_live_bytes_ = 0, gathered_peak_bytes_ = 0;
+
+  // activations of the current micro-step
+  DeviceBuffer tok_in_, tok_tgt_;
+  std::vector<DeviceBuffer> x_;  // residual stream: x_[l] = input of layer l, x_[L] = final
+  std::vector<LayerActs> acts_;  // per layer (no checkpointing)
+  DeviceBuffer rstdf_, lnf_, logits_, losses_, dres_;
+  int64_t scalar_comm_bytes_ = 0;
+  bool capture_ = false;
+  std::vector<float>* first_grads_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Setup: the model states of this rank.
+std::vector<char> to_16bit_layout(const std::vector<float>& v, DType t) {
+  std::vector<char> out(v.size() * static_cast<size_t>(dtype_bytes(t)));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::F32) {
+      std::memcpy(out.data() + i * 4, &v[i], 4);
+    } else {
+      const Eigen::bfloat16 b(v[i]);
+      std::memcpy(out.data() + i * 2, &b, 2);
+    }
+  }
+  return out;
+}
+
+void host_add(float* dst, const void* src, DType t, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += load_elem(src, t, i);
+}
+
+void RankEngine::setup() {
+  tracker_.set_phase(StepPhase::Forward);
+  const auto& P = lo_.params;
+  auto value = [&](size_t pid, int64_t i) {
+    if (cfg_.initial_params != nullptr)
+      return (*cfg_.initial_params)[static_cast<size_t>(P[pid].flat_offset + i)];
+    return init_value(cfg_.seed, P[pid], static_cast<int>(pid), i);
+  };
+  std::vector<float> host;  // initial values of what this rank holds (rounded to the 16-bit type)
+  int64_t master_lo = 0;
+  if (stage_ <= 2) {
+    // S12 __init__: the 16-bit group is flattened and padded to a multiple of
+    // nccl_start_alignment_factor (2) x world size, then split into N equal partitions.
+    const int64_t align = 2 * N_;
+    padded_total_ = (lo_.total + align - 1) / align * align;
+    part_size_ = stage_ == 0 ? padded_total_ : padded_total_ / N_;
+    part_lo_ = stage_ == 0 ? 0 : r_ * part_size_;
+    master_lo = part_lo_;
+    params16_ = buf(MemCategory::Parameters, padded_total_, act_);
+    host.assign(static_cast<size_t>(padded_total_), 0.0f);
+    for (size_t pid = 0; pid < P.size(); ++pid)
+      for (int64_t i = 0; i < P[pid].numel; ++i)
+        host[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
+  } else {
+    // PP _partition_param: every parameter partitioned on its own, ceil(numel/N) per rank, padded.
+    part_numels_.resize(P.size());
+    part_offsets_.resize(P.size());
+    persistent_.assign(P.size(), false);
+    int64_t off = 0;
+    for (size_t pid = 0; pid < P.size(); ++pid) {
+      part_numels_[pid] = (P[pid].numel + N_ - 1) / N_;
+      part_offsets_[pid] = off;
+      off += part_numels_[pid];
+      // PPC/S3 persistent_parameters: ds_numel <= stage3_param_persistence_threshold stays gathered.
+      persistent_[pid] = P[pid].numel <= cfg_.zero.param_persistence_threshold;
+    }
+    s3_part_total_ = part_size_ = off;
+    params16_ = buf(MemCategory::Parameters, s3_part_total_, act_);
+    host.assign(static_cast<size_t>(s3_part_total_), 0.0f);
+    for (size_t pid = 0; pid < P.size(); ++pid)
+      for (int64_t j = 0; j < part_numels_[pid]; ++j) {
+        const int64_t i = r_ * part_numels_[pid] + j;
+        if (i < P[pid].numel)
+          host[static_cast<size_t>(part_offsets_[pid] + j)] = round_to(act_, value(pid, i));
+      }
+    gathered_.resize(P.size());
+    most_recent_fetched_for_.assign(lo_.modules.size(), -1);
+    for (size_t m = 0; m < lo_.modules.size(); ++m) trace_.push_back(static_cast<int>(m));
+    for (size_t m = lo_.modules.size(); m-- > 0;) trace_.push_back(static_cast<int>(m));
+    // S3 __init__: one reduce bucket (reduce_bucket_size elements, no double buffer) and the flat
+    // gradient-partition buffer (sum of partition numels, gradient_accumulation_dtype; on the host,
+    // fp32, with offload_optimizer).
+    ipg_[0] = buf(MemCategory::Buffers, cfg_.zero.reduce_bucket_size, act_);
+    if (offload())
+      grad_part_ = buf(MemCategory::Gradients, s3_part_total_, DType::F32, MemTier::Host);
+    else
+      grad_part_ = buf(MemCategory::Gradients, s3_part_total_, act_);
+    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
+  }
+  const auto h16 = to_16bit_layout(host, act_);
+  be_.upload(params16_.data(), h16.data(), static_cast<int64_t>(h16.size()));
+  if (has_master()) {
+    // S12: single_partition_of_fp32_groups = the 16-bit partition .clone().float();
+    // S3 _create_fp32_partitions: likewise per sub-group. Host tier with offload_optimizer.
+    master_ = buf(MemCategory::OptimizerStates, part_size_, DType::F32, opt_tier());
+    if (opt_tier() == MemTier::Host)
+      std::memcpy(master_.data(), host.data() + master_lo, static_cast<size_t>(part_size_ * 4));
+    else
+      be_.upload(master_.data(), host.data() + master_lo, part_size_ * 4);
+  }
+  // Adam exp_avg and exp_avg_sq, fp32, over the master partition (torch creates them lazily at the
+  // first step; same bytes, allocated up front).
+  exp_avg_ = buf(MemCategory::OptimizerStates, part_size_, DType::F32, opt_tier());
+  exp_avg_sq_ = buf(MemCategory::OptimizerStates, part_size_, DType::F32, opt_tier());
+  be_.zero(exp_avg_.data(), exp_avg_.bytes(), opt_tier());
+  be_.zero(exp_avg_sq_.data(), exp_avg_sq_.bytes(), opt_tier());
+  if (stage_ == 2 && offload()) {
+    // S12 with cpu_offload: the fp32 gradient partition lives on the host for the whole run.
+    grad_part_ = buf(MemCategory::Gradients, part_size_, DType::F32, MemTier::Host);
+    be_.zero(grad_part_.data(), grad_part_.bytes(), MemTier::Host);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parameters and gradient slots.
+const void* RankEngine::W(int pid) const {
+  if (stage_ <= 2) return params16_.at(lo_.params[static_cast<size_t>(pid)].flat_offset);
+  ZP_CHECK(static_cast<bool>(gathered_[static_cast<size_t>(pid)]), "param {} used while not gathered",
+           lo_.params[static_cast<size_t>(pid)].name);
+  return gathered_[static_cast<size_t>(pid)].data();
+}
+
+// Where the backward writes (accumulates, "+=") the gradient of `pid`.
+//  stages 0/1: param.grad in the full flat gradient buffer, accumulating across micro-steps;
+//  stages 2/3: a zeroed slot of the current reduce bucket (contiguous_gradients), reducing the
+//  bucket first when the gradient does not fit (S12 reduce_independent_p_g_buckets_and_remove_grads,
+//  S3 __add_grad_to_ipg_bucket); gradients larger than the bucket get their own buffer.
+void* RankEngine::grad_slot(int pid) {
+  const int64_t n = lo_.params[static_cast<size_t>(pid)].numel;
+  if (stage_ <= 1) return grads16_.at(lo_.params[static_cast<size_t>(pid)].flat_offset);
+  if (n > cfg_.zero.reduce_bucket_size) {
+    extra_large_grad_ = buf(MemCategory::Gradients, n, act_);
+    be_.zero(extra_large_grad_.data(), extra_large_grad_.bytes(), MemTier::Device);
+    return extra_large_grad_.data();
+  }
+  if (ipg_elements_ + n > cfg_.zero.reduce_bucket_size && ipg_elements_ > 0) {
+    if (stage_ == 2) {
+      reduce_ipg_bucket();
+      if (cfg_.zero.overlap_comm) ipg_index_ = 1 - ipg_index_;  // S12: swap between the two buffers
+    } else {
+      s3_reduce_bucket();
+    }
+  }
+  void* slot = ipg_[static_cast<size_t>(ipg_index_)].at(ipg_elements_);
+  be_.zero(slot, n * dtype_bytes(act_), MemTier::Device);
+  ipg_params_.emplace_back(pid, ipg_elements_);
+  ipg_elements_ += n;
+  return slot;
+}
+
+void RankEngine::grad_done(int pid) {
+  if (!extra_large_grad_) return;
+  const int64_t n = lo_.params[static_cast<size_t>(pid)].numel;
+  if (stage_ == 2) {
+    if (N_ > 1) be_.scale(extra_large_grad_.data(), act_, n, 1.0f / static_cast<float>(N_));
+    comm_.all_reduce(extra_large_grad_.data(), n, act_);
+    accumulate_into_partition(pid, extra_large_grad_.data());
+    extra_large_grad_.reset();
+  } else {
+    // Reduce it as a bucket of its own: move it into the bucket bookkeeping temporarily.
+    auto saved = std::move(ipg_params_);
+    const int64_t saved_elems = ipg_elements_;
+    ipg_params_ = {{pid, -1}};
+    ipg_elements_ = n;
+    s3_reduce_bucket();
+    ipg_params_ = std::move(saved);
+    ipg_elements_ = saved_elems;
+  }
+}
+
+// The part of param `pid`'s reduced gradient (full tensor at `src`) inside this rank's partition
+// is added to the gradient partition (S12 copy_grads_in_partition / async_accumulate on the host).
+void RankEngine::accumulate_into_partition(int pid, const void* src) {
+  const Param& p = lo_.params[static_cast<size_t>(pid)];
+  const int64_t a = std::max(p.flat_offset, part_lo_);
+  const int64_t b = std::min(p.flat_offset + p.numel, part_lo_ + part_size_);
+  if (a >= b) return;
+  const void* s = static_cast<const char*>(src) + (a - p.flat_offset) * dtype_bytes(act_);
+  if (grad_part_.tier() == MemTier::Host) {
+    DeviceBuffer staging = buf(MemCategory::Buffers, b - a, act_, MemTier::Host);
+    be_.copy(staging.data(), s, (b - a) * dtype_bytes(act_), CopyKind::DeviceToHost);
+    host_add(grad_part_.as<float>() + (a - part_lo_), staging.data(), act_, b - a);
+  } else {
+    be_.add(grad_part_.at(a - part_lo_), act_, s, act_, b - a, 1.0f);
+  }
+}
+
+// S12 reduce_ipg_grads -> average_tensor -> allreduce_and_scatter (use_multi_rank_bucket_allreduce
+// defaults to True): the bucket is pre-divided by N and ALL-REDUCED; each rank keeps its slices.
+void RankEngine::reduce_ipg_bucket() {
+  if (ipg_elements_ == 0) return;
+  DeviceBuffer& bucket = ipg_[static_cast<size_t>(ipg_index_)];
+  if (N_ > 1) be_.scale(bucket.data(), act_, ipg_elements_, 1.0f / static_cast<float>(N_));
+  comm_.all_reduce(bucket.data(), ipg_elements_, act_);
+  for (const auto& [pid, off] : ipg_params_) accumulate_into_partition(pid, bucket.at(off));
+  ipg_params_.clear();
+  ipg_elements_ = 0;
+}
+
+// S3 __reduce_and_partition_ipg_grads -> __avg_scatter_grads -> reduce_scatter_coalesced
+// (runtime/comm/coalesced_collectives.py): every gradient is padded to N x ceil(n/N), the pieces are
+// laid out rank-major in one flat buffer, pre-divided by N and reduce-scattered; each rank adds its
+// piece to its gradient partition.
+void RankEngine::s3_reduce_bucket() {
+  if (ipg_elements_ == 0) return;
+  const int64_t eb = dtype_bytes(act_);
+  int64_t S = 0;
+  for (const auto& pe : ipg_params_) S += part_numels_[static_cast<size_t>(pe.first)];
+  DeviceBuffer flat = buf(MemCategory::Buffers, S * N_, act_);
+  be_.zero(flat.data(), flat.bytes(), MemTier::Device);
+  for (int q = 0; q < N_; ++q) {
+    int64_t run = 0;
+    for (const auto& [pid, off] : ipg_params_) {
+      const int64_t n = lo_.params[static_cast<size_t>(pid)].numel,
+                    pn = part_numels_[static_cast<size_t>(pid)];
+      const char* g = off < 0 ? static_cast<const char*>(extra_large_grad_.data())
+                              : static_cast<const char*>(ipg_[0].at(off));
+      const int64_t lo = q * pn, hi = std::min(n, (q + 1) * pn);
+      if (hi > lo) be_.copy(flat.at(q * S + run), g + lo * eb, (hi - lo) * eb, CopyKind::DeviceToDevice);
+      run += pn;
+    }
+  }
+  if (N_ > 1) be_.scale(flat.data(), act_, S * N_, 1.0f / static_cast<float>(N_));
+  DeviceBuffer mine = buf(MemCategory::Buffers, S, act_);
+  comm_.reduce_scatter(flat.data(), mine.data(), S, act_);
+  flat.reset();
+  int64_t run = 0;
+  for (const auto& pe : ipg_params_) {
+    const size_t pid = static_cast<size_t>(pe.first);
+    const int64_t pn = part_numels_[pid];
+    if (grad_part_.tier() == MemTier::Host) {
+      DeviceBuffer staging = buf(MemCategory::Buffers, pn, act_, MemTier::Host);
+      be_.copy(staging.data(), mine.at(run), pn * eb, CopyKind::DeviceToHost);
+      host_add(grad_part_.as<float>() + part_offsets_[pid], staging.data(), act_, pn);
+    } else {
+      be_.add(grad_part_.at(part_offsets_[pid]), act_, mine.at(run), act_, pn, 1.0f);
+    }
+    run += pn;
+  }
+  ipg_params_.clear();
+  ipg_elements_ = 0;
+  extra_large_grad_.reset();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 3 parameter coordination (PPC fetch_sub_module / release_sub_module), at the granularity of
+// the LayerInventory modules: embed, each decoder layer, final norm, lm_head.
+void RankEngine::s3_gather(int module) {
+  for (int pid : lo_.modules[static_cast<size_t>(module)]) {
+    const size_t p = static_cast<size_t>(pid);
+    if (gathered_[p]) continue;
+    // PP AllGatherHandle: the full parameter lives in a buffer of N x ceil(n/N) elements.
+    // Persistent parameters stay gathered for the whole run (parameters); the others are
+    // transient gathered copies (buffers).
+    gathered_[p] =
+        buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
+    comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
+    n_available_ += lo_.params[p].numel;
+    if (!persistent_[p]) {
+      gathered_live_bytes_ += gathered_[p].bytes();
+      gathered_peak_bytes_ = std::max(gathered_peak_bytes_, gathered_live_bytes_);
+    }
+  }
+}
+
+static int64_t module_numel(const Layout& lo, int m) {
+  int64_t s = 0;
+  for (int pid : lo.modules[static_cast<size_t>(m)]) s += lo.params[static_cast<size_t>(pid)].numel;
+  return s;
+}
+
+void RankEngine::s3_fetch(int module) {
+  ZP_CHECK(trace_[static_cast<size_t>(trace_pos_)] == module, "stage-3 trace out of order at {}", trace_pos_);
+  s3_gather(module);
+  // PPC: prefetch only with a complete trace: walk the upcoming modules, gathering those not
+  // available, up to min(max_live - available, prefetch_bucket_size) elements.
+  if (!trace_complete_ || cfg_.zero.prefetch_bucket_size <= 0) return;
+  prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + 1);
+  const int64_t budget =
+      std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
+  int64_t prefetching = 0;
+  while (prefetch_cursor_ < static_cast<int>(trace_.size()) && prefetching < budget) {
+    const int m = trace_[static_cast<size_t>(prefetch_cursor_)];
+    most_recent_fetched_for_[static_cast<size_t>(m)] =
+        std::max(most_recent_fetched_for_[static_cast<size_t>(m)], prefetch_cursor_);
+    bool available = true;
+    for (int pid : lo_.modules[static_cast<size_t>(m)])
+      available = available && static_cast<bool>(gathered_[static_cast<size_t>(pid)]);
+    if (!available) {
+      s3_gather(m);
+      prefetching += module_numel(lo_, m);
+    }
+    ++prefetch_cursor_;
+  }
+}
+
+void RankEngine::s3_release(int module) {
+  const int pos = trace_pos_++;
+  bool keep = false;
+  if (trace_complete_) {
+    // PPC __params_to_release: keep params whose next use a prefetch already covered, and params
+    // used again within max_reuse_distance elements of upcoming modules.
+    if (most_recent_fetched_for_[static_cast<size_t>(module)] > pos) keep = true;
+    int64_t traversed = 0;
+    for (size_t q = static_cast<size_t>(pos) + 1; q < trace_.size() && !keep; ++q) {
+      if (traversed >= cfg_.zero.max_reuse_distance) break;
+      if (trace_[q] == module) keep = true;
+      traversed += module_numel(lo_, trace_[q]);
+    }
+  }
+  if (keep) return;
+  for (int pid : lo_.modules[static_cast<size_t>(module)]) {
+    const size_t p = static_cast<size_t>(pid);
+    if (persistent_[p] || !gathered_[p]) continue;
+    gathered_live_bytes_ -= gathered_[p].bytes();
+    n_available_ -= lo_.params[p].numel;
+    gathered_[p].reset();
+  }
+}
+
+void RankEngine::s3_begin_micro_step() {
+  trace_pos_ = 0;
+  prefetch_cursor_ = 0;
+  std::fill(most_recent_fetched_for_.begin(), most_recent_fetched_for_.end(), -1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The model. Shapes: N = B*T rows, C hidden, Hq/Hkv heads, D head dim, I intermediate, V vocab.
+LayerActs RankEngine::alloc_layer_acts() {
+  const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
+  const auto A = MemCategory::Activations;
+  LayerActs a;
+  a.ln1 = buf(A, n * C, act_);             // input_layernorm output            [N, C]
+  a.rstd1 = buf(A, n, DType::F32);         //                                   [N]
+  a.q = buf(A, n * qd, act_);              // q after rotary                    [B, T, Hq, D]
+  a.k = buf(A, n * kd, act_);              // k after rotary                    [B, T, Hkv, D]
+  a.v = buf(A, n * kd, act_);              //                                   [B, T, Hkv, D]
+  a.att = buf(A, n * qd, act_);            // attention output (o_proj input)   [B, T, Hq, D]
+  a.lse = buf(A, lo_.Hq * n, DType::F32);  // softmax log-sum-exp         [B, Hq, T]
+  a.xmid = buf(A, n * C, act_);            // residual after attention          [N, C]
+  a.ln2 = buf(A, n * C, act_);             // post_attention_layernorm output   [N, C]
+  a.rstd2 = buf(A, n, DType::F32);         //                                   [N]
+  a.gate = buf(A, n * I, act_);            // gate_proj output                  [N, I]
+  a.up = buf(A, n * I, act_);              // up_proj output                    [N, I]
+  a.act = buf(A, n * I, act_);             // silu(gate) * up (down_proj input) [N, I]
+  return a;
+}
+
+void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a) {
+  const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
+  auto w = [&](LayerParam p) { return W(lo_.layer(l, p)); };
+  be_.rmsnorm_forward(a.ln1.data(), a.rstd1.as<float>(), x_in, w(kLn1), n, C, cfg_.rms_eps, act_);
+  be_.gemm(n, qd, C, a.ln1.data(), false, w(kQ), true, act_, a.q.data(), act_, 1, 0);  // q = ln1 Wq^T
+  be_.gemm(n, kd, C, a.ln1.data(), false, w(kK), true, act_, a.k.data(), act_, 1, 0);
+  be_.gemm(n, kd, C, a.ln1.data(), false, w(kV), true, act_, a.v.data(), act_, 1, 0);
+  be_.rotary(a.q.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, false, act_);
+  be_.rotary(a.k.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, false, act_);
+  be_.attention_forward(a.att.data(), a.lse.as<float>(), a.q.data(), a.k.data(), a.v.data(), B(), T(), lo_.Hq,
+                        lo_.Hkv, lo_.D, act_);
+  be_.copy(a.xmid.data(), x_in, n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
+  be_.gemm(n, C, qd, a.att.data(), false, w(kO), true, act_, a.xmid.data(), act_, 1,
+           1);  // xmid = x + att Wo^T
+  be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), w(kLn2), n, C, cfg_.rms_eps, act_);
+  be_.gemm(n, I, C, a.ln2.data(), false, w(kGate), true, act_, a.gate.data(), act_, 1, 0);
+  be_.gemm(n, I, C, a.ln2.data(), false, w(kUp), true, act_, a.up.data(), act_, 1, 0);
+  be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, I, act_);
+  be_.copy(x_out, a.xmid.data(), n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
+  be_.gemm(n, C, I, a.act.data(), false, w(kDown), true, act_, x_out, act_, 1, 1);  // x_out = xmid + act Wd^T
+}
+
+// On entry dres_ = dL/dx_out; on exit dL/dx_in. Weight gradients go to grad_slot (accumulating).
+void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
+  const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
+  const auto A = MemCategory::Activations;
+  auto w = [&](LayerParam p) { return W(lo_.layer(l, p)); };
+  auto dW = [&](LayerParam p) { return grad_slot(lo_.layer(l, p)); };
+  auto done = [&](LayerParam p) { grad_done(lo_.layer(l, p)); };
+  // MLP
+  void* g = dW(kDown);
+  be_.gemm(C, I, n, dres_.data(), true, a.act.data(), false, act_, g, act_, 1, 1);  // dWd += dres^T act
+  done(kDown);
+  DeviceBuffer dact = buf(A, n * I, act_), dgate = buf(A, n * I, act_), dup = buf(A, n * I, act_);
+  be_.gemm(n, I, C, dres_.data(), false, w(kDown), false, act_, dact.data(), act_, 1, 0);  // dact = dres Wd
+  be_.swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, I, act_);
+  dact.reset();
+  g = dW(kGate);
+  be_.gemm(I, C, n, dgate.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);
+  done(kGate);
+  g = dW(kUp);
+  be_.gemm(I, C, n, dup.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);
+  done(kUp);
+  DeviceBuffer dln = buf(A, n * C, act_);
+  be_.gemm(n, C, I, dgate.data(), false, w(kGate), false, act_, dln.data(), act_, 1, 0);
+  be_.gemm(n, C, I, dup.data(), false, w(kUp), false, act_, dln.data(), act_, 1, 1);
+  dgate.reset();
+  dup.reset();
+  g = dW(kLn2);
+  be_.rmsnorm_backward(dres_.data(), g, dln.data(), a.xmid.data(), w(kLn2), a.rstd2.as<float>(), n, C, act_);
+  done(kLn2);
+  // attention
+  g = dW(kO);
+  be_.gemm(C, qd, n, dres_.data(), true, a.att.data(), false, act_, g, act_, 1, 1);  // dWo += dres^T att
+  done(kO);
+  DeviceBuffer datt = buf(A, n * qd, act_);
+  be_.gemm(n, qd, C, dres_.data(), false, w(kO), false, act_, datt.data(), act_, 1, 0);
+  DeviceBuffer dq = buf(A, n * qd, act_), dk = buf(A, n * kd, act_), dv = buf(A, n * kd, act_);
+  be_.attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(), a.v.data(),
+                         a.att.data(), a.lse.as<float>(), B(), T(), lo_.Hq, lo_.Hkv, lo_.D, act_);
+  datt.reset();
+  be_.rotary(dq.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, true, act_);
+  be_.rotary(dk.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, true, act_);
+  g = dW(kV);
+  be_.gemm(kd, C, n, dv.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
+  done(kV);
+  g = dW(kK);
+  be_.gemm(kd, C, n, dk.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
+  done(kK);
+  g = dW(kQ);
+  be_.gemm(qd, C, n, dq.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
+  done(kQ);
+  be_.gemm(n, C, qd, dq.data(), false, w(kQ), false, act_, dln.data(), act_, 1, 0);
+  be_.gemm(n, C, kd, dk.data(), false, w(kK), false, act_, dln.data(), act_, 1, 1);
+  be_.gemm(n, C, kd, dv.data(), false, w(kV), false, act_, dln.data(), act_, 1, 1);
+  g = dW(kLn1);
+  be_.rmsnorm_backward(dres_.data(), g, dln.data(), x_in, w(kLn1), a.rstd1.as<float>(), n, C, act_);
+  done(kLn1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// One micro-step.
+void RankEngine::forward(int g, int step, double& loss) {
+  tracker_.set_phase(StepPhase::Forward);
+  timer_fwd_->begin();
+  const int64_t n = Ntok(), C = lo_.C, V = lo_.V, L = lo_.L;
+  const auto A = MemCategory::Activations;
+  if (stage_ == 3) s3_begin_micro_step();
+  std::vector<int32_t> in, tgt;
+  make_tokens(cfg_, V, step, g, in, tgt);
+  tok_in_ = buf(A, n, DType::F32);  // int32 token ids (4 bytes each)
+  tok_tgt_ = buf(A, n, DType::F32);
+  be_.upload(tok_in_.data(), in.data(), n * 4);
+  be_.upload(tok_tgt_.data(), tgt.data(), n * 4);
+  x_.clear();
+  x_.resize(static_cast<size_t>(L) + 1);
+  acts_.clear();
+  acts_.resize(cfg_.checkpointing ? 0 : static_cast<size_t>(L));
+  x_[0] = buf(A, n * C, act_);
+  if (stage_ == 3) s3_fetch(0);
+  be_.embedding_forward(x_[0].data(), W(lo_.embed), tok_in_.as<int32_t>(), n, C, act_);
+  if (stage_ == 3) s3_release(0);
+  for (int64_t l = 0; l < L; ++l) {
+    if (stage_ == 3) s3_fetch(1 + static_cast<int>(l));
+    x_[static_cast<size_t>(l) + 1] = buf(A, n * C, act_);
+    if (cfg_.checkpointing) {
+      LayerActs tmp = alloc_layer_acts();  // discarded: only the layer input is kept
+      layer_forward(l, x_[static_cast<size_t>(l)].data(), x_[static_cast<size_t>(l) + 1].data(), tmp);
+    } else {
+      acts_[static_cast<size_t>(l)] = alloc_layer_acts();
+      layer_forward(l, x_[static_cast<size_t>(l)].data(), x_[static_cast<size_t>(l) + 1].data(),
+                    acts_[static_cast<size_t>(l)]);
+    }
+    if (stage_ == 3) s3_release(1 + static_cast<int>(l));
+  }
+  if (stage_ == 3) s3_fetch(lo_.params[static_cast<size_t>(lo_.final_norm)].module);
+  rstdf_ = buf(A, n, DType::F32);
+  lnf_ = buf(A, n * C, act_);
+  be_.rmsnorm_forward(lnf_.data(), rstdf_.as<float>(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
+                      n, C, cfg_.rms_eps, act_);
+  if (stage_ == 3) s3_release(lo_.params[static_cast<size_t>(lo_.final_norm)].module);
+  if (stage_ == 3) s3_fetch(lo_.params[static_cast<size_t>(lo_.lm_head)].module);
+  logits_ = buf(A, n * V, act_);  // [N, V]
+  be_.gemm(n, V, C, lnf_.data(), false, W(lo_.lm_head), true, act_, logits_.data(), act_, 1, 0);
+  losses_ = buf(A, n, DType::F32);
+  be_.cross_entropy_forward(losses_.as<float>(), logits_.data(), tok_tgt_.as<int32_t>(), n, V, act_);
+  if (stage_ == 3) s3_release(lo_.params[static_cast<size_t>(lo_.lm_head)].module);
+  std::vector<float> lh(static_cast<size_t>(n));
+  be_.download(lh.data(), losses_.data(), n * 4);
+  double s = 0;
+  for (float v : lh) s += v;
+  loss = s / static_cast<double>(n);
+  losses_.reset();
+  be_.synchronize();
+  timer_fwd_->end();
+}
+
+void RankEngine::backward() {
+  tracker_.set_phase(StepPhase::Backward);
+  timer_bwd_->begin();
+  const int64_t n = Ntok(), C = lo_.C, V = lo_.V, L = lo_.L;
+  const auto A = MemCategory::Activations;
+  if (stage_ == 1 || stage_ == 2) {
+    // S12 setup_buckets (backward prologue): one bucket, a second with overlap_comm.
+    const int nb = cfg_.zero.overlap_comm ? 2 : 1;
+    for (int i = 0; i < nb; ++i)
+      ipg_[static_cast<size_t>(i)] = buf(MemCategory::Buffers, cfg_.zero.reduce_bucket_size, act_);
+    ipg_index_ = 0;
+  }
+  if (stage_ <= 1 && !grads16_) {
+    // param.grad for every parameter (stage 0, stage 1): lives until the step zeroes it.
+    grads16_ = buf(MemCategory::Gradients, padded_total_, act_);
+    be_.zero(grads16_.data(), grads16_.bytes(), MemTier::Device);
+  }
+  if (stage_ == 2 && !grad_part_) {
+    // S12 copy_grads_in_partition: grads_in_partition, 16-bit, the rank's partition.
+    grad_part_ = buf(MemCategory::Gradients, part_size_, act_);
+    be_.zero(grad_part_.data(), grad_part_.bytes(), MemTier::Device);
+  }
+  // loss = mean over tokens / grad_accum (DeepSpeed engine scales the loss by 1/gradient_accumulation_steps)
+  const float dloss = 1.0f / static_cast<float>(n * cfg_.grad_accum);
+  const int lm_mod = lo_.params[static_cast<size_t>(lo_.lm_head)].module;
+  const int fn_mod = lo_.params[static_cast<size_t>(lo_.final_norm)].module;
+  if (stage_ == 3) s3_fetch(lm_mod);
+  be_.cross_entropy_backward(logits_.data(), logits_.data(), tok_tgt_.as<int32_t>(), dloss, n, V, act_);
+  void* g = grad_slot(lo_.lm_head);
+  be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1, 1);  // dWlm += dlogits^T lnf
+  grad_done(lo_.lm_head);
+  DeviceBuffer dln = buf(A, n * C, act_);
+  be_.gemm(n, C, V, logits_.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
+  logits_.reset();
+  if (stage_ == 3) s3_release(lm_mod);
+  if (stage_ == 3) s3_fetch(fn_mod);
+  dres_ = buf(A, n * C, act_);
+  be_.zero(dres_.data(), dres_.bytes(), MemTier::Device);
+  g = grad_slot(lo_.final_norm);
+  be_.rmsnorm_backward(dres_.data(), g, dln.data(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
+                       rstdf_.as<float>(), n, C, act_);
+  grad_done(lo_.final_norm);
+  dln.reset();
+  lnf_.reset();
+  rstdf_.reset();
+  x_[static_cast<size_t>(L)].reset();
+  if (stage_ == 3) s3_release(fn_mod);
+  for (int64_t l = L - 1; l >= 0; --l) {
+    const size_t li = static_cast<size_t>(l);
+    if (stage_ == 3) s3_fetch(1 + static_cast<int>(l));
+    if (cfg_.checkpointing) {
+      // Full recomputation: rerun this layer's forward from its saved input.
+      LayerActs a = alloc_layer_acts();
+      DeviceBuffer x_out = buf(A, n * C, act_);
+      layer_forward(l, x_[li].data(), x_out.data(), a);
+      x_out.reset();
+      layer_backward(l, x_[li].data(), a);
+    } else {
+      layer_backward(l, x_[li].data(), acts_[li]);
+      acts_[li] = LayerActs{};
+    }
+    if (l > 0) x_[li].reset();
+    if (stage_ == 3) s3_release(1 + static_cast<int>(l));
+  }
+  if (stage_ == 3) s3_fetch(0);
+  g = grad_slot(lo_.embed);
+  be_.embedding_backward(g, dres_.data(), tok_in_.as<int32_t>(), n, C, act_);
+  grad_done(lo_.embed);
+  if (stage_ == 3) s3_release(0);
+  dres_.reset();
+  x_.clear();
+  acts_.clear();
+  tok_in_.reset();
+  tok_tgt_.reset();
+  // Backward epilogue: reduce what is left in the bucket (stage 2/3 reduce every micro-step).
+  if (stage_ == 2) {
+    reduce_ipg_bucket();
+    ipg_[0].reset();
+    ipg_[1].reset();
+  } else if (stage_ == 3) {
+    s3_reduce_bucket();
+    for (int m = 0; m < static_cast<int>(lo_.modules.size()); ++m)
+      for (int pid : lo_.modules[static_cast<size_t>(m)]) {
+        const size_t p = static_cast<size_t>(pid);
+        if (gathered_[p] && !persistent_[p]) {
+          gathered_live_bytes_ -= gathered_[p].bytes();
+          n_available_ -= lo_.params[p].numel;
+          gathered_[p].reset();
+        }
+      }
+    trace_complete_ = true;  // PPC: the trace of the first micro-step is recorded
+  }
+  be_.synchronize();
+  timer_bwd_->end();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The accumulation boundary: reduce (stages 0/1), clip, step the optimizer one sub-group at a time,
+// restore the 16-bit parameters.
+void RankEngine::boundary(int step) {
+  tracker_.set_phase(StepPhase::Step);
+  timer_step_->begin();
+  const int64_t eb = dtype_bytes(act_);
+  if (stage_ == 0) {
+    // DeepSpeedEngine.allreduce_gradients -> buffered_allreduce_fallback: the gradients are
+    // all-reduced in reduce_bucket_size pieces, pre-divided by N.
+    for (int64_t off = 0; off < padded_total_; off += cfg_.zero.reduce_bucket_size) {
+      const int64_t cnt = std::min(cfg_.zero.reduce_bucket_size, padded_total_ - off);
+      if (N_ > 1) be_.scale(grads16_.at(off), act_, cnt, 1.0f / static_cast<float>(N_));
+      comm_.all_reduce(grads16_.at(off), cnt, act_);
+    }
+  } else if (stage_ == 1) {
+    // Stage 1 reduces once, at the boundary, through the same bucket path as stage 2
+    // (S12 reduce_gradients -> reduce_ready_partitions_and_remove_grads), keeping its slices in
+    // grads_in_partition.
+    grad_part_ = offload() ? buf(MemCategory::Gradients, part_size_, DType::F32, MemTier::Host)
+                           : buf(MemCategory::Gradients, part_size_, act_);
+    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
+    for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
+      const int64_t n = lo_.params[pid].numel;
+      const void* src = grads16_.at(lo_.params[pid].flat_offset);
+      if (n > cfg_.zero.reduce_bucket_size) {
+        DeviceBuffer big = buf(MemCategory::Gradients, n, act_);
+        be_.copy(big.data(), src, n * eb, CopyKind::DeviceToDevice);
+        if (N_ > 1) be_.scale(big.data(), act_, n, 1.0f / static_cast<float>(N_));
+        comm_.all_reduce(big.data(), n, act_);
+        accumulate_into_partition(static_cast<int>(pid), big.data());
+        continue;
+      }
+      if (ipg_elements_ + n > cfg_.zero.reduce_bucket_size) {
+        reduce_ipg_bucket();
+        if (cfg_.zero.overlap_comm) ipg_index_ = 1 - ipg_index_;
+      }
+      be_.copy(ipg_[static_cast<size_t>(ipg_index_)].at(ipg_elements_), src, n * eb,
+               CopyKind::DeviceToDevice);
+      ipg_params_.emplace_back(static_cast<int>(pid), ipg_elements_);
+      ipg_elements_ += n;
+    }
+    reduce_ipg_bucket();
+    ipg_[0].reset();
+    ipg_[1].reset();
+    grads16_.reset();  // zero_grad(set_to_none=True) after the reduction
+  }
+  // The rank's gradient partition to step with.
+  const bool host_grads = grad_part_ && grad_part_.tier() == MemTier::Host;
+  const void* gsrc = stage_ == 0 ? grads16_.data() : grad_part_.data();
+  const DType gt = host_grads ? DType::F32 : act_;
+  // Global gradient norm (clipping): sum of squares of this rank's partition, summed over ranks.
+  float clip_scale = 1.0f;
+  if (cfg_.gradient_clipping > 0) {
+    double ss = host_grads ? [&] {
+      double s = 0;
+      for (int64_t i = 0; i < part_size_; ++i) s += static_cast<double>(grad_part_.as<float>()[i]) * grad_part_.as<float>()[i];
+      return s;
+    }()
+                           : be_.sum_squares(gsrc, gt, part_size_);
+    if (stage_ > 0 && N_ > 1) {
+      const CommCounters before = comm_.counters();
+      DeviceBuffer scalar = buf(MemCategory::Overhead, 1, DType::F32);
+      const float f = static_cast<float>(ss);
+      be_.upload(scalar.data(), &f, 4);
+      comm_.all_reduce(scalar.data(), 1, DType::F32);
+      float back = 0;
+      be_.download(&back, scalar.data(), 4);
+      ss = back;
+      scalar_comm_bytes_ += comm_.counters().total_bytes_sent() - before.total_bytes_sent();
+    }
+    const double norm = std::sqrt(ss);
+    // DeepSpeed clip_grad_norm: coefficient max_norm / (norm + 1e-6) when it is below 1.
+    if (norm > cfg_.gradient_clipping)
+      clip_scale = static_cast<float>(cfg_.gradient_clipping / (norm + 1e-6));
+  }
+  if (capture_ && first_grads_ != nullptr) {
+    first_grads_->resize(static_cast<size_t>(lo_.total));
+    std::vector<char> tmp(static_cast<size_t>(padded_total_ * eb));
+    be_.download(tmp.data(), grads16_.data(), padded_total_ * eb);
+    for (int64_t i = 0; i < lo_.total; ++i)
+      (*first_grads_)[static_cast<size_t>(i)] = load_elem(tmp.data(), act_, i);
+    capture_ = false;
+  }
+  AdamParams ap;
+  ap.lr = cfg_.lr;
+  ap.weight_decay = cfg_.weight_decay;
+  ap.step = step + 1;
+  ap.grad_scale = clip_scale;
+  // Sub-groups: S3 _create_fp16_sub_groups cuts the partition's parameter list whenever the running
+  // partition numel reaches sub_group_size; stages 0-2 step the whole partition as one group.
+  std::vector<std::pair<int64_t, int64_t>> groups;  // [lo, hi) in the partition
+  if (stage_ == 3) {
+    int64_t lo = 0, run = 0;
+    for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
+      run += part_numels_[pid];
+      if (run >= cfg_.zero.sub_group_size || pid + 1 == lo_.params.size()) {
+        groups.emplace_back(lo, lo + run);
+        lo += run;
+        run = 0;
+      }
+    }
+  } else {
+    groups.emplace_back(0, part_size_);
+  }
+  for (const auto& [glo, ghi] : groups) {
+    const int64_t gn = ghi - glo;
+    // The optimizer reads fp32 gradients: in mixed precision an fp32 copy of the group's gradient
+    // (S12 step: single_grad_partition ... .to(fp32); S3 _prepare_sub_group fp32 grad). Offload keeps
+    // fp32 gradients on the host already; fp32 mode reads the gradients in place.
+    DeviceBuffer g32;
+    const float* gp = nullptr;
+    if (host_grads) {
+      gp = grad_part_.as<float>() + glo;
+    } else if (act_ == DType::F32) {
+      gp = static_cast<const float*>(gsrc) + glo;
+    } else {
+      g32 = buf(MemCategory::Gradients, gn, DType::F32);
+      be_.cast(g32.data(), DType::F32, static_cast<const char*>(gsrc) + glo * eb, act_, gn);
+      gp = g32.as<float>();
+    }
+    AdamChunk c;
+    c.param = has_master() ? master_.as<float>() + glo : params16_.as<float>() + part_lo_ + glo;
+    c.grad = gp;
+    c.exp_avg = exp_avg_.as<float>() + glo;
+    c.exp_avg_sq = exp_avg_sq_.as<float>() + glo;
+    c.n = gn;
+    const int64_t p16_off = (stage_ == 3 ? 0 : part_lo_) + glo;
+    if (has_master() && !offload()) {
+      c.param16 = params16_.at(p16_off);
+      c.param16_dtype = act_;
+    }
+    be_.adam_step(std::span<const AdamChunk>(&c, 1), ap, opt_tier());
+    if (has_master() && offload()) {
+      // CPU Adam updated the host master; copy the 16-bit result back to the device.
+      DeviceBuffer h16 = buf(MemCategory::Buffers, gn, act_, MemTier::Host);
+      for (int64_t i = 0; i < gn; ++i) store_elem(h16.data(), act_, i, master_.as<float>()[glo + i]);
+      be_.copy(params16_.at(p16_off), h16.data(), gn * eb, CopyKind::HostToDevice);
+    }
+  }
+  // Gradients are consumed: zero_grad.
+  if (stage_ == 0) {
+    be_.zero(grads16_.data(), grads16_.bytes(), MemTier::Device);
+  } else if (stage_ == 3) {
+    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
+  } else {
+    if (offload() && stage_ == 2)
+      be_.zero(grad_part_.data(), grad_part_.bytes(), MemTier::Host);
+    else
+      grad_part_.reset();
+  }
+  // Restore the full 16-bit parameters.
+  if (stage_ == 1 || stage_ == 2) {
+    // S12 step -> all_gather_dp_groups: each rank's updated partition is all-gathered into the flat
+    // buffer (one call here; DeepSpeed splits it by allgather_bucket_size, same bytes).
+    comm_.all_gather(params16_.at(part_lo_), params16_.data(), part_size_, act_);
+  } else if (stage_ == 3) {
+    // S3 _post_step: persistent parameters are gathered again.
+    for (size_t pid = 0; pid < lo_.params.size(); ++pid)
+      if (persistent_[pid] && gathered_[pid])
+        comm_.all_gather(params16_.at(part_offsets_[pid]), gathered_[pid].data(), part_numels_[pid], act_);
+  }
+  be_.synchronize();
+  timer_step_->end();
+}
+
+void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, std::vector<float>& master_out,
+                     std::vector<float>& first_grads) {
+  setup();
+  first_grads_ = &first_grads;
+  capture_ = cfg_.capture_first_grads;
+  CommCounters at_last{};
+  int64_t scalar_at_last = 0;
+  for (int step = 0; step < cfg_.steps; ++step) {
+    if (step == cfg_.steps - 1) {
+      tracker_.set_phase(StepPhase::Forward);
+      tracker_.reset_peaks();
+      gathered_peak_bytes_ = gathered_live_bytes_;
+      at_last = comm_.counters();
+      scalar_at_last = scalar_comm_bytes_;
+      timer_fwd_->reset();
+      timer_bwd_->reset();
+      timer_step_->reset();
+    }
+    for (int64_t j = 0; j < cfg_.grad_accum; ++j) {
+      // Global micro-batch index: micro-step j of rank r sees micro-batch j*N + r, so a run with one
+      // rank and N x grad_accum micro-steps trains on the same global batch.
+      const int64_t gidx = j * N_ + r_;
+      double loss = 0;
+      forward(static_cast<int>(gidx), step, loss);
+      micro_losses.push_back(loss);
+      backward();
+    }
+    boundary(step);
+  }
+  meas.rank = r_;
+  meas.device = tracker_.device();
+  meas.host = tracker_.host();
+  meas.alignment_bytes = tracker_.alignment_bytes_peak();
+  const CommCounters& now = comm_.counters();
+  for (size_t k = 0; k < now.calls.size(); ++k) {
+    meas.comm.calls[k] = now.calls[k] - at_last.calls[k];
+    meas.comm.bytes_sent[k] = now.bytes_sent[k] - at_last.bytes_sent[k];
+  }
+  meas.scalar_comm_bytes = scalar_comm_bytes_ - scalar_at_last;
+  meas.comm_bytes = meas.comm.total_bytes_sent() - meas.scalar_comm_bytes;
+  meas.seconds.forward = timer_fwd_->seconds();
+  meas.seconds.backward = timer_bwd_->seconds();
+  meas.seconds.step = timer_step_->seconds();
+  meas.gradient_bucket_bytes = stage_ >= 1 ? cfg_.zero.reduce_bucket_size * dtype_bytes(act_) : 0;
+  meas.num_gradient_buckets = stage_ == 0 ? 0 : (stage_ == 3 ? 1 : (cfg_.zero.overlap_comm ? 2 : 1));
+  meas.gathered_params_peak_bytes = gathered_peak_bytes_;
+  // Export what this rank owns of the fp32 parameters (master, or the fp32 params without one).
+  master_out.assign(static_cast<size_t>(lo_.total), std::nanf(""));
+  std::vector<float> mine(static_cast<size_t>(part_size_));
+  if (has_master()) {
+    if (master_.tier() == MemTier::Host)
+      std::memcpy(mine.data(), master_.data(), static_cast<size_t>(part_size_ * 4));
+    else
+      be_.download(mine.data(), master_.data(), part_size_ * 4);
+  } else {
+    be_.download(mine.data(), params16_.data(), part_size_ * 4);
+  }
+  if (stage_ <= 2) {
+    for (int64_t i = 0; i < part_size_; ++i)
+      if (part_lo_ + i < lo_.total)
+        master_out[static_cast<size_t>(part_lo_ + i)] = mine[static_cast<size_t>(i)];
+  } else {
+    for (size_t pid = 0; pid < lo_.params.size(); ++pid)
+      for (int64_t j = 0; j < part_numels_[pid]; ++j) {
+        const int64_t i = r_ * part_numels_[pid] + j;
+        if (i < lo_.params[pid].numel)
+          master_out[static_cast<size_t>(lo_.params[pid].flat_offset + i)] =
+              mine[static_cast<size_t>(part_offsets_[pid] + j)];
+      }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+void check_run_config(const RunConfig& cfg, int world_size) {
+  const auto& m = cfg.model;
+  if (m.params_only)
+    throw_user_error(
+        "the executor needs the model's architecture; give --model with a config.json, not --params");
+  if (m.model_type != "llama" && m.model_type != "mistral" && !m.model_type.empty())
+    throw_user_error("the executor runs Llama-style decoders only; model '{}' has model_type '{}'", m.name,
+                     m.model_type);
+  if (m.norm != models::NormKind::RMSNorm || m.mlp != models::MlpKind::Gated ||
+      m.position != models::PositionKind::Rotary || m.attention_bias || m.mlp_bias || m.fused_qkv ||
+      m.parallel_attention || m.extra_norms || m.is_moe() || m.tie_word_embeddings)
+    throw_user_error(
+        "the executor runs Llama-style decoders (RMSNorm, rotary, gated SiLU MLP, no biases, untied "
+        "embeddings, "
+        "no MoE); model '{}' differs",
+        m.name);
+  if (m.hidden_size <= 0 || m.num_layers <= 0 || m.num_heads <= 0 || m.intermediate_size <= 0 ||
+      m.vocab_size <= 0)
+    throw_user_error(
+        "model '{}' lacks hidden_size/num_hidden_layers/num_attention_heads/intermediate_size/vocab_size",
+        m.name);
+  const int64_t kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  const int64_t hd = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
+  if (m.num_heads % kv != 0 || hd % 2 != 0)
+    throw_user_error("model '{}': heads ({}) must be a multiple of kv heads ({}) and head_dim ({}) even",
+                     m.name, m.num_heads, kv, hd);
+  if (world_size < 1) throw_user_error("the executor needs at least one rank");
+  if (cfg.zero.stage < 0 || cfg.zero.stage > 3) throw_user_error("ZeRO stage must be 0, 1, 2 or 3");
+  if (cfg.zero.offload_optimizer && cfg.zero.stage == 0)
+    throw_user_error(
+        "optimizer offload needs ZeRO stage 1, 2 or 3 (DeepSpeed offloads only ZeRO-partitioned "
+        "optimizer states); pick --stage 1..3");
+  if (cfg.micro_batch < 1 || cfg.seq_len < 1 || cfg.grad_accum < 1 || cfg.steps < 1)
+    throw_user_error("micro-batch, sequence length, gradient accumulation and steps must be positive");
+  if (cfg.zero.reduce_bucket_size < 1) throw_user_error("reduce_bucket_size must be positive");
+  if (cfg.capture_first_grads && (world_size != 1 || cfg.zero.stage != 0))
+    throw_user_error("gradient capture needs one rank at stage 0");
+}
+
+RunResult run_training(const RunConfig& cfg, Runtime& rt) {
+  check_run_config(cfg, rt.world_size());
+  const Layout lo = make_layout(cfg.model);
+  const auto ranks = rt.local_ranks();
+  RunResult res;
+  res.ranks.resize(ranks.size());
+  std::vector<std::vector<double>> losses(ranks.size());
+  std::vector<std::vector<float>> params(ranks.size());
+  std::vector<float> grads;
+  std::vector<std::exception_ptr> errors(ranks.size());
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    threads.emplace_back([&, i] {
+      try {
+        RankEngine eng(cfg, lo, rt.backend(ranks[i]), rt.communicator(ranks[i]));
+        eng.run(res.ranks[i], losses[i], params[i], grads);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  // Global loss of each step: mean over ranks and micro-steps.
+  const int64_t ga = cfg.grad_accum;
+  res.loss_per_step.assign(static_cast<size_t>(cfg.steps), 0.0);
+  for (const auto& l : losses)
+    for (size_t k = 0; k < l.size(); ++k) res.loss_per_step[k / static_cast<size_t>(ga)] += l[k];
+  for (auto& v : res.loss_per_step) v /= static_cast<double>(ga * static_cast<int64_t>(ranks.size()));
+  res.final_params.assign(static_cast<size_t>(lo.total), std::nanf(""));
+  for (const auto& p : params)
+    for (size_t i = 0; i < p.size(); ++i)
+      if (!std::isnan(p[i])) res.final_params[i] = p[i];
+  res.first_grads = std::move(grads);
+  res.num_parameters = lo.total;
+  for (const auto& p : lo.params) {
+    res.param_names.push_back(p.name);
+    res.param_offsets.push_back(p.flat_offset);
+  }
+  return res;
+}
+
+}  // namespace zeroplan::exec

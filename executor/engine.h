@@ -1,0 +1,94 @@
+#pragma once
+// The ZeRO engine: one Llama-style training run, sharded across the ranks of a Runtime exactly as
+// DeepSpeed's ZeRO stages 0-3 shard it, measuring its own memory (executor/memory.h),
+// communication (Communicator counters) and time per phase. Walkthrough in docs/executor.md.
+//
+// The engine sizes every tensor from the ModelSpec's fields and its own code paths; it never calls
+// the planner (the comparison in `zeroplan validate` is only worth something if the two accounts
+// are independent).
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "executor/backend.h"
+#include "executor/memory.h"
+#include "models/model_spec.h"
+
+namespace zeroplan::exec {
+
+// The DeepSpeed knobs the engine follows (deepspeed/runtime/zero/config.py names; sizes in elements).
+struct ZeroSettings {
+  int stage = 0;
+  bool offload_optimizer = false;  // fp32 master + Adam states (+ fp32 grads) in the host tier, CPU Adam
+  int64_t reduce_bucket_size = 500'000'000;
+  int64_t allgather_bucket_size = 500'000'000;
+  bool overlap_comm = false;  // stages 1/2: second gradient bucket
+  int64_t prefetch_bucket_size = 50'000'000;
+  int64_t param_persistence_threshold = 100'000;
+  int64_t max_live_parameters = 1'000'000'000;
+  int64_t max_reuse_distance = 1'000'000'000;
+  int64_t sub_group_size = 1'000'000'000;
+};
+
+struct RunConfig {
+  models::ModelSpec model;  // Llama-style decoder (RMSNorm, rotary, gated SiLU MLP, no biases, untied)
+  ZeroSettings zero;
+  bool mixed_precision = true;  // bf16 params/grads/activations + fp32 master; false: fp32 throughout
+  int64_t micro_batch = 1;
+  int64_t seq_len = 32;
+  int64_t grad_accum = 1;
+  bool checkpointing = false;  // full activation checkpointing: keep only each layer's input
+  int steps = 2;
+  bool fixed_batch = false;  // every step trains on the same global batch
+  float lr = 1e-3f;
+  float weight_decay = 0.0f;
+  float gradient_clipping = 0.0f;  // DeepSpeed "gradient_clipping"; 0 = off
+  uint64_t seed = 1234;
+  float rope_theta = 10000.0f;  // HF LlamaConfig default rope_theta
+  float rms_eps = 1e-5f;        // Llama-2 config.json rms_norm_eps
+  // Tests: start from these parameter values (flat, model order, unpadded) instead of the seeded init.
+  const std::vector<float>* initial_params = nullptr;
+  // Tests: record the averaged, unclipped fp32 gradient of the first step (world size 1, stage 0).
+  bool capture_first_grads = false;
+};
+
+struct PhaseSeconds {
+  double forward = 0, backward = 0, step = 0;
+};
+
+// One rank's account of the last step (peaks reset at its start, so it is the steady state:
+// stage 3 prefetches only once the module trace is complete, DeepSpeed's first step does not).
+struct RankMeasurement {
+  int rank = 0;
+  TierUsage device;               // peaks per category, overall peak + phase, per-phase peaks
+  TierUsage host;                 // the offload tier
+  int64_t alignment_bytes = 0;    // extra bytes from 256-byte allocation rounding (not in any category)
+  CommCounters comm;              // collectives of the last step, bus-factor bytes per kind
+  int64_t comm_bytes = 0;         // bytes this rank sent in the last step, excluding scalar_comm_bytes
+  int64_t scalar_comm_bytes = 0;  // the gradient-norm scalar all-reduce (clipping), reported apart
+  PhaseSeconds seconds;           // wall time per phase in the last step
+  // Named buffers of the engine's own account, for line-by-line comparison:
+  int64_t gradient_bucket_bytes = 0;       // one reduce bucket (reduce_bucket_size x 16-bit)
+  int num_gradient_buckets = 0;            // 2 with overlap_comm in stages 1/2
+  int64_t gathered_params_peak_bytes = 0;  // stage 3: peak of gathered (non-persistent) params
+};
+
+struct RunResult {
+  std::vector<RankMeasurement> ranks;
+  std::vector<double> loss_per_step;  // global mean loss of each step (before its update)
+  std::vector<float> final_params;    // fp32 master (or fp32 params), flat model order, unpadded
+  std::vector<float> first_grads;     // when capture_first_grads
+  int64_t num_parameters = 0;         // the engine's own count
+  std::vector<std::string> param_names;
+  std::vector<int64_t> param_offsets;  // into final_params
+};
+
+// Checks that the engine can run `cfg` (model family, precision, stage/offload combination);
+// throws UserError with what to change otherwise.
+void check_run_config(const RunConfig& cfg, int world_size);
+
+// Runs `cfg` on every local rank of `rt` (one thread per rank) and gathers the measurements.
+RunResult run_training(const RunConfig& cfg, Runtime& rt);
+
+}  // namespace zeroplan::exec

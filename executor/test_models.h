@@ -1,0 +1,39 @@
+#pragma once
+// Tiny Llama-style ModelSpecs built from fields (the same shapes as models/zoo's tiny-llama-micro and
+// tiny-llama-small), for executor tests that must not depend on the zoo loader.
+#include "models/model_spec.h"
+
+namespace zeroplan::exec {
+
+// hidden 64, 2 layers, 4 heads, 2 kv heads, intermediate 172, vocab 256, untied.
+inline models::ModelSpec tiny_llama_micro_spec() {
+  models::ModelSpec m;
+  m.name = "tiny-llama-micro";
+  m.model_type = "llama";
+  m.hidden_size = 64;
+  m.num_layers = 2;
+  m.num_heads = 4;
+  m.num_kv_heads = 2;
+  m.head_dim = 16;
+  m.intermediate_size = 172;
+  m.vocab_size = 256;
+  m.max_position_embeddings = 256;
+  return m;
+}
+
+// hidden 256, 4 layers, 8 heads, 4 kv heads, intermediate 688, vocab 4096, untied.
+inline models::ModelSpec tiny_llama_small_spec() {
+  models::ModelSpec m = tiny_llama_micro_spec();
+  m.name = "tiny-llama-small";
+  m.hidden_size = 256;
+  m.num_layers = 4;
+  m.num_heads = 8;
+  m.num_kv_heads = 4;
+  m.head_dim = 32;
+  m.intermediate_size = 688;
+  m.vocab_size = 4096;
+  m.max_position_embeddings = 1024;
+  return m;
+}
+
+}  // namespace zeroplan::exec
