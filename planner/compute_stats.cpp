@@ -23,14 +23,16 @@
 namespace zeroplan::planner {
 namespace {
 
-// PEFT LoraConfig target matching (peft/tuners/lora/model.py _check_target_module_exists matches the
-// module's last name component): empty targets = "all-linear", every nn.Linear inside the decoder
-// layers (PEFT excludes the output layer).
-bool is_lora_target(const models::LayerInventory& layer, const models::TensorSpec& t,
-                    const std::vector<std::string>& targets) {
-  if (!t.is_linear || t.shape.size() != 2) return false;
-  if (targets.empty()) return layer.is_decoder_layer;
-  return std::find(targets.begin(), targets.end(), t.module) != targets.end();
+// PEFT LoraConfig target matching, the same rule as models/lora.cpp (peft/tuners/tuners_utils.py
+// matches the module's last name component): empty targets or "all-linear" = every nn.Linear except
+// the output layer; otherwise the named linear (or embedding) modules.
+bool is_lora_target(const models::TensorSpec& t, const std::vector<std::string>& targets) {
+  if (t.shape.size() != 2 || t.is_bias || t.is_norm) return false;
+  const bool all_linear =
+      targets.empty() || std::find(targets.begin(), targets.end(), "all-linear") != targets.end();
+  if (all_linear) return t.is_linear && t.module != "lm_head" && t.module != "embed_out";
+  return (t.is_linear || t.is_embedding) &&
+         std::find(targets.begin(), targets.end(), t.module) != targets.end();
 }
 
 // The module a tensor belongs to: its name without the last component (".weight", ".bias").
@@ -113,7 +115,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
       if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
     };
     for (const auto& t : layer.tensors) {
-      const bool target = s.frozen_base && is_lora_target(layer, t, targets);
+      const bool target = s.frozen_base && is_lora_target(t, targets);
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());
       g.trainable.push_back(tensor_trainable);
@@ -156,7 +158,9 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
   if (!head_has_weight && m.vocab_size > 0)
     add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
-  s.trainable_params = trainable;
+  // The authoritative adapter count (tied heads targeted by name included) comes from the models
+  // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
+  s.trainable_params = s.frozen_base ? models::lora_trainable_parameters(m, r, targets) : trainable;
 
   double fwd = 0;
   for (const auto& g : s.layer_gemms)

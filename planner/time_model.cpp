@@ -170,21 +170,24 @@ ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t mic
   return t;
 }
 
-// Adds one collective family; returns its total time.
+// Adds one collective family: `repeats` sequences (e.g. one per micro-step) of `per_repeat` calls,
+// all of `message_bytes` but the last of each sequence (`last_message_bytes`). Returns its time.
 double add_collective(StepTime& st, const CommTopology& topo, const char* name, CollectiveKind kind,
-                      int64_t count, int64_t message_bytes, int64_t last_message_bytes) {
-  if (count <= 0 || topo.ranks <= 1 || message_bytes <= 0) return 0;
+                      int64_t per_repeat, int64_t repeats, int64_t message_bytes,
+                      int64_t last_message_bytes) {
+  if (per_repeat <= 0 || repeats <= 0 || topo.ranks <= 1 || message_bytes <= 0) return 0;
   if (st.num_collectives >= kMaxCollectives) return 0;
   CollectiveCost& c = st.collectives[st.num_collectives++];
   c.name = name;
   c.kind = kind;
-  c.count = count;
+  c.count = per_repeat * repeats;
   c.message_bytes = message_bytes;
-  const int64_t full = count - 1;
-  c.bytes_per_rank = full * bus_bytes_per_rank(kind, topo.ranks, message_bytes) +
-                     bus_bytes_per_rank(kind, topo.ranks, last_message_bytes);
-  c.time_s = static_cast<double>(full) * collective_time_s(topo, kind, message_bytes) +
-             collective_time_s(topo, kind, last_message_bytes);
+  const int64_t full = per_repeat - 1;
+  c.bytes_per_rank = repeats * (full * bus_bytes_per_rank(kind, topo.ranks, message_bytes) +
+                                bus_bytes_per_rank(kind, topo.ranks, last_message_bytes));
+  c.time_s = static_cast<double>(repeats) *
+             (static_cast<double>(full) * collective_time_s(topo, kind, message_bytes) +
+              collective_time_s(topo, kind, last_message_bytes));
   return c.time_s;
 }
 
@@ -292,7 +295,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   if (z.stage == 0 || z.stage == 1) {
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                   : "bucketed gradient all-reduce (accumulation boundary)";
-    const double t = add_collective(st, topo, nm, CollectiveKind::AllReduce, b.count, b.bytes, b.last_bytes);
+    const double t =
+        add_collective(st, topo, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
     if (z.stage == 1 && z.overlap_comm) {
       const double last = collective_time_s(topo, CollectiveKind::AllReduce, b.last_bytes);
       exposed += std::max(last, t - bwd_micro);
@@ -302,7 +306,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = exposed;
   } else if (z.stage == 2) {
     const double t1 = add_collective(st, topo, "bucketed gradient all-reduce (every micro-step)",
-                                     CollectiveKind::AllReduce, b.count * accum, b.bytes, b.last_bytes);
+                                     CollectiveKind::AllReduce, b.count, accum, b.bytes, b.last_bytes);
     const double per_micro = t1 / static_cast<double>(accum);
     double e = per_micro;
     if (z.overlap_comm) {
@@ -317,7 +321,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer.
     const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
     const double t =
-        add_collective(st, topo, "step-end parameter all-gather", CollectiveKind::AllGather, 1, msg, msg);
+        add_collective(st, topo, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);
     exposed += t;
     if (st.num_collectives > 0 && t > 0) st.collectives[st.num_collectives - 1].exposed_s = t;
   }
@@ -358,7 +362,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     const int rs_index = st.num_collectives;
     const double trs =
         add_collective(st, topo, "stage-3 gradient reduce-scatter (every micro-step)",
-                       CollectiveKind::ReduceScatter, rb.count * accum, rb.bytes, rb.last_bytes) /
+                       CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes) /
         af;
     const double last_rs = collective_time_s(topo, CollectiveKind::ReduceScatter, rb.last_bytes);
     double eb = tb + trs;

@@ -1,0 +1,157 @@
+// Search tests: the fixed options are honoured, the global batch is exact, the recommendation is
+// the fastest plan that fits, and the reasons/no-fit explanation carry numbers.
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+#include "common/errors.h"
+#include "hwprofiles/cluster.h"
+#include "models/model_spec.h"
+#include "planner/report.h"
+#include "planner/search.h"
+
+namespace zeroplan::planner {
+namespace {
+
+Workload workload(const char* model, const char* gpus) {
+  Workload w;
+  w.model = models::load_model(model);
+  w.cluster = hw::parse_cluster(gpus);
+  return w;
+}
+
+TEST(Search, FixedStageIsTheOnlyStageSearched) {
+  const Workload w = workload("7b", "4xA100-80GB");
+  SearchOptions o;
+  o.stage = 2;
+  const SearchResult r = search(w, o);
+  ASSERT_EQ(r.best_per_stage.size(), 1u);
+  EXPECT_EQ(r.best_per_stage[0].zero.stage, 2);
+  ASSERT_TRUE(r.recommendation.has_value());
+  EXPECT_EQ(r.recommendation->zero.stage, 2);
+}
+
+TEST(Search, AllStagesAreReportedWhenNothingIsFixed) {
+  const SearchResult r = search(workload("7b", "4xA100-80GB"), SearchOptions{});
+  ASSERT_EQ(r.best_per_stage.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.best_per_stage[i].zero.stage, i);
+  EXPECT_GT(r.candidates_evaluated, 100);
+}
+
+TEST(Search, GlobalBatchIsHonouredExactly) {
+  Workload w = workload("7b", "4xA100-80GB");
+  w.train.global_batch = 64;
+  const SearchResult r = search(w, SearchOptions{});
+  for (const Plan& p : r.best_per_stage) {
+    EXPECT_EQ(p.zero.micro_batch * p.zero.grad_accum * 4, 64);
+    EXPECT_EQ(p.global_batch, 64);
+  }
+  w.train.micro_batch = 2;
+  const SearchResult r2 = search(w, SearchOptions{});
+  for (const Plan& p : r2.best_per_stage) {
+    EXPECT_EQ(p.zero.micro_batch, 2);
+    EXPECT_EQ(p.zero.grad_accum, 8);  // 64 / (2 * 4)
+  }
+}
+
+TEST(Search, GlobalBatchThatDoesNotDivideIsAUserError) {
+  Workload w = workload("7b", "4xA100-80GB");
+  w.train.global_batch = 30;  // not a multiple of 4 GPUs
+  EXPECT_THROW(search(w, SearchOptions{}), UserError);
+  w.train.global_batch = 32;
+  w.train.micro_batch = 3;  // 32 / 4 = 8 per GPU is not a multiple of 3
+  EXPECT_THROW(search(w, SearchOptions{}), UserError);
+}
+
+TEST(Search, WithoutGlobalBatchGradAccumIsOneOrAsGiven) {
+  Workload w = workload("7b", "4xA100-80GB");
+  for (const Plan& p : search(w, SearchOptions{}).best_per_stage) EXPECT_EQ(p.zero.grad_accum, 1);
+  w.train.grad_accum = 4;
+  for (const Plan& p : search(w, SearchOptions{}).best_per_stage) EXPECT_EQ(p.zero.grad_accum, 4);
+}
+
+TEST(Search, FixedCheckpointingAndOffloadAreHonoured) {
+  Workload w = workload("13b", "4xA40");
+  w.train.checkpointing = Checkpointing::Full;
+  SearchOptions o;
+  o.offload_optimizer = Offload::CPU;
+  const SearchResult r = search(w, o);
+  for (const Plan& p : r.best_per_stage) {
+    EXPECT_GE(p.zero.stage, 1);  // optimizer offload needs ZeRO (stage >= 1)
+    EXPECT_EQ(p.zero.checkpointing, Checkpointing::Full);
+    EXPECT_EQ(p.zero.offload_optimizer, Offload::CPU);
+  }
+}
+
+TEST(Search, RecommendationIsTheFastestFittingPlan) {
+  const SearchResult r = search(workload("13b", "4xA40"), SearchOptions{});
+  ASSERT_TRUE(r.recommendation.has_value());
+  EXPECT_TRUE(r.recommendation->fits);
+  for (const Plan& p : r.best_per_stage) {
+    if (p.fits) {
+      EXPECT_GE(r.recommendation->tokens_per_s, p.tokens_per_s);
+    }
+  }
+  EXPECT_LE(r.recommendation->memory.peak, r.recommendation->capacity_bytes);
+  EXPECT_GE(r.reasons.size(), 3u);
+  EXPECT_TRUE(r.no_fit_reason.empty());
+}
+
+TEST(Search, MemoryMarginShrinksTheUsableCapacity) {
+  const Workload w = workload("7b", "4xA100-80GB");
+  SearchOptions tight;
+  tight.memory_margin = 0.5;
+  const SearchResult r = search(w, tight);
+  for (const Plan& p : r.best_per_stage) {
+    EXPECT_EQ(p.capacity_bytes, static_cast<int64_t>(static_cast<double>(w.cluster.gpu.memory_bytes) * 0.5));
+    if (p.fits) {
+      EXPECT_LE(p.memory.peak, p.capacity_bytes);
+    }
+  }
+  SearchOptions bad;
+  bad.memory_margin = 1.0;
+  EXPECT_THROW(search(w, bad), UserError);
+}
+
+TEST(Search, NothingFitsSaysWhyAndWhatWould) {
+  // Llama-2-70B full fine-tuning cannot fit on one 24 GB GPU even with every offload.
+  const SearchResult r = search(workload("70b", "1xRTX3090"), SearchOptions{});
+  EXPECT_FALSE(r.recommendation.has_value());
+  EXPECT_NE(r.no_fit_reason.find("Nothing fits"), std::string::npos) << r.no_fit_reason;
+  EXPECT_NE(r.no_fit_reason.find("GB"), std::string::npos);
+  EXPECT_NE(r.no_fit_reason.find("LoRA"), std::string::npos);
+}
+
+TEST(Search, ReportHasOneRowPerStageAndTheRecommendation) {
+  const Workload w = workload("7b", "2xA100-80GB");
+  const SearchResult r = search(w, SearchOptions{});
+  const std::string text = render_report(w, r);
+  for (const char* row : {"ZeRO-0", "ZeRO-1", "ZeRO-2", "ZeRO-3"})
+    EXPECT_NE(text.find(row), std::string::npos);
+  EXPECT_NE(text.find("Recommended:"), std::string::npos);
+  EXPECT_NE(text.find("tokens/s"), std::string::npos);
+}
+
+TEST(Search, MemoryBarLettersFollowTheCategories) {
+  Plan p;
+  p.capacity_bytes = 100;
+  p.memory.at_peak = {20, 10, 30, 20, 0, 10};  // P G O A B X: 90 of 100
+  // 10 characters for 100 bytes: PP G OOO AA X and one free.
+  EXPECT_EQ(memory_bar(p, 10), "PPGOOOAAX.|");
+  p.memory.at_peak = {50, 0, 0, 70, 0, 0};  // 120 of 100: two characters beyond the limit
+  EXPECT_EQ(memory_bar(p, 10), "PPPPPAAAAA|!!");
+}
+
+TEST(Search, SeventyBOnThirtyTwoH100IsFast) {
+  // Issue 4: the full search for --model 70b --gpus 4x8xH100 in well under 100 ms on the 2-core CI
+  // machine. A generous bound here (sanitizer builds are slower); bench/bench_search.cpp measures.
+  const Workload w = workload("70b", "4x8xH100");
+  const auto t0 = std::chrono::steady_clock::now();
+  const SearchResult r = search(w, SearchOptions{});
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_TRUE(r.recommendation.has_value());
+  EXPECT_LT(ms, 1000.0);
+}
+
+}  // namespace
+}  // namespace zeroplan::planner

@@ -1,0 +1,363 @@
+// Time model tests. Expected values are hand computations shown in the comments, from the
+// nccl-tests bus-factor definitions (doc/PERFORMANCE.md), Llama-2-7B's published config
+// (meta-llama/Llama-2-7b-hf config.json: h 4096, ffn 11008, 32 layers, vocab 32000, untied head;
+// 6,738,415,616 parameters) and DeepSpeed v0.16's collective schedule (planner/time_model.cpp).
+#include <gtest/gtest.h>
+
+#include "executor/communicator.h"
+#include "models/model_spec.h"
+#include "planner/comm_model.h"
+#include "planner/search.h"
+#include "planner/time_model.h"
+
+namespace zeroplan::planner {
+namespace {
+
+constexpr int64_t kPsi7b = 6'738'415'616;  // Llama-2-7B, published exact count
+
+// A link with the same busbw at every message size: times are then plain arithmetic.
+hw::LinkProfile flat_link(const char* name, double busbw_GBps, double latency_us) {
+  hw::LinkProfile l;
+  l.name = name;
+  l.busbw.points = {{1, busbw_GBps}};
+  l.latency_us = latency_us;
+  return l;
+}
+
+// A hand-made A100-80GB-like GPU (datasheet peaks: 312 TFLOP/s bf16 dense, 2039 GB/s HBM2e); the
+// efficiency numbers are test inputs, not claims.
+hw::GpuProfile test_gpu() {
+  hw::GpuProfile g;
+  g.name = "TestGPU";
+  g.memory_bytes = 80'000'000'000;
+  g.bf16_tflops = 312;
+  g.fp16_tflops = 312;
+  g.fp32_tflops = 19.5;
+  g.hbm_GBps = 2039;
+  g.host_pinned_GBps = 25;
+  g.host_pageable_GBps = 12;
+  g.gemm_max_efficiency = 0.8;
+  g.gemm_half_efficiency_gflop = 2.5;
+  g.hbm_efficiency = 0.8;
+  g.cuda_context_bytes = 500'000'000;
+  return g;
+}
+
+Workload workload_7b(int nodes, int gpus_per_node, const hw::LinkProfile& intra) {
+  Workload w;
+  w.model = models::load_model("llama-2-7b");
+  w.cluster.nodes = nodes;
+  w.cluster.gpus_per_node = gpus_per_node;
+  w.cluster.gpu = test_gpu();
+  w.cluster.intra_node = intra;
+  w.cluster.inter_node = flat_link("net", 20, 20);
+  w.cluster.host_memory_bytes_per_node = 1'000'000'000'000;
+  w.train.seq_len = 2048;
+  return w;
+}
+
+ZeroConfig config(int stage, int64_t micro, int64_t accum) {
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+  z.micro_batch = micro;
+  z.grad_accum = accum;
+  return z;
+}
+
+const CollectiveCost* find(const StepTime& t, CollectiveKind k, const char* name_part) {
+  for (int i = 0; i < t.num_collectives; ++i)
+    if (t.collectives[i].kind == k && std::string(t.collectives[i].name).find(name_part) != std::string::npos)
+      return &t.collectives[i];
+  return nullptr;
+}
+
+TEST(CommModel, BusFactorsAreTheNcclTestsDefinitions) {
+  // nccl-tests PERFORMANCE.md: all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n.
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::AllReduce, 4), 1.5);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::AllGather, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::ReduceScatter, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(CollectiveKind::AllReduce, 1), 0.0);
+  // 1000 bytes on 4 ranks: all-reduce 2*3*1000/4 = 1500; all-gather 3*1000/4 = 750.
+  EXPECT_EQ(bus_bytes_per_rank(CollectiveKind::AllReduce, 4, 1000), 1500);
+  EXPECT_EQ(bus_bytes_per_rank(CollectiveKind::AllGather, 4, 1000), 750);
+  EXPECT_EQ(bus_bytes_per_rank(CollectiveKind::ReduceScatter, 1, 1000), 0);
+}
+
+TEST(CommModel, TimeIsBytesTimesFactorOverBusbwWithLatencyFloor) {
+  hw::ClusterSpec c;
+  c.gpus_per_node = 4;
+  c.intra_node = flat_link("flat", 100, 10);
+  const CommTopology t = topology_of(c);
+  // 1e9 bytes all-reduce on 4 ranks at 100 GB/s busbw: 1e9 * 1.5 / 100e9 = 15 ms.
+  EXPECT_NEAR(collective_time_s(t, CollectiveKind::AllReduce, 1'000'000'000), 0.015, 1e-12);
+  // 1000 bytes: 1000 * 1.5 / 1e11 = 15 ns, below the 10 us latency floor.
+  EXPECT_NEAR(collective_time_s(t, CollectiveKind::AllReduce, 1000), 10e-6, 1e-15);
+}
+
+TEST(CommModel, MultiNodeRingIsBoundByTheSlowestTier) {
+  hw::ClusterSpec c;
+  c.nodes = 2;
+  c.gpus_per_node = 8;
+  c.intra_node = flat_link("nvlink", 200, 5);
+  c.inter_node = flat_link("ib", 24, 5);
+  c.nics_per_node = 1;
+  EXPECT_DOUBLE_EQ(collective_busbw_GBps(topology_of(c), 1 << 30), 24.0);
+  // One NIC per GPU: 8 rings of 24 GB/s = 192 GB/s, still below NVLink's 200.
+  c.nics_per_node = 8;
+  EXPECT_DOUBLE_EQ(collective_busbw_GBps(topology_of(c), 1 << 30), 192.0);
+}
+
+// Stage 0/1/2 gradient reduction of Llama-2-7B on 4 GPUs in 5e8-element buckets:
+// ceil(6,738,415,616 / 5e8) = 14 buckets: 13 of 5e8 elements (1e9 bytes in bf16) and a last one of
+// 6,738,415,616 - 13*5e8 = 238,415,616 elements = 476,831,232 bytes.
+// All-reduce bytes per rank: 13 * 1.5e9 + 1.5 * 476,831,232 = 20,215,246,848 (= 1.5 * 2 Psi).
+// Step-end all-gather of the 16-bit params (Psi divisible by 4, no padding): 0.75 * 2 Psi =
+// 10,107,623,424 bytes per rank.
+TEST(TimeModel, StageOneAndTwoCollectiveBytesPerRank) {
+  const Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  ASSERT_EQ(s.compute.trainable_params, kPsi7b);
+
+  const StepTime t0 = estimate_time(w, s, config(0, 1, 1));
+  const CollectiveCost* ar0 = find(t0, CollectiveKind::AllReduce, "");
+  ASSERT_NE(ar0, nullptr);
+  EXPECT_EQ(ar0->count, 14);
+  EXPECT_EQ(ar0->message_bytes, 1'000'000'000);
+  EXPECT_EQ(ar0->bytes_per_rank, 20'215'246'848);
+  EXPECT_EQ(t0.comm_bytes_per_rank, 20'215'246'848);  // stage 0: no all-gather
+
+  const StepTime t1 = estimate_time(w, s, config(1, 1, 1));
+  EXPECT_EQ(t1.comm_bytes_per_rank, 20'215'246'848 + 10'107'623'424);
+  const CollectiveCost* ag1 = find(t1, CollectiveKind::AllGather, "step-end");
+  ASSERT_NE(ag1, nullptr);
+  EXPECT_EQ(ag1->count, 1);
+  EXPECT_EQ(ag1->message_bytes, 2 * kPsi7b);
+
+  // Gradient accumulation 4: stage 1 reduces once per step, stage 2 on every micro-step.
+  EXPECT_EQ(estimate_time(w, s, config(1, 1, 4)).comm_bytes_per_rank, 20'215'246'848 + 10'107'623'424);
+  EXPECT_EQ(estimate_time(w, s, config(2, 1, 4)).comm_bytes_per_rank, 4 * 20'215'246'848 + 10'107'623'424);
+}
+
+// Stage 3 of Llama-2-7B on 4 GPUs, DeepSpeed defaults (persistence threshold 1e5, reuse distance
+// 1e9, 5e8-element buckets). Tensors above the threshold: per layer q,k,v,o 4096*4096 = 16,777,216
+// and gate,up,down 4096*11008 = 45,088,768 (202,375,168 per layer); embed and lm_head 32000*4096 =
+// 131,072,000. Norms (4096) persist. All sizes divide by 4: no padding.
+// Forward gathers: 32*202,375,168 + 2*131,072,000 = 6,738,149,376 elements, 32*7 + 2 = 226 calls;
+// bytes per rank 0.75 * 2 * 6,738,149,376 = 10,107,224,064.
+// Backward re-gathers skip what is reused within 1e9 elements of traversal (our rule: 2 x elements
+// after it in forward order < 1e9): lm_head (0 after) and the last two layers (131,076,096 and
+// 131,076,096 + 202,383,360 = 333,459,456 elements after; the third has 535,842,816 > 5e8):
+// 6,738,149,376 - 131,072,000 - 2*202,375,168 = 6,202,327,040 elements in 226 - 1 - 14 = 211 calls,
+// 0.75 * 2 * 6,202,327,040 = 9,303,490,560 bytes per rank.
+// Reduce-scatter of the gradients in 5e8 buckets: 0.75 * 2 Psi = 10,107,623,424 bytes per rank.
+TEST(TimeModel, StageThreeCollectiveBytesPerRank) {
+  const Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  const StepTime t = estimate_time(w, s, config(3, 1, 1));
+  const CollectiveCost* fwd = find(t, CollectiveKind::AllGather, "forward");
+  const CollectiveCost* bwd = find(t, CollectiveKind::AllGather, "backward");
+  const CollectiveCost* rs = find(t, CollectiveKind::ReduceScatter, "");
+  ASSERT_TRUE(fwd && bwd && rs);
+  EXPECT_EQ(fwd->count, 226);
+  EXPECT_EQ(fwd->bytes_per_rank, 10'107'224'064);
+  EXPECT_EQ(bwd->count, 211);
+  EXPECT_EQ(bwd->bytes_per_rank, 9'303'490'560);
+  EXPECT_EQ(rs->count, 14);
+  EXPECT_EQ(rs->bytes_per_rank, 10'107'623'424);
+  EXPECT_EQ(t.comm_bytes_per_rank, 10'107'224'064 + 9'303'490'560 + 10'107'623'424);
+}
+
+// The executor counts bytes with exec::Communicator::count(); replaying DeepSpeed's stage-2 schedule
+// for one step (14 bucket all-reduces per micro-step, one all-gather) through it must give the
+// planner's number.
+class CountingCommunicator : public exec::Communicator {
+ public:
+  explicit CountingCommunicator(int n) : n_(n) {}
+  int rank() const override { return 0; }
+  int world_size() const override { return n_; }
+  void all_reduce(void*, int64_t count, exec::DType t) override {
+    this->count(exec::CollKind::AllReduce, count * exec::dtype_bytes(t));
+  }
+  void reduce_scatter(const void*, void*, int64_t count, exec::DType t) override {
+    this->count(exec::CollKind::ReduceScatter, count * n_ * exec::dtype_bytes(t));
+  }
+  void all_gather(const void*, void*, int64_t count, exec::DType t) override {
+    this->count(exec::CollKind::AllGather, count * n_ * exec::dtype_bytes(t));
+  }
+  void broadcast(void*, int64_t, exec::DType, int) override {}
+  void barrier() override {}
+
+ private:
+  int n_;
+};
+
+TEST(TimeModel, CommBytesEqualTheExecutorsCounter) {
+  const Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  CountingCommunicator comm(4);
+  const int64_t accum = 2;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    for (int b = 0; b < 13; ++b) comm.all_reduce(nullptr, 500'000'000, exec::DType::BF16);
+    comm.all_reduce(nullptr, kPsi7b - int64_t{13} * 500'000'000, exec::DType::BF16);
+  }
+  comm.all_gather(nullptr, nullptr, kPsi7b / 4, exec::DType::BF16);
+  EXPECT_EQ(estimate_time(w, s, config(2, 1, accum)).comm_bytes_per_rank, comm.counters().total_bytes_sent());
+}
+
+TEST(TimeModel, MoreGpusNeverReduceCommunicationPerRank) {
+  for (int stage = 0; stage <= 3; ++stage) {
+    int64_t previous = 0;
+    for (int n : {2, 4, 8, 16}) {
+      const Workload w = workload_7b(1, n, flat_link("flat", 100, 10));
+      const ModelStats s = compute_model_stats(w);
+      const int64_t bytes = estimate_time(w, s, config(stage, 1, 2)).comm_bytes_per_rank;
+      EXPECT_GE(bytes, previous) << "stage " << stage << " on " << n << " GPUs";
+      previous = bytes;
+    }
+  }
+}
+
+TEST(TimeModel, NvlinkIsNeverSlowerThanPcieForTheSamePlan) {
+  // Built-in link profiles (hwprofiles/links): NVLink 3 vs PCIe 4 on one 8-GPU node.
+  const Workload nv = workload_7b(1, 8, hw::find_link("nvlink3"));
+  const Workload pc = workload_7b(1, 8, hw::find_link("pcie4"));
+  const ModelStats s = compute_model_stats(nv);
+  for (int stage = 0; stage <= 3; ++stage) {
+    for (bool overlap : {false, true}) {
+      ZeroConfig z = config(stage, 2, 2);
+      z.overlap_comm = overlap;
+      const StepTime a = estimate_time(nv, s, z), b = estimate_time(pc, s, z);
+      EXPECT_LE(a.communication_s, b.communication_s) << "stage " << stage;
+      EXPECT_LE(a.exposed_communication_s, b.exposed_communication_s) << "stage " << stage;
+      EXPECT_LE(a.step_s, b.step_s) << "stage " << stage;
+    }
+  }
+}
+
+// DeepSpeed's stage 2 all-reduces its buckets (2(n-1)/n per byte) and all-gathers the params at
+// the step end: per step (accum * 2 + 1) * (n-1)/n * 2 Psi. Stage 3 gathers in the forward and
+// (mostly) again in the backward and reduce-scatters: about 3 * (n-1)/n * 2 Psi per micro-step.
+// On 8 GPUs (no padding: all sizes divide by 8), with the element counts of the stage-3 test above:
+//   stage 2, accum 1: 1.75*2*Psi + 0.875*2*Psi = 2.625 * 13,476,831,232 = 35,376,681,984
+//   stage 3, accum 1: 0.875*2*(6,738,149,376 + 6,202,327,040 + Psi) = 34,438,061,056
+// so with accum 1 they are within 3% (the reuse distance saves stage 3 a few layers), and from
+// accum 2 on stage 3 moves clearly more (accum 2: 2 * 34,438,061,056 = 68,876,122,112 against
+// stage 2's 4.375 * 2 Psi = 58,961,136,640).
+TEST(TimeModel, StageThreeCommunicatesMoreThanStageTwoPerMicroStep) {
+  const Workload w = workload_7b(1, 8, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  EXPECT_EQ(estimate_time(w, s, config(2, 1, 1)).comm_bytes_per_rank, 35'376'681'984);
+  EXPECT_EQ(estimate_time(w, s, config(3, 1, 1)).comm_bytes_per_rank, 34'438'061'056);
+  EXPECT_EQ(estimate_time(w, s, config(2, 1, 2)).comm_bytes_per_rank, 58'961'136'640);
+  EXPECT_EQ(estimate_time(w, s, config(3, 1, 2)).comm_bytes_per_rank, 68'876'122'112);
+  for (int64_t accum : {2, 4, 8}) {
+    const StepTime t2 = estimate_time(w, s, config(2, 1, accum)),
+                   t3 = estimate_time(w, s, config(3, 1, accum));
+    EXPECT_GT(t3.comm_bytes_per_rank, t2.comm_bytes_per_rank) << accum;
+    EXPECT_GT(t3.communication_s, t2.communication_s) << accum;
+  }
+}
+
+TEST(TimeModel, FullCheckpointingAddsOneForwardOfTheLayers) {
+  const Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig none = config(0, 4, 1), full = none;
+  full.checkpointing = Checkpointing::Full;
+  const StepTime a = estimate_time(w, s, none), b = estimate_time(w, s, full);
+  EXPECT_DOUBLE_EQ(a.forward_s, b.forward_s);
+  EXPECT_DOUBLE_EQ(a.backward_s, b.backward_s);
+  EXPECT_NEAR(b.compute_s - a.compute_s, b.recompute_s, 1e-12);
+  // The recomputed forward is the decoder layers' forward: all of it but the LM head, whose GEMM is
+  // 2*32000*4096 of 2*6.74e9 FLOPs per token (about 4%) plus the fp32 loss.
+  EXPECT_LT(b.recompute_s, a.forward_s);
+  EXPECT_GT(b.recompute_s, 0.85 * a.forward_s);
+  // Selective recomputation re-runs only the attention core: less than full.
+  ZeroConfig sel = none;
+  sel.checkpointing = Checkpointing::Selective;
+  const StepTime c = estimate_time(w, s, sel);
+  EXPECT_GT(c.recompute_s, 0);
+  EXPECT_LT(c.recompute_s, b.recompute_s);
+}
+
+TEST(TimeModel, BackwardIsTwiceTheForwardGemmsAndLoraNeedsOnlyInputGradients) {
+  Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  const ModelStats full = compute_model_stats(w);
+  const StepTime tf = estimate_time(w, full, config(0, 8, 1));
+  // GEMMs dominate at 16k tokens: backward close to 2x forward (attention backward is 2.5x its
+  // forward, element-wise work 2x).
+  EXPECT_GT(tf.backward_s / tf.forward_s, 1.9);
+  EXPECT_LT(tf.backward_s / tf.forward_s, 2.3);
+  w.train.method = Method::LoRA;
+  const ModelStats lora = compute_model_stats(w);
+  EXPECT_LT(lora.compute.trainable_params, kPsi7b / 100);
+  const StepTime tl = estimate_time(w, lora, config(0, 8, 1));
+  // Frozen base weights: only the input-gradient GEMM, so the backward is close to 1x the forward.
+  EXPECT_LT(tl.backward_s / tl.forward_s, 1.35);
+  EXPECT_LT(tl.step_s, tf.step_s);
+}
+
+TEST(TimeModel, SmallGemmsRunFurtherBelowPeak) {
+  Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  w.train.seq_len = 128;
+  const ModelStats s = compute_model_stats(w);
+  const StepTime small = estimate_time(w, s, config(0, 1, 1));
+  const StepTime large = estimate_time(w, s, config(0, 64, 1));
+  // 64x the tokens in less than 64x the time: per token, the larger GEMMs are faster.
+  EXPECT_LT(large.forward_s, 64 * small.forward_s * 0.9);
+}
+
+TEST(TimeModel, MfuIsWithinZeroAndOne) {
+  const Workload w = workload_7b(1, 8, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  for (int stage = 0; stage <= 3; ++stage)
+    for (int64_t micro : {1, 4, 16}) {
+      const Plan p = evaluate_plan(w, s, config(stage, micro, 1), 0.05);
+      EXPECT_GT(p.mfu, 0.0);
+      EXPECT_LT(p.mfu, 1.0);
+      // PaLM model FLOPs per GPU per step: (6 Psi + 12 L h s) per token x micro x s tokens.
+      const double per_token = 6.0 * static_cast<double>(kPsi7b) + 12.0 * 32 * 4096 * 2048;
+      EXPECT_NEAR(p.time.flops_per_step, per_token * static_cast<double>(micro) * 2048, 1e3);
+    }
+}
+
+TEST(TimeModel, OverlapNeverExposesMoreThanWithout) {
+  const Workload w = workload_7b(1, 8, hw::find_link("pcie4"));
+  const ModelStats s = compute_model_stats(w);
+  for (int stage = 1; stage <= 3; ++stage) {
+    ZeroConfig on = config(stage, 2, 2), off = on;
+    on.overlap_comm = true;
+    off.overlap_comm = false;
+    const StepTime a = estimate_time(w, s, on), b = estimate_time(w, s, off);
+    EXPECT_NEAR(a.communication_s, b.communication_s, 1e-12);
+    EXPECT_LE(a.exposed_communication_s, b.exposed_communication_s);
+    EXPECT_LE(a.exposed_communication_s, a.communication_s + 1e-12);
+  }
+}
+
+TEST(TimeModel, OneGpuHasNoCommunication) {
+  const Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  for (int stage = 0; stage <= 3; ++stage) {
+    const StepTime t = estimate_time(w, s, config(stage, 1, 1));
+    EXPECT_EQ(t.comm_bytes_per_rank, 0);
+    EXPECT_EQ(t.communication_s, 0);
+  }
+}
+
+TEST(TimeModel, CpuOffloadAddsTransferAndCpuAdamTime) {
+  const Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig z = config(2, 1, 1), off = z;
+  off.offload_optimizer = Offload::CPU;
+  const StepTime a = estimate_time(w, s, z), b = estimate_time(w, s, off);
+  EXPECT_EQ(a.offload_s, 0);
+  EXPECT_GT(b.offload_s, 0);
+  EXPECT_EQ(b.optimizer_s, 0);  // the step runs on the CPU
+  // At least the H2D of the 16-bit partition: 2 * Psi/4 bytes at 25 GB/s pinned = 0.134 s.
+  EXPECT_GT(b.offload_s, 2.0 * static_cast<double>(kPsi7b) / 4 / 25e9);
+  // Pageable memory is slower than pinned.
+  off.pin_memory = false;
+  EXPECT_GT(estimate_time(w, s, off).offload_s, b.offload_s);
+}
+
+}  // namespace
+}  // namespace zeroplan::planner
