@@ -23,4 +23,6 @@ void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result
 // registered on the top-level app are accepted after the subcommand) and sets `result` in the subcommand's
 // callback. Throw zeroplan::UserError for user mistakes: main prints one line on stderr and exits 2.
 // Output goes to stdout only after all inputs were validated (no partial output on error).
+// cli/cmd_check.cpp: `zeroplan check ds_config.json --model M --gpus G` (configs helper, issue 5).
+void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result);
 }  // namespace zeroplan::cli

@@ -4,9 +4,7 @@ namespace zeroplan::cli {
 
 // One line per subcommand declared in cli/commands.h.
 void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result) {
-  (void)app;
-  (void)flags;
-  (void)result;
+  register_check(app, flags, result);
 }
 
 }  // namespace zeroplan::cli
