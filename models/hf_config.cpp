@@ -52,12 +52,12 @@ class ConfigReader {
     const json* v = find(keys, &key);
     if (!v) return std::nullopt;
     int64_t x = 0;
-    if (v->is_number_integer()) {
-      x = v->get<int64_t>();
-    } else if (v->is_number_unsigned()) {
+    if (v->is_number_unsigned()) {  // checked first: is_number_integer() is also true for unsigned
       const auto u = v->get<uint64_t>();
       if (u > static_cast<uint64_t>(max)) too_large(key, v->dump(), max);
       x = static_cast<int64_t>(u);
+    } else if (v->is_number_integer()) {
+      x = v->get<int64_t>();
     } else if (v->is_number_float()) {
       const double d = v->get<double>();
       if (!std::isfinite(d) || d != std::floor(d))
