@@ -71,8 +71,8 @@ int64_t lora_trainable_parameters(const ModelSpec& m, int64_t rank, const std::v
       if (take) total = checked_add(total, lora_size(rank, t));
     }
   if (tied_head && !all_linear && wanted.count(output_module) && word_embedding) {
-    TensorSpec head = *word_embedding;  // [vocab, dim]: same sum of dimensions as Linear(dim, vocab)
-    total = checked_add(total, lora_size(rank, head));
+    // [vocab, dim]: the same sum of dimensions as the Linear(dim, vocab) it is tied to.
+    total = checked_add(total, lora_size(rank, *word_embedding));
   }
   return total;
 }
