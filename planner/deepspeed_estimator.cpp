@@ -14,6 +14,8 @@ namespace zeroplan::planner {
 
 // deepspeed/runtime/zero/stage_1_and_2.py estimate_zero2_model_states_mem_needs (v0.16):
 //   cpu_offload: gpu = 2*P; cpu = P * max(4*total_gpus, 16) * factor
+// (the no-offload GPU term is the one since PR #5099, 2024-06; the docs page still prints the older
+// 4*P + int(16*P/N)).
 //   else:        gpu = 2*P + int(18*P/total_gpus); cpu = P * 4 * gpus_per_node * factor
 DeepSpeedEstimate deepspeed_zero2_estimate(int64_t total_params, int64_t gpus_per_node, int64_t nodes,
                                            bool cpu_offload, double additional_buffer_factor) {

@@ -297,6 +297,13 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                 "--params gives no architecture: activations not modelled (use --model)");
   }
 
+  if (m.largest_quantized_numel > 0)
+    // bitsandbytes autograd/_functions.py MatMul4Bit: forward and backward each dequantize the NF4
+    // weight to the compute dtype (F.dequantize_4bit) for the matmul; one weight at a time.
+    out.add_gpu("dequantized NF4 weight (QLoRA)", Category::Buffers,
+                checked_mul(2, m.largest_quantized_numel), kFwdBwd,
+                "largest quantized linear in 16-bit, transient per matmul");
+
   // ---------------------------------------------------------------- overhead
   out.add_gpu("CUDA context + cuBLAS workspace", Category::Overhead, w.cluster.gpu.cuda_context_bytes,
               kAllPhases, "GPU profile cuda_context_bytes");

@@ -76,12 +76,32 @@ std::string module_path(const std::string& tensor_name) {
   return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
 }
 
-bool targeted(const models::TensorSpec& t, bool in_decoder_layer, const std::vector<std::string>& targets) {
-  if (!t.is_linear) return false;
-  // PEFT "all-linear" (peft/tuners/tuners_utils.py _maybe_include_all_linear_layers): every
-  // nn.Linear except the output layer; zeroplan's inventory marks decoder-layer linears.
-  if (targets.empty()) return in_decoder_layer;
-  return std::find(targets.begin(), targets.end(), t.module) != targets.end();
+// PEFT target matching as models/lora.cpp implements it (peft/tuners/tuners_utils.py
+// check_target_module_exists and _maybe_include_all_linear_layers): "all-linear" (or no targets)
+// takes every nn.Linear except the output layer; explicit targets match the module's last name
+// component, for linears and embeddings.
+struct LoraTargets {
+  bool all_linear = true;
+  std::vector<std::string> wanted;
+  std::string output_module = "lm_head";
+  bool wants(const std::string& module) const {
+    return std::find(wanted.begin(), wanted.end(), module) != wanted.end();
+  }
+  bool targeted(const models::TensorSpec& t) const {
+    if (t.is_bias || t.is_norm) return false;
+    if (t.is_linear) return all_linear ? t.module != output_module : wants(t.module);
+    if (t.is_embedding) return !all_linear && wants(t.module);
+    return false;
+  }
+};
+
+LoraTargets lora_targets(const Workload& w) {
+  LoraTargets lt;
+  const auto& tg = w.train.lora_targets;
+  lt.all_linear = tg.empty() || std::find(tg.begin(), tg.end(), "all-linear") != tg.end();
+  lt.wanted = tg;
+  lt.output_module = w.model.layout == models::Layout::GPTNeoX ? "embed_out" : "lm_head";
+  return lt;
 }
 
 // Which linear inputs of a decoder layer are saved for backward: a linear needs its input for the
@@ -100,21 +120,20 @@ LayerFlags layer_flags(const Workload& w, const models::LayerInventory* layer) {
   LayerFlags f;
   if (w.train.method == Method::Full || layer == nullptr) return f;
   f = LayerFlags{false, false, false, false, false};
+  const LoraTargets lt = lora_targets(w);
   for (const auto& t : layer->tensors) {
-    if (!targeted(t, true, w.train.lora_targets)) continue;
+    if (!lt.targeted(t)) continue;
     const std::string& m = t.module;
-    if (m == "q_proj" || m == "k_proj" || m == "v_proj" || m == "c_attn" || m == "query_key_value" ||
-        m == "qkv_proj" || m == "Wqkv")
-      f.attn_in_saved = true;
-    else if (m == "o_proj" || m == "dense" || m == "out_proj" || m == "c_proj" || m == "attn_out")
-      f.o_in_saved = true;
-    else if (m == "gate_proj" || m == "up_proj" || m == "fc1" || m == "c_fc" || m == "dense_h_to_4h" ||
-             m == "w1" || m == "w3" || m == "gate_up_proj")
-      f.mlp_in_saved = true;
-    else if (m == "down_proj" || m == "fc2" || m == "dense_4h_to_h" || m == "w2")
+    const bool in_mlp = t.name.find("mlp") != std::string::npos;
+    if (m == "down_proj" || m == "fc2" || m == "dense_4h_to_h" || m == "w2" || (m == "c_proj" && in_mlp))
       f.down_in_saved = true;
+    else if (m == "gate_proj" || m == "up_proj" || m == "gate_up_proj" || m == "fc1" || m == "c_fc" ||
+             m == "dense_h_to_4h" || m == "w1" || m == "w3")
+      f.mlp_in_saved = true;
+    else if (m == "o_proj" || m == "out_proj" || m == "dense" || m == "c_proj")
+      f.o_in_saved = true;
     else
-      f.attn_in_saved = true;  // unknown linear: assume it reads the attention input
+      f.attn_in_saved = true;  // q/k/v, fused qkv, or an unknown linear reading the attention input
   }
   return f;
 }
@@ -237,6 +256,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
   const int64_t r = w.train.lora_rank;
   std::unordered_map<std::string, int64_t> module_numel;
   int64_t adapters = 0;
+  const LoraTargets lt = lora_targets(w);
   const models::LayerInventory* first_decoder = nullptr;
   for (const auto& layer : inv) {
     if (layer.is_decoder_layer && first_decoder == nullptr) first_decoder = &layer;
@@ -258,11 +278,13 @@ MemoryStats compute_memory_stats(const Workload& w) {
       if (qlora && t.is_linear && !t.is_bias && t.module != "lm_head") {
         st.frozen_quantized_params += n;
         st.frozen_quantized_bytes += nf4_bytes(n);
+        st.largest_quantized_numel = std::max(st.largest_quantized_numel, n);
       } else {
         st.frozen_16bit_params += n;
       }
-      if (targeted(t, layer.is_decoder_layer, w.train.lora_targets) && t.shape.size() == 2 && !t.is_bias) {
-        // PEFT lora.Linear: lora_A [r, in], lora_B [out, r] (HF Linear weight is [out, in]).
+      if (lt.targeted(t) && t.shape.size() == 2) {
+        // PEFT lora.Linear: lora_A [r, in], lora_B [out, r] (HF Linear weight is [out, in]);
+        // lora.Embedding [rows, dim]: lora_embedding_A [r, rows], lora_embedding_B [dim, r].
         const int64_t a_n = checked_mul(r, t.shape[1]);
         const int64_t b_n = checked_mul(t.shape[0], r);
         st.trainable_tensors.add(a_n);
@@ -271,6 +293,12 @@ MemoryStats compute_memory_stats(const Workload& w) {
       }
     }
     st.largest_layer_numel = std::max(st.largest_layer_numel, layer.is_decoder_layer ? layer_numel : 0);
+  }
+  // Tied output layer targeted explicitly: PEFT wraps the lm_head Linear (the embedding's weight).
+  if (lora && m.tie_word_embeddings && !lt.all_linear && lt.wants(lt.output_module)) {
+    st.trainable_tensors.add(checked_mul(r, m.vocab_size));
+    st.trainable_tensors.add(checked_mul(m.hidden_size, r));
+    adapters += r * (m.vocab_size + m.hidden_size);
   }
   for (const auto& [name, n] : module_numel) st.largest_module_numel = std::max(st.largest_module_numel, n);
   if (st.largest_layer_numel == 0) st.largest_layer_numel = st.largest_module_numel;
@@ -309,8 +337,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
   act.embedding_per_sample = dropout ? checked_mul(h, s) : 0;
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : e * h) : e * h;
-  const bool head_trains = !lora || std::find(w.train.lora_targets.begin(), w.train.lora_targets.end(),
-                                              std::string("lm_head")) != w.train.lora_targets.end();
+  const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
   act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
   // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
   // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces

@@ -88,6 +88,8 @@ struct MemoryStats {
   int64_t frozen_quantized_params = 0;
   int64_t frozen_quantized_bytes = 0;  // NF4 + double-quantized absmax constants (memory_stats.cpp)
   int64_t frozen_16bit_params = 0;
+  // The largest NF4 weight: bitsandbytes MatMul4Bit dequantizes one weight to 16-bit per matmul.
+  int64_t largest_quantized_numel = 0;
 
   // The largest group of parameters DeepSpeed stage 3 gathers at once: the parameters of one leaf
   // module (fetch_sub_module gathers a module's own parameters), e.g. the embedding or lm_head.

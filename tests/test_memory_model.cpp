@@ -1,0 +1,338 @@
+// The memory model (issue 3): model states per ZeRO stage against the ZeRO paper, DeepSpeed runtime
+// buffers against DeepSpeed's code, the properties every plan must satisfy, and the peak rule.
+// Expected values come from the ZeRO paper (Rajbhandari et al. 2020, Table 1 and §5.1 formulas) and
+// hand computation shown next to each check, never from the code under test.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "models/model_spec.h"
+#include "planner/memory_model.h"
+#include "planner/model_stats.h"
+
+namespace zeroplan::planner {
+namespace {
+
+hw::ClusterSpec cluster(int nodes, int gpus_per_node) {
+  hw::ClusterSpec c;
+  c.nodes = nodes;
+  c.gpus_per_node = gpus_per_node;
+  c.gpu.name = "test-gpu";
+  c.gpu.memory_bytes = 80'000'000'000;
+  c.gpu.cuda_context_bytes = 500'000'000;
+  c.intra_node.kind = hw::LinkKind::NVSwitch;
+  return c;
+}
+
+Workload params_workload(int64_t params, int nodes, int gpus_per_node, Precision p = Precision::FP16) {
+  Workload w;
+  w.model = models::model_from_param_count(params);
+  w.train.precision = p;
+  w.cluster = cluster(nodes, gpus_per_node);
+  return w;
+}
+
+ModelStats stats_of(const Workload& w) {
+  return ModelStats{compute_memory_stats(w), {}};
+}
+
+MemoryBreakdown estimate(const Workload& w, int stage, int64_t micro_batch = 1) {
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+  z.micro_batch = micro_batch;
+  return estimate_memory(w, stats_of(w), z);
+}
+
+// A Llama-2-7B-shaped model built field by field (config.json of meta-llama/Llama-2-7b-hf: hidden
+// 4096, 32 layers, 32 heads, intermediate 11008, vocab 32000, untied embeddings, RMSNorm, SwiGLU).
+models::ModelSpec llama2_7b_spec() {
+  models::ModelSpec m;
+  m.name = "llama-2-7b-test";
+  m.model_type = "llama";
+  m.hidden_size = 4096;
+  m.num_layers = 32;
+  m.num_heads = 32;
+  m.num_kv_heads = 32;
+  m.head_dim = 128;
+  m.intermediate_size = 11008;
+  m.vocab_size = 32000;
+  m.max_position_embeddings = 4096;
+  m.norm = models::NormKind::RMSNorm;
+  m.mlp = models::MlpKind::Gated;
+  m.position = models::PositionKind::Rotary;
+  return m;
+}
+
+// --- Model states: ZeRO paper §5.1 formulas with K = 12 --------------------------------------------
+
+TEST(MemoryModelStates, BaselineIs16BytesPerParameter) {
+  // Table 1, DP = 1 for 7.5B: (2 + 2 + 12) * 7.5e9 = 120e9 bytes in every column.
+  const Workload w = params_workload(7'500'000'000, 1, 1);
+  for (int stage = 0; stage <= 3; ++stage)
+    EXPECT_EQ(estimate(w, stage).model_states(), 120'000'000'000) << "stage " << stage;
+}
+
+TEST(MemoryModelStates, Stage1To3AtDp64MatchThePaperFormulas) {
+  // Psi = 7.5e9, N = 64 (hand computation):
+  //   stage 1: 4*Psi + 12*Psi/64 = 30e9 + 1.40625e9 = 31.40625e9 (Table 1 prints 31.4)
+  //   stage 2: 2*Psi + 14*Psi/64 = 15e9 + 1.640625e9 = 16.640625e9 (prints 16.6)
+  //   stage 3: 16*Psi/64 = 1.875e9 (prints 1.88)
+  const Workload w = params_workload(7'500'000'000, 8, 8);
+  EXPECT_EQ(estimate(w, 1).model_states(), 31'406'250'000);
+  EXPECT_EQ(estimate(w, 2).model_states(), 16'640'625'000);
+  EXPECT_EQ(estimate(w, 3).model_states(), 1'875'000'000);
+}
+
+TEST(MemoryModelStates, CategoriesSplitAsThePaperDescribes) {
+  // Stage 2, Psi = 7.5e9, N = 4: parameters 2*Psi = 15e9; gradients 2*Psi/4 = 3.75e9; optimizer
+  // states 12*Psi/4 = 22.5e9.
+  const auto m = estimate(params_workload(7'500'000'000, 1, 4), 2);
+  EXPECT_EQ(m.category(Category::Parameters), 15'000'000'000);
+  EXPECT_EQ(m.category(Category::Gradients), 3'750'000'000);
+  EXPECT_EQ(m.category(Category::OptimizerStates), 22'500'000'000);
+}
+
+TEST(MemoryModelStates, Fp32TrainingHasNoMasterCopyWithoutZero) {
+  // fp32 without ZeRO: 4 (params) + 4 (grads) + 8 (Adam m, v) = 16 bytes/param, no master copy.
+  // 1e9 params -> 16e9, of which optimizer states 8e9.
+  const auto m = estimate(params_workload(1'000'000'000, 1, 1, Precision::FP32), 0);
+  EXPECT_EQ(m.category(Category::Parameters), 4'000'000'000);
+  EXPECT_EQ(m.category(Category::Gradients), 4'000'000'000);
+  EXPECT_EQ(m.category(Category::OptimizerStates), 8'000'000'000);
+}
+
+TEST(MemoryModelStates, Fp32TrainingUnderZeroKeepsDeepSpeedsFp32Clone) {
+  // stage_1_and_2.py clones the partition `.clone().float()` even when params are fp32, so stage 2
+  // fp32 on N = 4 with 1e9 params: params 4e9 + grads 4e9/4 + (4 + 8)e9/4 = 4e9 + 1e9 + 3e9 = 8e9.
+  const auto m = estimate(params_workload(1'000'000'000, 1, 4, Precision::FP32), 2);
+  EXPECT_EQ(m.model_states(), 8'000'000'000);
+}
+
+TEST(MemoryModelStates, Bf16WithoutZeroUsesDeepSpeedsBf16Optimizer) {
+  // engine.py: bf16 without ZeRO accumulates grads in fp32 and wraps the optimizer in
+  // BF16_Optimizer (fp32 grads 4*Psi, master + Adam partitioned 12*Psi/N). Psi = 1e9, N = 4:
+  // 2e9 + 4e9 + 3e9 = 9e9, whereas fp16 (FP16_Optimizer) holds 16e9.
+  EXPECT_EQ(estimate(params_workload(1'000'000'000, 1, 4, Precision::BF16), 0).model_states(), 9'000'000'000);
+  EXPECT_EQ(estimate(params_workload(1'000'000'000, 1, 4, Precision::FP16), 0).model_states(),
+            16'000'000'000);
+}
+
+// --- Properties ---------------------------------------------------------------------------------
+
+TEST(MemoryModelProperties, ModelStatesNeverGrowWithMoreGpus) {
+  const int64_t params[] = {125'000'000, 7'500'000'000, 128'000'000'000};
+  for (int64_t psi : params)
+    for (int stage = 1; stage <= 3; ++stage) {
+      int64_t prev = INT64_MAX;
+      for (int n : {1, 2, 4, 8, 16, 64, 256, 1024}) {
+        const auto ms =
+            estimate(params_workload(psi, n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n), stage).model_states();
+        EXPECT_LE(ms, prev) << "psi " << psi << " stage " << stage << " N " << n;
+        prev = ms;
+      }
+    }
+}
+
+TEST(MemoryModelProperties, HigherStagesHoldFewerModelStates) {
+  for (int n : {1, 4, 16, 64}) {
+    const Workload w = params_workload(7'500'000'000, n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
+    const int64_t s0 = estimate(w, 0).model_states(), s1 = estimate(w, 1).model_states(),
+                  s2 = estimate(w, 2).model_states(), s3 = estimate(w, 3).model_states();
+    EXPECT_LE(s3, s2) << n;
+    EXPECT_LE(s2, s1) << n;
+    EXPECT_LE(s1, s0) << n;
+  }
+}
+
+TEST(MemoryModelProperties, PeakIsTheWorstPhaseNotASumOfMaxima) {
+  MemoryBreakdown m;
+  m.add_gpu("a", Category::Activations, 10, kForward);
+  m.add_gpu("b", Category::Buffers, 8, kBackward);
+  m.add_gpu("c", Category::Parameters, 5, kAllPhases);
+  m.add_gpu("d", Category::Buffers, 7, kStep);
+  m.finalize(1);
+  // forward 10 + 5 = 15, backward 8 + 5 = 13, step 7 + 5 = 12: peak 15 in forward (a sum of all
+  // buffers would say 30).
+  EXPECT_EQ(m.phase_total[0], 15);
+  EXPECT_EQ(m.phase_total[1], 13);
+  EXPECT_EQ(m.phase_total[2], 12);
+  EXPECT_EQ(m.peak, 15);
+  EXPECT_EQ(m.peak_phase, 0);
+  EXPECT_EQ(m.category(Category::Activations), 10);
+  EXPECT_EQ(m.category(Category::Buffers), 0);  // "b" and "d" are not live in the forward
+  EXPECT_EQ(m.category(Category::Parameters), 5);
+}
+
+TEST(MemoryModelProperties, RealPlanPeakEqualsTheLargestPhaseSum) {
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 4);
+  for (int stage = 0; stage <= 3; ++stage) {
+    const auto m = estimate(w, stage, 2);
+    int64_t best = 0, all = 0;
+    for (int p = 0; p < kNumPhases; ++p) {
+      int64_t sum = 0;
+      for (int i = 0; i < m.num_gpu; ++i)
+        if (m.gpu[static_cast<size_t>(i)].phases & (1 << p)) sum += m.gpu[static_cast<size_t>(i)].bytes;
+      best = std::max(best, sum);
+    }
+    for (int i = 0; i < m.num_gpu; ++i) all += m.gpu[static_cast<size_t>(i)].bytes;
+    EXPECT_EQ(m.peak, best) << "stage " << stage;
+    EXPECT_LT(m.peak, all) << "stage " << stage << ": some buffers are phase-local";
+  }
+}
+
+TEST(MemoryModelProperties, ActivationsAreLinearInMicroBatch) {
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 4);
+  for (auto ck : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full}) {
+    ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
+    z.checkpointing = ck;
+    const ModelStats s = stats_of(w);
+    z.micro_batch = 1;
+    const auto one = estimate_memory(w, s, z);
+    z.micro_batch = 4;
+    const auto four = estimate_memory(w, s, z);
+    int64_t a1 = 0, a4 = 0;
+    for (int i = 0; i < one.num_gpu; ++i)
+      if (one.gpu[static_cast<size_t>(i)].category == Category::Activations)
+        a1 += one.gpu[static_cast<size_t>(i)].bytes;
+    for (int i = 0; i < four.num_gpu; ++i)
+      if (four.gpu[static_cast<size_t>(i)].category == Category::Activations)
+        a4 += four.gpu[static_cast<size_t>(i)].bytes;
+    EXPECT_GT(a1, 0);
+    EXPECT_EQ(a4, 4 * a1) << to_string(ck);
+    EXPECT_EQ(one.model_states(), four.model_states());
+  }
+}
+
+TEST(MemoryModelProperties, CheckpointingOrdersActivationMemory) {
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.train.attention = Attention::Eager;
+  w.cluster = cluster(1, 4);
+  const ModelStats s = stats_of(w);
+  auto act = [&](Checkpointing ck) {
+    ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
+    z.checkpointing = ck;
+    return estimate_memory(w, s, z).category(Category::Activations);
+  };
+  EXPECT_LT(act(Checkpointing::Full), act(Checkpointing::Selective));
+  EXPECT_LT(act(Checkpointing::Selective), act(Checkpointing::None));
+}
+
+TEST(MemoryModelProperties, ParamsOnlyModelsReportNoActivations) {
+  const auto m = estimate(params_workload(7'000'000'000, 1, 1), 2);
+  EXPECT_EQ(m.category(Category::Activations), 0);
+}
+
+// --- DeepSpeed runtime buffers (deepspeed/runtime/zero/*.py v0.16) -------------------------------
+
+const Buffer* find_buffer(const MemoryBreakdown& m, std::string_view name) {
+  for (int i = 0; i < m.num_gpu; ++i)
+    if (name == m.gpu[static_cast<size_t>(i)].name) return &m.gpu[static_cast<size_t>(i)];
+  return nullptr;
+}
+const Buffer* find_host(const MemoryBreakdown& m, std::string_view name) {
+  for (int i = 0; i < m.num_host; ++i)
+    if (name == m.host[static_cast<size_t>(i)].name) return &m.host[static_cast<size_t>(i)];
+  return nullptr;
+}
+
+TEST(MemoryModelBuffers, GradientBucketDoublesWithOverlapCommInStages1And2) {
+  // stage_1_and_2.py backward: ipg_buffer of reduce_bucket_size (default 5e8) elements in 16-bit,
+  // a second one with overlap_comm: 1e9 bytes, 2e9 bytes; live only in the backward.
+  const Workload w = params_workload(1'000'000'000, 1, 4);
+  const ModelStats s = stats_of(w);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
+  z.overlap_comm = false;
+  const auto off = estimate_memory(w, s, z);
+  z.overlap_comm = true;
+  const auto on = estimate_memory(w, s, z);
+  ASSERT_NE(find_buffer(off, "gradient bucket (IPG)"), nullptr);
+  EXPECT_EQ(find_buffer(off, "gradient bucket (IPG)")->bytes, 1'000'000'000);
+  EXPECT_EQ(find_buffer(on, "gradient bucket (IPG)")->bytes, 2'000'000'000);
+  EXPECT_EQ(find_buffer(on, "gradient bucket (IPG)")->phases, kBackward);
+}
+
+TEST(MemoryModelBuffers, Fp32GradientPartitionOnlyAtTheStep) {
+  // Psi = 1e9, N = 4, stage 2: 4 * 1e9 / 4 = 1e9 bytes, step phase only.
+  const auto m = estimate(params_workload(1'000'000'000, 1, 4), 2);
+  const Buffer* b = find_buffer(m, "fp32 gradient partition at step");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 1'000'000'000);
+  EXPECT_EQ(b->phases, kStep);
+}
+
+TEST(MemoryModelBuffers, Stage3SubGroupBoundsTheFp32GradientCopy) {
+  // Psi = 8e9 on N = 4: partition 2e9 elements; sub_group_size 1e9 -> 4e9 bytes, not 8e9.
+  const Workload w = params_workload(8'000'000'000, 1, 4);
+  const auto m = estimate(w, 3);
+  const Buffer* b = find_buffer(m, "fp32 gradient of one sub-group at step");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 4'000'000'000);
+}
+
+TEST(MemoryModelBuffers, OffloadOptimizerMovesStatesToPinnedHostMemory) {
+  // Stage 2, Psi = 1e9, N = 8 on one node, offload_optimizer cpu: per rank 12e9/8 = 1.5e9 bytes of
+  // optimizer states and 4e9/8 = 0.5e9 of fp32 grads on the host; 8 ranks -> 16e9 per node, all
+  // pinned; none of it on the GPU.
+  const Workload w = params_workload(1'000'000'000, 1, 8);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
+  z.offload_optimizer = Offload::CPU;
+  const auto m = estimate_memory(w, stats_of(w), z);
+  EXPECT_EQ(m.category(Category::OptimizerStates), 0);
+  EXPECT_EQ(m.category(Category::Gradients), 0);
+  ASSERT_NE(find_host(m, "fp32 master params + Adam momentum + variance"), nullptr);
+  EXPECT_EQ(find_host(m, "fp32 master params + Adam momentum + variance")->bytes, 1'500'000'000);
+  EXPECT_EQ(m.host_per_node, 16'000'000'000);
+  EXPECT_EQ(m.host_pinned_per_node, 16'000'000'000);
+}
+
+TEST(MemoryModelBuffers, ZeroInitPartitionsTheModelAtLoadTime) {
+  // Psi = 7e9 in bf16 (14e9 bytes), 8 ranks on a node. Without zero.Init each rank materialises the
+  // whole model: 8 * 14e9 = 112e9. With zero.Init (stage 3) each rank holds 14e9/8 = 1.75e9 plus
+  // one 5e9-byte checkpoint shard: 8 * 6.75e9 = 54e9.
+  const Workload w = params_workload(7'000'000'000, 1, 8, Precision::BF16);
+  const ModelStats s = stats_of(w);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
+  z.zero_init = false;
+  EXPECT_EQ(estimate_memory(w, s, z).host_load_per_node, 112'000'000'000);
+  z.zero_init = true;
+  EXPECT_EQ(estimate_memory(w, s, z).host_load_per_node, 54'000'000'000);
+}
+
+TEST(MemoryModelBuffers, Stage3PersistentParametersStayWhole) {
+  // Llama-2-7B tensors at or below the 1e5-element persistence threshold are the 65 RMSNorm weights
+  // of 4096 elements (2 per layer + the final norm) = 266,240 elements, kept whole in 16-bit:
+  // 532,480 bytes on every rank.
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 8);
+  const auto m = estimate(w, 3);
+  const Buffer* b = find_buffer(m, "persistent small parameters");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 532'480);
+}
+
+TEST(MemoryModelBuffers, Stage3PadsEveryParameterToAMultipleOfN) {
+  // Llama-2-7B on N = 3: every tensor is padded to ceil(n/3). Tensor sizes (hand count):
+  //   embed/lm_head 131,072,000 (divisible by 3? 1+3+1+0+7+2 = 14 -> no: ceil = 43,690,667)
+  //   q/k/v/o 16,777,216 (digit sum 37 -> ceil = 5,592,406), 128 of them
+  //   gate/up/down 45,088,768 (digit sum 46 -> ceil = 15,029,590), 96 of them
+  //   norms 4,096 (persistent, ceil = 1,366), 65 of them
+  // Partition (elements) = 2*43,690,667 + 128*5,592,406 + 96*15,029,590 + 65*1,366
+  //                      = 87,381,334 + 715,827,968 + 1,442,840,640 + 88,790 = 2,246,138,732
+  // 16-bit partition = 4,492,277,464 bytes.
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 3);
+  const auto m = estimate(w, 3);
+  const Buffer* b = find_buffer(m, "16-bit parameter partition");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 4'492'277'464);
+}
+
+}  // namespace
+}  // namespace zeroplan::planner
