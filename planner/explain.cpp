@@ -28,11 +28,11 @@ std::string render_explain(const Workload& w, const Plan& p) {
   out += fmt::format("Memory of one GPU (stage {}, micro-batch {}, seq {}, checkpointing {}, {} GPUs)\n",
                      p.zero.stage, p.zero.micro_batch, p.seq_len, to_string(p.zero.checkpointing),
                      w.cluster.world_size());
-  out += fmt::format("  {:<44} {:<16} {:>10} {:>16}  {:<24} {}\n", "buffer", "category", "GiB", "bytes",
+  out += fmt::format("  {:<46} {:<16} {:>10} {:>16}  {:<24} {}\n", "buffer", "category", "GiB", "bytes",
                      "live in", "size from");
   for (int i = 0; i < m.num_gpu; ++i) {
     const Buffer& b = m.gpu[static_cast<size_t>(i)];
-    out += fmt::format("  {:<44} {:<16} {:>10.3f} {:>16}  {:<24} {}\n", b.name, category_name(b.category),
+    out += fmt::format("  {:<46} {:<16} {:>10.3f} {:>16}  {:<24} {}\n", b.name, category_name(b.category),
                        gib(b.bytes), b.bytes, phases_string(b.phases), b.note);
   }
   out += "  per-phase totals:";
@@ -53,7 +53,7 @@ std::string render_explain(const Workload& w, const Plan& p) {
   if (m.num_host == 0) out += "  (none beyond the process itself: nothing is offloaded)\n";
   for (int i = 0; i < m.num_host; ++i) {
     const Buffer& b = m.host[static_cast<size_t>(i)];
-    out += fmt::format("  {:<44} {:<16} {:>10.3f} {:>16}  {:<24} {}\n", b.name, category_name(b.category),
+    out += fmt::format("  {:<46} {:<16} {:>10.3f} {:>16}  {:<24} {}\n", b.name, category_name(b.category),
                        gib(b.bytes), b.bytes, b.pinned ? "pinned" : "pageable", b.note);
   }
   out += fmt::format(

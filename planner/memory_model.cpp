@@ -282,7 +282,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     const int64_t emb_head = checked_mul(a.embedding_per_sample + a.head_per_sample, b);
     if (emb_head > 0)
       out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,
-                  "embedding dropout mask (GPT-style), final norm and lm_head input");
+                  "final norm + lm_head input (and the embedding dropout mask of GPT-style models)");
     out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
                 checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
                 "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)");

@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "models/model_spec.h"
+#include "planner/explain.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
 
@@ -133,6 +134,24 @@ TEST(MemoryModelProperties, ModelStatesNeverGrowWithMoreGpus) {
     }
 }
 
+TEST(MemoryModelProperties, RealModelStatesNeverGrowWithMoreGpus) {
+  // With real tensors: stage-3 padding ceil(n/N) and persistent small parameters included, full
+  // training and LoRA (adapters partitioned, frozen base replicated below stage 3).
+  for (Method method : {Method::Full, Method::LoRA})
+    for (int stage = 1; stage <= 3; ++stage) {
+      int64_t prev = INT64_MAX;
+      for (int n : {1, 2, 3, 4, 8, 16, 24, 64, 256}) {
+        Workload w;
+        w.model = llama2_7b_spec();
+        w.train.method = method;
+        w.cluster = cluster(n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
+        const int64_t ms = estimate(w, stage).model_states();
+        EXPECT_LE(ms, prev) << to_string(method) << " stage " << stage << " N " << n;
+        prev = ms;
+      }
+    }
+}
+
 TEST(MemoryModelProperties, HigherStagesHoldFewerModelStates) {
   for (int n : {1, 4, 16, 64}) {
     const Workload w = params_workload(7'500'000'000, n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
@@ -225,6 +244,22 @@ TEST(MemoryModelProperties, CheckpointingOrdersActivationMemory) {
 TEST(MemoryModelProperties, ParamsOnlyModelsReportNoActivations) {
   const auto m = estimate(params_workload(7'000'000'000, 1, 1), 2);
   EXPECT_EQ(m.category(Category::Activations), 0);
+}
+
+TEST(MemoryModelProperties, RealModelStagesOrderedFromTwoGpus) {
+  // At N = 1 stage 3 holds the persistent small parameters twice (whole + their partition), so the
+  // ordering is checked from N = 2 up.
+  for (int n : {2, 4, 8, 64}) {
+    Workload w;
+    w.model = llama2_7b_spec();
+    w.cluster = cluster(n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
+    w.train.precision = Precision::FP16;
+    const int64_t s0 = estimate(w, 0).model_states(), s1 = estimate(w, 1).model_states(),
+                  s2 = estimate(w, 2).model_states(), s3 = estimate(w, 3).model_states();
+    EXPECT_LT(s3, s2) << n;
+    EXPECT_LT(s2, s1) << n;
+    EXPECT_LT(s1, s0) << n;
+  }
 }
 
 // --- DeepSpeed runtime buffers (deepspeed/runtime/zero/*.py v0.16) -------------------------------
@@ -332,6 +367,26 @@ TEST(MemoryModelBuffers, Stage3PadsEveryParameterToAMultipleOfN) {
   const Buffer* b = find_buffer(m, "16-bit parameter partition");
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->bytes, 4'492'277'464);
+}
+
+TEST(MemoryExplain, ListsEveryBufferAndThePeakPhase) {
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 4);
+  Plan p;
+  p.zero = ZeroConfig::deepspeed_defaults(3);
+  p.zero.offload_optimizer = Offload::CPU;
+  p.seq_len = w.train.seq_len;
+  p.memory = estimate_memory(w, stats_of(w), p.zero);
+  const std::string text = render_explain(w, p);
+  for (int i = 0; i < p.memory.num_gpu; ++i)
+    EXPECT_NE(text.find(p.memory.gpu[static_cast<size_t>(i)].name), std::string::npos)
+        << p.memory.gpu[static_cast<size_t>(i)].name;
+  ASSERT_GT(p.memory.num_host, 0);
+  for (int i = 0; i < p.memory.num_host; ++i)
+    EXPECT_NE(text.find(p.memory.host[static_cast<size_t>(i)].name), std::string::npos);
+  EXPECT_NE(text.find(std::to_string(p.memory.peak)), std::string::npos);  // exact peak bytes
+  EXPECT_NE(text.find("(peak)"), std::string::npos);
 }
 
 }  // namespace
