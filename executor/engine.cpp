@@ -146,6 +146,7 @@ class RankEngine {
         r_(comm.rank()),
         act_(cfg.mixed_precision ? DType::BF16 : DType::F32),
         stage_(cfg.zero.stage) {
+    partitioned_ = stage_ > 0 || cfg.mixed_precision;
     timer_fwd_ = be_.make_timer();
     timer_bwd_ = be_.make_timer();
     timer_step_ = be_.make_timer();
@@ -168,11 +169,14 @@ class RankEngine {
 
   void setup();
   void forward(int micro_index_global, int step, double& loss);
-  void backward();
+  void backward(bool boundary_step);
+  void reduce_at_boundary();
   void boundary(int step);
   const void* W(int pid) const;
+  void use(int pid);
+  void done(int pid);
   void* grad_slot(int pid);
-  void grad_done(int pid);
+  void grad_ready(int pid);
   void layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a);
   void layer_backward(int64_t l, const void* x_in, LayerActs& a);
   LayerActs alloc_layer_acts();
@@ -181,9 +185,9 @@ class RankEngine {
   void reduce_ipg_bucket();
   void accumulate_into_partition(int pid, const void* grad_src);
   // stage 3
-  void s3_fetch(int module);
-  void s3_gather(int module);
-  void s3_release(int module);
+  void s3_fetch(int pid);
+  void s3_gather(int pid);
+  void s3_release(int pid);
   void s3_reduce_bucket();
   void s3_begin_micro_step();
 
@@ -200,7 +204,10 @@ class RankEngine {
   // stages 0-2: padded flat buffer and this rank's partition [part_lo_, part_lo_ + part_size_)
   int64_t padded_total_ = 0, part_size_ = 0, part_lo_ = 0;
   DeviceBuffer params16_;  // stages 0-2: full flat; stage 3: this rank's flat partition
-  DeviceBuffer grads16_;   // stages 0/1: full flat gradients (param.grad), accumulate across micro-steps
+  DeviceBuffer grads16_;   // stage 1 (and stage 0 in fp32): full flat param.grad, accumulating
+  DeviceBuffer grads32_;   // stage 0 in bf16: BF16_Optimizer's fp32 gradient accumulation buffer
+  DeviceBuffer grad_tmp_;  // stage 0 in bf16: one parameter's 16-bit gradient before accumulation
+  bool partitioned_ = false;  // optimizer states partitioned over ranks (stages 1-3; stage 0 in bf16)
   DeviceBuffer
       grad_part_;  // stages 1/2/3: the rank's gradient partition (16-bit; fp32 on the host with offload)
   DeviceBuffer master_, exp_avg_, exp_avg_sq_;  // fp32 partition (optimizer states)
@@ -217,10 +224,10 @@ class RankEngine {
   std::vector<bool> persistent_;       // numel <= stage3_param_persistence_threshold
   int prefetch_cursor_ = 0;
   std::vector<DeviceBuffer> gathered_;  // per param: full (padded) 16-bit copy when available
-  std::vector<int> trace_;              // module order of one micro-step (forward, then backward)
+  std::vector<int> trace_;              // parameter uses of one micro-step, recorded by the first
   bool trace_complete_ = false;
   int trace_pos_ = 0;
-  std::vector<int> most_recent_fetched_for_;  // per module: latest trace position a prefetch covered
+  std::vector<int> most_recent_fetched_for_;  // per param: latest trace position a prefetch covered
   int64_t n_available_ = 0;
   int64_t gathered_live_bytes_ = 0, gathered_peak_bytes_ = 0;
 
@@ -266,10 +273,13 @@ void RankEngine::setup() {
   if (stage_ <= 2) {
     // S12 __init__: the 16-bit group is flattened and padded to a multiple of
     // nccl_start_alignment_factor (2) x world size, then split into N equal partitions.
+    // Stage 0 in bf16 runs DeepSpeed's BF16_Optimizer (engine.py _do_optimizer_sanity_check wraps
+    // the optimizer when bf16 is on without ZeRO), which partitions the fp32 master and Adam states
+    // the same way (bf16_optimizer.py: flatten_dense_tensors_aligned(..., 2 x dp world size)).
     const int64_t align = 2 * N_;
     padded_total_ = (lo_.total + align - 1) / align * align;
-    part_size_ = stage_ == 0 ? padded_total_ : padded_total_ / N_;
-    part_lo_ = stage_ == 0 ? 0 : r_ * part_size_;
+    part_size_ = partitioned_ ? padded_total_ / N_ : padded_total_;
+    part_lo_ = partitioned_ ? r_ * part_size_ : 0;
     master_lo = part_lo_;
     params16_ = buf(MemCategory::Parameters, padded_total_, act_);
     host.assign(static_cast<size_t>(padded_total_), 0.0f);
@@ -299,9 +309,7 @@ void RankEngine::setup() {
           host[static_cast<size_t>(part_offsets_[pid] + j)] = round_to(act_, value(pid, i));
       }
     gathered_.resize(P.size());
-    most_recent_fetched_for_.assign(lo_.modules.size(), -1);
-    for (size_t m = 0; m < lo_.modules.size(); ++m) trace_.push_back(static_cast<int>(m));
-    for (size_t m = lo_.modules.size(); m-- > 0;) trace_.push_back(static_cast<int>(m));
+    most_recent_fetched_for_.assign(P.size(), -1);
     // S3 __init__: one reduce bucket (reduce_bucket_size elements, no double buffer) and the flat
     // gradient-partition buffer (sum of partition numels, gradient_accumulation_dtype; on the host,
     // fp32, with offload_optimizer).
@@ -329,6 +337,17 @@ void RankEngine::setup() {
   exp_avg_sq_ = buf(MemCategory::OptimizerStates, part_size_, DType::F32, opt_tier());
   be_.zero(exp_avg_.data(), exp_avg_.bytes(), opt_tier());
   be_.zero(exp_avg_sq_.data(), exp_avg_sq_.bytes(), opt_tier());
+  if (stage_ == 0) {
+    if (act_ == DType::F32) {
+      // fp32 without ZeRO: torch optimizer on the fp32 params; param.grad for every parameter.
+      grads16_ = buf(MemCategory::Gradients, padded_total_, act_);
+      be_.zero(grads16_.data(), grads16_.bytes(), MemTier::Device);
+    } else {
+      // BF16_Optimizer fp32_groups_gradients_flat: every gradient accumulates in fp32.
+      grads32_ = buf(MemCategory::Gradients, padded_total_, DType::F32);
+      be_.zero(grads32_.data(), grads32_.bytes(), MemTier::Device);
+    }
+  }
   if (stage_ == 2 && offload()) {
     // S12 with cpu_offload: the fp32 gradient partition lives on the host for the whole run.
     grad_part_ = buf(MemCategory::Gradients, part_size_, DType::F32, MemTier::Host);
@@ -352,6 +371,13 @@ const void* RankEngine::W(int pid) const {
 //  S3 __add_grad_to_ipg_bucket); gradients larger than the bucket get their own buffer.
 void* RankEngine::grad_slot(int pid) {
   const int64_t n = lo_.params[static_cast<size_t>(pid)].numel;
+  if (stage_ == 0 && grads32_) {
+    // BF16_Optimizer with immediate_grad_update: the 16-bit param.grad is added to the fp32 buffer
+    // as soon as it is produced and dropped.
+    grad_tmp_ = buf(MemCategory::Gradients, n, act_);
+    be_.zero(grad_tmp_.data(), grad_tmp_.bytes(), MemTier::Device);
+    return grad_tmp_.data();
+  }
   if (stage_ <= 1) return grads16_.at(lo_.params[static_cast<size_t>(pid)].flat_offset);
   if (n > cfg_.zero.reduce_bucket_size) {
     extra_large_grad_ = buf(MemCategory::Gradients, n, act_);
@@ -373,9 +399,15 @@ void* RankEngine::grad_slot(int pid) {
   return slot;
 }
 
-void RankEngine::grad_done(int pid) {
-  if (!extra_large_grad_) return;
+void RankEngine::grad_ready(int pid) {
   const int64_t n = lo_.params[static_cast<size_t>(pid)].numel;
+  if (grad_tmp_) {
+    be_.add(grads32_.at(lo_.params[static_cast<size_t>(pid)].flat_offset), DType::F32, grad_tmp_.data(), act_, n,
+            1.0f);
+    grad_tmp_.reset();
+    return;
+  }
+  if (!extra_large_grad_) return;
   if (stage_ == 2) {
     if (N_ > 1) be_.scale(extra_large_grad_.data(), act_, n, 1.0f / static_cast<float>(N_));
     comm_.all_reduce(extra_large_grad_.data(), n, act_);
@@ -468,79 +500,67 @@ void RankEngine::s3_reduce_bucket() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Stage 3 parameter coordination (PPC fetch_sub_module / release_sub_module), at the granularity of
-// the LayerInventory modules: embed, each decoder layer, final norm, lm_head.
-void RankEngine::s3_gather(int module) {
-  for (int pid : lo_.modules[static_cast<size_t>(module)]) {
-    const size_t p = static_cast<size_t>(pid);
-    if (gathered_[p]) continue;
-    // PP AllGatherHandle: the full parameter lives in a buffer of N x ceil(n/N) elements.
-    // Persistent parameters stay gathered for the whole run (parameters); the others are
-    // transient gathered copies (buffers).
-    gathered_[p] =
-        buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
-    comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
-    n_available_ += lo_.params[p].numel;
-    if (!persistent_[p]) {
-      gathered_live_bytes_ += gathered_[p].bytes();
-      gathered_peak_bytes_ = std::max(gathered_peak_bytes_, gathered_live_bytes_);
-    }
+// Stage 3 parameter coordination (PPC fetch_sub_module / release_sub_module). DeepSpeed hooks every
+// module but gathers only a module's own parameters (iter_params(recurse=False)), so in a Llama the
+// unit is the leaf module, i.e. one weight: the trace is the sequence of weight uses of a micro-step.
+void RankEngine::s3_gather(int pid) {
+  const size_t p = static_cast<size_t>(pid);
+  if (gathered_[p]) return;
+  // PP AllGatherHandle: the full parameter lives in a buffer of N x ceil(n/N) elements. Persistent
+  // parameters stay gathered for the whole run (parameters); the others are transient (buffers).
+  gathered_[p] = buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
+  comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
+  n_available_ += lo_.params[p].numel;
+  if (!persistent_[p]) {
+    gathered_live_bytes_ += gathered_[p].bytes();
+    gathered_peak_bytes_ = std::max(gathered_peak_bytes_, gathered_live_bytes_);
   }
 }
 
-static int64_t module_numel(const Layout& lo, int m) {
-  int64_t s = 0;
-  for (int pid : lo.modules[static_cast<size_t>(m)]) s += lo.params[static_cast<size_t>(pid)].numel;
-  return s;
-}
-
-void RankEngine::s3_fetch(int module) {
-  ZP_CHECK(trace_[static_cast<size_t>(trace_pos_)] == module, "stage-3 trace out of order at {}", trace_pos_);
-  s3_gather(module);
-  // PPC: prefetch only with a complete trace: walk the upcoming modules, gathering those not
-  // available, up to min(max_live - available, prefetch_bucket_size) elements.
+void RankEngine::s3_fetch(int pid) {
+  if (!trace_complete_) {
+    trace_.push_back(pid);  // PPC record_module: the first micro-step records the trace
+  } else {
+    ZP_CHECK(trace_pos_ < static_cast<int>(trace_.size()) && trace_[static_cast<size_t>(trace_pos_)] == pid,
+             "stage-3 trace diverged at position {}", trace_pos_);
+  }
+  s3_gather(pid);
+  // PPC: prefetch only with a complete trace: walk the upcoming uses, gathering parameters not
+  // available, until min(max_live - available, prefetch_bucket_size) elements are in flight.
   if (!trace_complete_ || cfg_.zero.prefetch_bucket_size <= 0) return;
   prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + 1);
-  const int64_t budget =
-      std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
+  const int64_t budget = std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
   int64_t prefetching = 0;
   while (prefetch_cursor_ < static_cast<int>(trace_.size()) && prefetching < budget) {
-    const int m = trace_[static_cast<size_t>(prefetch_cursor_)];
-    most_recent_fetched_for_[static_cast<size_t>(m)] =
-        std::max(most_recent_fetched_for_[static_cast<size_t>(m)], prefetch_cursor_);
-    bool available = true;
-    for (int pid : lo_.modules[static_cast<size_t>(m)])
-      available = available && static_cast<bool>(gathered_[static_cast<size_t>(pid)]);
-    if (!available) {
-      s3_gather(m);
-      prefetching += module_numel(lo_, m);
+    const int q = trace_[static_cast<size_t>(prefetch_cursor_)];
+    most_recent_fetched_for_[static_cast<size_t>(q)] =
+        std::max(most_recent_fetched_for_[static_cast<size_t>(q)], prefetch_cursor_);
+    if (!gathered_[static_cast<size_t>(q)]) {
+      s3_gather(q);
+      prefetching += lo_.params[static_cast<size_t>(q)].numel;
     }
     ++prefetch_cursor_;
   }
 }
 
-void RankEngine::s3_release(int module) {
+void RankEngine::s3_release(int pid) {
   const int pos = trace_pos_++;
-  bool keep = false;
+  const size_t p = static_cast<size_t>(pid);
+  if (persistent_[p] || !gathered_[p]) return;
   if (trace_complete_) {
-    // PPC __params_to_release: keep params whose next use a prefetch already covered, and params
-    // used again within max_reuse_distance elements of upcoming modules.
-    if (most_recent_fetched_for_[static_cast<size_t>(module)] > pos) keep = true;
+    // PPC __params_to_release: keep a parameter whose next use a prefetch already covered, or that
+    // is used again within max_reuse_distance elements of upcoming uses.
+    if (most_recent_fetched_for_[p] > pos) return;
     int64_t traversed = 0;
-    for (size_t q = static_cast<size_t>(pos) + 1; q < trace_.size() && !keep; ++q) {
+    for (size_t q = static_cast<size_t>(pos) + 1; q < trace_.size(); ++q) {
       if (traversed >= cfg_.zero.max_reuse_distance) break;
-      if (trace_[q] == module) keep = true;
-      traversed += module_numel(lo_, trace_[q]);
+      if (trace_[q] == pid) return;
+      traversed += lo_.params[static_cast<size_t>(trace_[q])].numel;
     }
   }
-  if (keep) return;
-  for (int pid : lo_.modules[static_cast<size_t>(module)]) {
-    const size_t p = static_cast<size_t>(pid);
-    if (persistent_[p] || !gathered_[p]) continue;
-    gathered_live_bytes_ -= gathered_[p].bytes();
-    n_available_ -= lo_.params[p].numel;
-    gathered_[p].reset();
-  }
+  gathered_live_bytes_ -= gathered_[p].bytes();
+  n_available_ -= lo_.params[p].numel;
+  gathered_[p].reset();
 }
 
 void RankEngine::s3_begin_micro_step() {
@@ -561,7 +581,7 @@ LayerActs RankEngine::alloc_layer_acts() {
   a.k = buf(A, n * kd, act_);              // k after rotary                    [B, T, Hkv, D]
   a.v = buf(A, n * kd, act_);              //                                   [B, T, Hkv, D]
   a.att = buf(A, n * qd, act_);            // attention output (o_proj input)   [B, T, Hq, D]
-  a.lse = buf(A, lo_.Hq * n, DType::F32);  // softmax log-sum-exp         [B, Hq, T]
+  a.lse = buf(A, lo_.Hq * n, DType::F32);  // softmax log-sum-exp               [B, Hq, T]
   a.xmid = buf(A, n * C, act_);            // residual after attention          [N, C]
   a.ln2 = buf(A, n * C, act_);             // post_attention_layernorm output   [N, C]
   a.rstd2 = buf(A, n, DType::F32);         //                                   [N]
@@ -571,84 +591,92 @@ LayerActs RankEngine::alloc_layer_acts() {
   return a;
 }
 
+// Every weight use is bracketed by use()/done(): stage 3 gathers before and may release after.
+void RankEngine::use(int pid) {
+  if (stage_ == 3) s3_fetch(pid);
+}
+void RankEngine::done(int pid) {
+  if (stage_ == 3) s3_release(pid);
+}
+
 void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a) {
   const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
-  auto w = [&](LayerParam p) { return W(lo_.layer(l, p)); };
-  be_.rmsnorm_forward(a.ln1.data(), a.rstd1.as<float>(), x_in, w(kLn1), n, C, cfg_.rms_eps, act_);
-  be_.gemm(n, qd, C, a.ln1.data(), false, w(kQ), true, act_, a.q.data(), act_, 1, 0);  // q = ln1 Wq^T
-  be_.gemm(n, kd, C, a.ln1.data(), false, w(kK), true, act_, a.k.data(), act_, 1, 0);
-  be_.gemm(n, kd, C, a.ln1.data(), false, w(kV), true, act_, a.v.data(), act_, 1, 0);
+  auto id = [&](LayerParam p) { return lo_.layer(l, p); };
+  // y[n, out] = x[n, in] W^T with W [out, in] (nn.Linear), bracketed by the weight's use.
+  auto linear = [&](LayerParam p, const void* x, void* y, int64_t out, int64_t in, float beta) {
+    use(id(p));
+    be_.gemm(n, out, in, x, false, W(id(p)), true, act_, y, act_, 1, beta);
+    done(id(p));
+  };
+  use(id(kLn1));
+  be_.rmsnorm_forward(a.ln1.data(), a.rstd1.as<float>(), x_in, W(id(kLn1)), n, C, cfg_.rms_eps, act_);
+  done(id(kLn1));
+  linear(kQ, a.ln1.data(), a.q.data(), qd, C, 0);
+  linear(kK, a.ln1.data(), a.k.data(), kd, C, 0);
+  linear(kV, a.ln1.data(), a.v.data(), kd, C, 0);
   be_.rotary(a.q.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, false, act_);
   be_.rotary(a.k.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, false, act_);
   be_.attention_forward(a.att.data(), a.lse.as<float>(), a.q.data(), a.k.data(), a.v.data(), B(), T(), lo_.Hq,
                         lo_.Hkv, lo_.D, act_);
   be_.copy(a.xmid.data(), x_in, n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
-  be_.gemm(n, C, qd, a.att.data(), false, w(kO), true, act_, a.xmid.data(), act_, 1,
-           1);  // xmid = x + att Wo^T
-  be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), w(kLn2), n, C, cfg_.rms_eps, act_);
-  be_.gemm(n, I, C, a.ln2.data(), false, w(kGate), true, act_, a.gate.data(), act_, 1, 0);
-  be_.gemm(n, I, C, a.ln2.data(), false, w(kUp), true, act_, a.up.data(), act_, 1, 0);
+  linear(kO, a.att.data(), a.xmid.data(), C, qd, 1);  // xmid = x + att Wo^T
+  use(id(kLn2));
+  be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), W(id(kLn2)), n, C, cfg_.rms_eps, act_);
+  done(id(kLn2));
+  linear(kGate, a.ln2.data(), a.gate.data(), I, C, 0);
+  linear(kUp, a.ln2.data(), a.up.data(), I, C, 0);
   be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, I, act_);
   be_.copy(x_out, a.xmid.data(), n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
-  be_.gemm(n, C, I, a.act.data(), false, w(kDown), true, act_, x_out, act_, 1, 1);  // x_out = xmid + act Wd^T
+  linear(kDown, a.act.data(), x_out, C, I, 1);  // x_out = xmid + act Wd^T
 }
 
 // On entry dres_ = dL/dx_out; on exit dL/dx_in. Weight gradients go to grad_slot (accumulating).
 void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
   const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
   const auto A = MemCategory::Activations;
-  auto w = [&](LayerParam p) { return W(lo_.layer(l, p)); };
-  auto dW = [&](LayerParam p) { return grad_slot(lo_.layer(l, p)); };
-  auto done = [&](LayerParam p) { grad_done(lo_.layer(l, p)); };
+  auto id = [&](LayerParam p) { return lo_.layer(l, p); };
+  // Backward of y = x W^T for weight p: dW += dy^T x, then dx (+)= dy W.
+  auto linear_bwd = [&](LayerParam p, const void* dy, const void* x, void* dx, int64_t out, int64_t in,
+                        float beta) {
+    use(id(p));
+    void* g = grad_slot(id(p));
+    be_.gemm(out, in, n, dy, true, x, false, act_, g, act_, 1, 1);
+    grad_ready(id(p));
+    be_.gemm(n, in, out, dy, false, W(id(p)), false, act_, dx, act_, 1, beta);
+    done(id(p));
+  };
+  auto norm_bwd = [&](LayerParam p, const void* dy, const void* x, const float* rstd) {
+    use(id(p));
+    void* g = grad_slot(id(p));
+    be_.rmsnorm_backward(dres_.data(), g, dy, x, W(id(p)), rstd, n, C, act_);
+    grad_ready(id(p));
+    done(id(p));
+  };
   // MLP
-  void* g = dW(kDown);
-  be_.gemm(C, I, n, dres_.data(), true, a.act.data(), false, act_, g, act_, 1, 1);  // dWd += dres^T act
-  done(kDown);
-  DeviceBuffer dact = buf(A, n * I, act_), dgate = buf(A, n * I, act_), dup = buf(A, n * I, act_);
-  be_.gemm(n, I, C, dres_.data(), false, w(kDown), false, act_, dact.data(), act_, 1, 0);  // dact = dres Wd
+  DeviceBuffer dact = buf(A, n * I, act_);
+  linear_bwd(kDown, dres_.data(), a.act.data(), dact.data(), C, I, 0);
+  DeviceBuffer dgate = buf(A, n * I, act_), dup = buf(A, n * I, act_);
   be_.swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, I, act_);
   dact.reset();
-  g = dW(kGate);
-  be_.gemm(I, C, n, dgate.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);
-  done(kGate);
-  g = dW(kUp);
-  be_.gemm(I, C, n, dup.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);
-  done(kUp);
   DeviceBuffer dln = buf(A, n * C, act_);
-  be_.gemm(n, C, I, dgate.data(), false, w(kGate), false, act_, dln.data(), act_, 1, 0);
-  be_.gemm(n, C, I, dup.data(), false, w(kUp), false, act_, dln.data(), act_, 1, 1);
+  linear_bwd(kGate, dgate.data(), a.ln2.data(), dln.data(), I, C, 0);
+  linear_bwd(kUp, dup.data(), a.ln2.data(), dln.data(), I, C, 1);
   dgate.reset();
   dup.reset();
-  g = dW(kLn2);
-  be_.rmsnorm_backward(dres_.data(), g, dln.data(), a.xmid.data(), w(kLn2), a.rstd2.as<float>(), n, C, act_);
-  done(kLn2);
+  norm_bwd(kLn2, dln.data(), a.xmid.data(), a.rstd2.as<float>());  // dres += d(post_attention_layernorm)
   // attention
-  g = dW(kO);
-  be_.gemm(C, qd, n, dres_.data(), true, a.att.data(), false, act_, g, act_, 1, 1);  // dWo += dres^T att
-  done(kO);
   DeviceBuffer datt = buf(A, n * qd, act_);
-  be_.gemm(n, qd, C, dres_.data(), false, w(kO), false, act_, datt.data(), act_, 1, 0);
+  linear_bwd(kO, dres_.data(), a.att.data(), datt.data(), C, qd, 0);
   DeviceBuffer dq = buf(A, n * qd, act_), dk = buf(A, n * kd, act_), dv = buf(A, n * kd, act_);
   be_.attention_backward(dq.data(), dk.data(), dv.data(), datt.data(), a.q.data(), a.k.data(), a.v.data(),
                          a.att.data(), a.lse.as<float>(), B(), T(), lo_.Hq, lo_.Hkv, lo_.D, act_);
   datt.reset();
   be_.rotary(dq.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, true, act_);
   be_.rotary(dk.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, true, act_);
-  g = dW(kV);
-  be_.gemm(kd, C, n, dv.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
-  done(kV);
-  g = dW(kK);
-  be_.gemm(kd, C, n, dk.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
-  done(kK);
-  g = dW(kQ);
-  be_.gemm(qd, C, n, dq.data(), true, a.ln1.data(), false, act_, g, act_, 1, 1);
-  done(kQ);
-  be_.gemm(n, C, qd, dq.data(), false, w(kQ), false, act_, dln.data(), act_, 1, 0);
-  be_.gemm(n, C, kd, dk.data(), false, w(kK), false, act_, dln.data(), act_, 1, 1);
-  be_.gemm(n, C, kd, dv.data(), false, w(kV), false, act_, dln.data(), act_, 1, 1);
-  g = dW(kLn1);
-  be_.rmsnorm_backward(dres_.data(), g, dln.data(), x_in, w(kLn1), a.rstd1.as<float>(), n, C, act_);
-  done(kLn1);
+  linear_bwd(kV, dv.data(), a.ln1.data(), dln.data(), kd, C, 0);
+  linear_bwd(kK, dk.data(), a.ln1.data(), dln.data(), kd, C, 1);
+  linear_bwd(kQ, dq.data(), a.ln1.data(), dln.data(), qd, C, 1);
+  norm_bwd(kLn1, dln.data(), x_in, a.rstd1.as<float>());  // dres += d(input_layernorm)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -669,35 +697,33 @@ void RankEngine::forward(int g, int step, double& loss) {
   x_.resize(static_cast<size_t>(L) + 1);
   acts_.clear();
   acts_.resize(cfg_.checkpointing ? 0 : static_cast<size_t>(L));
-  x_[0] = buf(A, n * C, act_);
-  if (stage_ == 3) s3_fetch(0);
+  x_[0] = buf(A, n * C, act_);  // embedding output = layer 0 input [N, C]
+  use(lo_.embed);
   be_.embedding_forward(x_[0].data(), W(lo_.embed), tok_in_.as<int32_t>(), n, C, act_);
-  if (stage_ == 3) s3_release(0);
+  done(lo_.embed);
   for (int64_t l = 0; l < L; ++l) {
-    if (stage_ == 3) s3_fetch(1 + static_cast<int>(l));
-    x_[static_cast<size_t>(l) + 1] = buf(A, n * C, act_);
+    const size_t li = static_cast<size_t>(l);
+    x_[li + 1] = buf(A, n * C, act_);  // layer output = next layer's input [N, C]
     if (cfg_.checkpointing) {
       LayerActs tmp = alloc_layer_acts();  // discarded: only the layer input is kept
-      layer_forward(l, x_[static_cast<size_t>(l)].data(), x_[static_cast<size_t>(l) + 1].data(), tmp);
+      layer_forward(l, x_[li].data(), x_[li + 1].data(), tmp);
     } else {
-      acts_[static_cast<size_t>(l)] = alloc_layer_acts();
-      layer_forward(l, x_[static_cast<size_t>(l)].data(), x_[static_cast<size_t>(l) + 1].data(),
-                    acts_[static_cast<size_t>(l)]);
+      acts_[li] = alloc_layer_acts();
+      layer_forward(l, x_[li].data(), x_[li + 1].data(), acts_[li]);
     }
-    if (stage_ == 3) s3_release(1 + static_cast<int>(l));
   }
-  if (stage_ == 3) s3_fetch(lo_.params[static_cast<size_t>(lo_.final_norm)].module);
   rstdf_ = buf(A, n, DType::F32);
-  lnf_ = buf(A, n * C, act_);
-  be_.rmsnorm_forward(lnf_.data(), rstdf_.as<float>(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
-                      n, C, cfg_.rms_eps, act_);
-  if (stage_ == 3) s3_release(lo_.params[static_cast<size_t>(lo_.final_norm)].module);
-  if (stage_ == 3) s3_fetch(lo_.params[static_cast<size_t>(lo_.lm_head)].module);
-  logits_ = buf(A, n * V, act_);  // [N, V]
+  lnf_ = buf(A, n * C, act_);  // final norm output = lm_head input [N, C]
+  use(lo_.final_norm);
+  be_.rmsnorm_forward(lnf_.data(), rstdf_.as<float>(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm), n, C,
+                      cfg_.rms_eps, act_);
+  done(lo_.final_norm);
+  logits_ = buf(A, n * V, act_);  // [N, V]; the loss gradient overwrites it in place
+  use(lo_.lm_head);
   be_.gemm(n, V, C, lnf_.data(), false, W(lo_.lm_head), true, act_, logits_.data(), act_, 1, 0);
+  done(lo_.lm_head);
   losses_ = buf(A, n, DType::F32);
   be_.cross_entropy_forward(losses_.as<float>(), logits_.data(), tok_tgt_.as<int32_t>(), n, V, act_);
-  if (stage_ == 3) s3_release(lo_.params[static_cast<size_t>(lo_.lm_head)].module);
   std::vector<float> lh(static_cast<size_t>(n));
   be_.download(lh.data(), losses_.data(), n * 4);
   double s = 0;
@@ -708,7 +734,7 @@ void RankEngine::forward(int g, int step, double& loss) {
   timer_fwd_->end();
 }
 
-void RankEngine::backward() {
+void RankEngine::backward(bool boundary_step) {
   tracker_.set_phase(StepPhase::Backward);
   timer_bwd_->begin();
   const int64_t n = Ntok(), C = lo_.C, V = lo_.V, L = lo_.L;
@@ -720,8 +746,8 @@ void RankEngine::backward() {
       ipg_[static_cast<size_t>(i)] = buf(MemCategory::Buffers, cfg_.zero.reduce_bucket_size, act_);
     ipg_index_ = 0;
   }
-  if (stage_ <= 1 && !grads16_) {
-    // param.grad for every parameter (stage 0, stage 1): lives until the step zeroes it.
+  if (stage_ == 1 && !grads16_) {
+    // Stage 1: param.grad for every parameter, accumulating until the boundary reduction.
     grads16_ = buf(MemCategory::Gradients, padded_total_, act_);
     be_.zero(grads16_.data(), grads16_.bytes(), MemTier::Device);
   }
@@ -730,36 +756,33 @@ void RankEngine::backward() {
     grad_part_ = buf(MemCategory::Gradients, part_size_, act_);
     be_.zero(grad_part_.data(), grad_part_.bytes(), MemTier::Device);
   }
-  // loss = mean over tokens / grad_accum (DeepSpeed engine scales the loss by 1/gradient_accumulation_steps)
+  // loss = token mean / grad_accum (the DeepSpeed engine scales the loss by 1/gradient_accumulation_steps)
   const float dloss = 1.0f / static_cast<float>(n * cfg_.grad_accum);
-  const int lm_mod = lo_.params[static_cast<size_t>(lo_.lm_head)].module;
-  const int fn_mod = lo_.params[static_cast<size_t>(lo_.final_norm)].module;
-  if (stage_ == 3) s3_fetch(lm_mod);
   be_.cross_entropy_backward(logits_.data(), logits_.data(), tok_tgt_.as<int32_t>(), dloss, n, V, act_);
+  DeviceBuffer dln = buf(A, n * C, act_);
+  use(lo_.lm_head);
   void* g = grad_slot(lo_.lm_head);
   be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1, 1);  // dWlm += dlogits^T lnf
-  grad_done(lo_.lm_head);
-  DeviceBuffer dln = buf(A, n * C, act_);
+  grad_ready(lo_.lm_head);
   be_.gemm(n, C, V, logits_.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
+  done(lo_.lm_head);
   logits_.reset();
-  if (stage_ == 3) s3_release(lm_mod);
-  if (stage_ == 3) s3_fetch(fn_mod);
-  dres_ = buf(A, n * C, act_);
+  dres_ = buf(A, n * C, act_);  // dL/d(residual stream) [N, C]
   be_.zero(dres_.data(), dres_.bytes(), MemTier::Device);
+  use(lo_.final_norm);
   g = grad_slot(lo_.final_norm);
   be_.rmsnorm_backward(dres_.data(), g, dln.data(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
                        rstdf_.as<float>(), n, C, act_);
-  grad_done(lo_.final_norm);
+  grad_ready(lo_.final_norm);
+  done(lo_.final_norm);
   dln.reset();
   lnf_.reset();
   rstdf_.reset();
   x_[static_cast<size_t>(L)].reset();
-  if (stage_ == 3) s3_release(fn_mod);
   for (int64_t l = L - 1; l >= 0; --l) {
     const size_t li = static_cast<size_t>(l);
-    if (stage_ == 3) s3_fetch(1 + static_cast<int>(l));
     if (cfg_.checkpointing) {
-      // Full recomputation: rerun this layer's forward from its saved input.
+      // Full recomputation: rerun this layer's forward from its saved input, then its backward.
       LayerActs a = alloc_layer_acts();
       DeviceBuffer x_out = buf(A, n * C, act_);
       layer_forward(l, x_[li].data(), x_out.data(), a);
@@ -770,102 +793,118 @@ void RankEngine::backward() {
       acts_[li] = LayerActs{};
     }
     if (l > 0) x_[li].reset();
-    if (stage_ == 3) s3_release(1 + static_cast<int>(l));
   }
-  if (stage_ == 3) s3_fetch(0);
+  use(lo_.embed);
   g = grad_slot(lo_.embed);
   be_.embedding_backward(g, dres_.data(), tok_in_.as<int32_t>(), n, C, act_);
-  grad_done(lo_.embed);
-  if (stage_ == 3) s3_release(0);
+  grad_ready(lo_.embed);
+  done(lo_.embed);
   dres_.reset();
   x_.clear();
   acts_.clear();
   tok_in_.reset();
   tok_tgt_.reset();
-  // Backward epilogue: reduce what is left in the bucket (stage 2/3 reduce every micro-step).
+  // Backward epilogue.
   if (stage_ == 2) {
-    reduce_ipg_bucket();
-    ipg_[0].reset();
-    ipg_[1].reset();
+    reduce_ipg_bucket();  // S12 overlapping_partition_gradients_reduce_epilogue
   } else if (stage_ == 3) {
     s3_reduce_bucket();
-    for (int m = 0; m < static_cast<int>(lo_.modules.size()); ++m)
-      for (int pid : lo_.modules[static_cast<size_t>(m)]) {
-        const size_t p = static_cast<size_t>(pid);
-        if (gathered_[p] && !persistent_[p]) {
-          gathered_live_bytes_ -= gathered_[p].bytes();
-          n_available_ -= lo_.params[p].numel;
-          gathered_[p].reset();
-        }
+    for (size_t p = 0; p < gathered_.size(); ++p)
+      if (gathered_[p] && !persistent_[p]) {
+        gathered_live_bytes_ -= gathered_[p].bytes();
+        n_available_ -= lo_.params[p].numel;
+        gathered_[p].reset();
       }
     trace_complete_ = true;  // PPC: the trace of the first micro-step is recorded
+  } else if (boundary_step) {
+    // DeepSpeedEngine.backward -> allreduce_gradients at the accumulation boundary (stages 0, 1).
+    reduce_at_boundary();
+  }
+  if (stage_ == 1 || stage_ == 2) {  // S12 _release_ipg_buffers after the reduction
+    ipg_[0].reset();
+    ipg_[1].reset();
   }
   be_.synchronize();
   timer_bwd_->end();
 }
 
+void RankEngine::reduce_at_boundary() {
+  const int64_t eb = dtype_bytes(act_);
+  if (stage_ == 0) {
+    // DeepSpeedEngine.allreduce_gradients -> buffered_allreduce_fallback: the full gradients are
+    // all-reduced in reduce_bucket_size pieces, pre-divided by N (fp32 accumulation buffer in bf16
+    // mode, BF16_Optimizer; param.grad in fp32 mode).
+    DeviceBuffer& gbuf = grads32_ ? grads32_ : grads16_;
+    for (int64_t off = 0; off < padded_total_; off += cfg_.zero.reduce_bucket_size) {
+      const int64_t cnt = std::min(cfg_.zero.reduce_bucket_size, padded_total_ - off);
+      if (N_ > 1) be_.scale(gbuf.at(off), gbuf.dtype(), cnt, 1.0f / static_cast<float>(N_));
+      comm_.all_reduce(gbuf.at(off), cnt, gbuf.dtype());
+    }
+    return;
+  }
+  // Stage 1: S12 reduce_gradients -> reduce_ready_partitions_and_remove_grads: the same bucket path
+  // as stage 2, once; each rank copies its slices into grads_in_partition (copy_grads_in_partition
+  // also runs for stage 1, "zero stage 1 - partition only optimizer state" branch of reduce_ipg_grads).
+  grad_part_ = offload() ? buf(MemCategory::Gradients, part_size_, DType::F32, MemTier::Host)
+                         : buf(MemCategory::Gradients, part_size_, act_);
+  be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
+  for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
+    const int64_t n = lo_.params[pid].numel;
+    const void* src = grads16_.at(lo_.params[pid].flat_offset);
+    if (n > cfg_.zero.reduce_bucket_size) {
+      DeviceBuffer big = buf(MemCategory::Gradients, n, act_);
+      be_.copy(big.data(), src, n * eb, CopyKind::DeviceToDevice);
+      if (N_ > 1) be_.scale(big.data(), act_, n, 1.0f / static_cast<float>(N_));
+      comm_.all_reduce(big.data(), n, act_);
+      accumulate_into_partition(static_cast<int>(pid), big.data());
+      continue;
+    }
+    if (ipg_elements_ + n > cfg_.zero.reduce_bucket_size) {
+      reduce_ipg_bucket();
+      if (cfg_.zero.overlap_comm) ipg_index_ = 1 - ipg_index_;
+    }
+    be_.copy(ipg_[static_cast<size_t>(ipg_index_)].at(ipg_elements_), src, n * eb, CopyKind::DeviceToDevice);
+    ipg_params_.emplace_back(static_cast<int>(pid), ipg_elements_);
+    ipg_elements_ += n;
+  }
+  reduce_ipg_bucket();
+}
+
 // ---------------------------------------------------------------------------------------------
-// The accumulation boundary: reduce (stages 0/1), clip, step the optimizer one sub-group at a time,
-// restore the 16-bit parameters.
+// The step: clip, step the optimizer one sub-group at a time, restore the 16-bit parameters.
 void RankEngine::boundary(int step) {
   tracker_.set_phase(StepPhase::Step);
   timer_step_->begin();
   const int64_t eb = dtype_bytes(act_);
+  // The rank's gradient partition, as the optimizer reads it.
+  const void* gsrc = nullptr;
+  DType gt = act_;
+  int64_t g_base = 0;  // offset of the partition in gsrc
   if (stage_ == 0) {
-    // DeepSpeedEngine.allreduce_gradients -> buffered_allreduce_fallback: the gradients are
-    // all-reduced in reduce_bucket_size pieces, pre-divided by N.
-    for (int64_t off = 0; off < padded_total_; off += cfg_.zero.reduce_bucket_size) {
-      const int64_t cnt = std::min(cfg_.zero.reduce_bucket_size, padded_total_ - off);
-      if (N_ > 1) be_.scale(grads16_.at(off), act_, cnt, 1.0f / static_cast<float>(N_));
-      comm_.all_reduce(grads16_.at(off), cnt, act_);
+    if (grads32_) {
+      gsrc = grads32_.data();
+      gt = DType::F32;
+      g_base = part_lo_;
+    } else {
+      gsrc = grads16_.data();
     }
-  } else if (stage_ == 1) {
-    // Stage 1 reduces once, at the boundary, through the same bucket path as stage 2
-    // (S12 reduce_gradients -> reduce_ready_partitions_and_remove_grads), keeping its slices in
-    // grads_in_partition.
-    grad_part_ = offload() ? buf(MemCategory::Gradients, part_size_, DType::F32, MemTier::Host)
-                           : buf(MemCategory::Gradients, part_size_, act_);
-    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
-    for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
-      const int64_t n = lo_.params[pid].numel;
-      const void* src = grads16_.at(lo_.params[pid].flat_offset);
-      if (n > cfg_.zero.reduce_bucket_size) {
-        DeviceBuffer big = buf(MemCategory::Gradients, n, act_);
-        be_.copy(big.data(), src, n * eb, CopyKind::DeviceToDevice);
-        if (N_ > 1) be_.scale(big.data(), act_, n, 1.0f / static_cast<float>(N_));
-        comm_.all_reduce(big.data(), n, act_);
-        accumulate_into_partition(static_cast<int>(pid), big.data());
-        continue;
-      }
-      if (ipg_elements_ + n > cfg_.zero.reduce_bucket_size) {
-        reduce_ipg_bucket();
-        if (cfg_.zero.overlap_comm) ipg_index_ = 1 - ipg_index_;
-      }
-      be_.copy(ipg_[static_cast<size_t>(ipg_index_)].at(ipg_elements_), src, n * eb,
-               CopyKind::DeviceToDevice);
-      ipg_params_.emplace_back(static_cast<int>(pid), ipg_elements_);
-      ipg_elements_ += n;
-    }
-    reduce_ipg_bucket();
-    ipg_[0].reset();
-    ipg_[1].reset();
-    grads16_.reset();  // zero_grad(set_to_none=True) after the reduction
+  } else {
+    gsrc = grad_part_.data();
+    gt = grad_part_.dtype();
   }
-  // The rank's gradient partition to step with.
-  const bool host_grads = grad_part_ && grad_part_.tier() == MemTier::Host;
-  const void* gsrc = stage_ == 0 ? grads16_.data() : grad_part_.data();
-  const DType gt = host_grads ? DType::F32 : act_;
-  // Global gradient norm (clipping): sum of squares of this rank's partition, summed over ranks.
+  const bool host_grads = (stage_ > 0) && grad_part_.tier() == MemTier::Host;
+  // Global gradient norm (clipping): squares of this rank's partition, summed over ranks.
   float clip_scale = 1.0f;
   if (cfg_.gradient_clipping > 0) {
-    double ss = host_grads ? [&] {
-      double s = 0;
-      for (int64_t i = 0; i < part_size_; ++i) s += static_cast<double>(grad_part_.as<float>()[i]) * grad_part_.as<float>()[i];
-      return s;
-    }()
-                           : be_.sum_squares(gsrc, gt, part_size_);
-    if (stage_ > 0 && N_ > 1) {
-      const CommCounters before = comm_.counters();
+    const void* gp = static_cast<const char*>(gsrc) + g_base * dtype_bytes(gt);
+    double ss = 0;
+    if (host_grads) {
+      for (int64_t i = 0; i < part_size_; ++i) ss += static_cast<double>(load_elem(gp, gt, i)) * load_elem(gp, gt, i);
+    } else {
+      ss = be_.sum_squares(gp, gt, part_size_);
+    }
+    if (partitioned_ && N_ > 1) {
+      const int64_t before = comm_.counters().total_bytes_sent();
       DeviceBuffer scalar = buf(MemCategory::Overhead, 1, DType::F32);
       const float f = static_cast<float>(ss);
       be_.upload(scalar.data(), &f, 4);
@@ -873,19 +912,17 @@ void RankEngine::boundary(int step) {
       float back = 0;
       be_.download(&back, scalar.data(), 4);
       ss = back;
-      scalar_comm_bytes_ += comm_.counters().total_bytes_sent() - before.total_bytes_sent();
+      scalar_comm_bytes_ += comm_.counters().total_bytes_sent() - before;
     }
     const double norm = std::sqrt(ss);
-    // DeepSpeed clip_grad_norm: coefficient max_norm / (norm + 1e-6) when it is below 1.
-    if (norm > cfg_.gradient_clipping)
-      clip_scale = static_cast<float>(cfg_.gradient_clipping / (norm + 1e-6));
+    // DeepSpeed clip_grad_norm_: coefficient max_norm / (norm + 1e-6) when the norm exceeds max_norm.
+    if (norm > cfg_.gradient_clipping) clip_scale = static_cast<float>(cfg_.gradient_clipping / (norm + 1e-6));
   }
   if (capture_ && first_grads_ != nullptr) {
     first_grads_->resize(static_cast<size_t>(lo_.total));
-    std::vector<char> tmp(static_cast<size_t>(padded_total_ * eb));
-    be_.download(tmp.data(), grads16_.data(), padded_total_ * eb);
-    for (int64_t i = 0; i < lo_.total; ++i)
-      (*first_grads_)[static_cast<size_t>(i)] = load_elem(tmp.data(), act_, i);
+    std::vector<char> tmp(static_cast<size_t>(padded_total_ * dtype_bytes(gt)));
+    be_.download(tmp.data(), gsrc, static_cast<int64_t>(tmp.size()));
+    for (int64_t i = 0; i < lo_.total; ++i) (*first_grads_)[static_cast<size_t>(i)] = load_elem(tmp.data(), gt, i);
     capture_ = false;
   }
   AdamParams ap;
@@ -893,8 +930,8 @@ void RankEngine::boundary(int step) {
   ap.weight_decay = cfg_.weight_decay;
   ap.step = step + 1;
   ap.grad_scale = clip_scale;
-  // Sub-groups: S3 _create_fp16_sub_groups cuts the partition's parameter list whenever the running
-  // partition numel reaches sub_group_size; stages 0-2 step the whole partition as one group.
+  // Sub-groups: S3 _create_fp16_sub_groups closes a group when its partition numel reaches
+  // sub_group_size (or at the last parameter); stages 0-2 step the whole partition at once.
   std::vector<std::pair<int64_t, int64_t>> groups;  // [lo, hi) in the partition
   if (stage_ == 3) {
     int64_t lo = 0, run = 0;
@@ -909,56 +946,55 @@ void RankEngine::boundary(int step) {
   } else {
     groups.emplace_back(0, part_size_);
   }
+  const int64_t p16_base = stage_ == 3 ? 0 : part_lo_;
   for (const auto& [glo, ghi] : groups) {
     const int64_t gn = ghi - glo;
-    // The optimizer reads fp32 gradients: in mixed precision an fp32 copy of the group's gradient
-    // (S12 step: single_grad_partition ... .to(fp32); S3 _prepare_sub_group fp32 grad). Offload keeps
-    // fp32 gradients on the host already; fp32 mode reads the gradients in place.
+    // The optimizer reads fp32 gradients. 16-bit gradients get an fp32 copy of the group (S12 step:
+    // single_grad_partition .to(fp32); S3 _prepare_fp32_grad_for_sub_group), a transient buffer.
     DeviceBuffer g32;
     const float* gp = nullptr;
-    if (host_grads) {
-      gp = grad_part_.as<float>() + glo;
-    } else if (act_ == DType::F32) {
-      gp = static_cast<const float*>(gsrc) + glo;
+    if (gt == DType::F32) {
+      gp = static_cast<const float*>(gsrc) + g_base + glo;
     } else {
-      g32 = buf(MemCategory::Gradients, gn, DType::F32);
-      be_.cast(g32.data(), DType::F32, static_cast<const char*>(gsrc) + glo * eb, act_, gn);
+      g32 = buf(MemCategory::Buffers, gn, DType::F32);
+      be_.cast(g32.data(), DType::F32, static_cast<const char*>(gsrc) + (g_base + glo) * eb, gt, gn);
       gp = g32.as<float>();
     }
     AdamChunk c;
-    c.param = has_master() ? master_.as<float>() + glo : params16_.as<float>() + part_lo_ + glo;
+    c.param = has_master() ? master_.as<float>() + glo : params16_.as<float>() + p16_base + glo;
     c.grad = gp;
     c.exp_avg = exp_avg_.as<float>() + glo;
     c.exp_avg_sq = exp_avg_sq_.as<float>() + glo;
     c.n = gn;
-    const int64_t p16_off = (stage_ == 3 ? 0 : part_lo_) + glo;
     if (has_master() && !offload()) {
-      c.param16 = params16_.at(p16_off);
+      c.param16 = params16_.at(p16_base + glo);
       c.param16_dtype = act_;
     }
     be_.adam_step(std::span<const AdamChunk>(&c, 1), ap, opt_tier());
     if (has_master() && offload()) {
-      // CPU Adam updated the host master; copy the 16-bit result back to the device.
+      // CPU Adam updated the host master; the 16-bit result goes back to the device.
       DeviceBuffer h16 = buf(MemCategory::Buffers, gn, act_, MemTier::Host);
       for (int64_t i = 0; i < gn; ++i) store_elem(h16.data(), act_, i, master_.as<float>()[glo + i]);
-      be_.copy(params16_.at(p16_off), h16.data(), gn * eb, CopyKind::HostToDevice);
+      be_.copy(params16_.at(p16_base + glo), h16.data(), gn * eb, CopyKind::HostToDevice);
     }
   }
-  // Gradients are consumed: zero_grad.
+  // zero_grad: gradients are consumed.
   if (stage_ == 0) {
-    be_.zero(grads16_.data(), grads16_.bytes(), MemTier::Device);
-  } else if (stage_ == 3) {
-    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
+    DeviceBuffer& gbuf = grads32_ ? grads32_ : grads16_;
+    be_.zero(gbuf.data(), gbuf.bytes(), MemTier::Device);
+  } else if (stage_ == 1) {
+    grads16_.reset();
+    grad_part_.reset();
+  } else if (stage_ == 2 && !offload()) {
+    grad_part_.reset();
   } else {
-    if (offload() && stage_ == 2)
-      be_.zero(grad_part_.data(), grad_part_.bytes(), MemTier::Host);
-    else
-      grad_part_.reset();
+    be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
   }
   // Restore the full 16-bit parameters.
-  if (stage_ == 1 || stage_ == 2) {
-    // S12 step -> all_gather_dp_groups: each rank's updated partition is all-gathered into the flat
-    // buffer (one call here; DeepSpeed splits it by allgather_bucket_size, same bytes).
+  if (partitioned_ && stage_ <= 2) {
+    // S12 step -> all_gather_dp_groups (BF16_Optimizer.update_lp_params for stage 0 in bf16): each
+    // rank's updated partition is all-gathered into the flat buffer, one call over the flat buffer
+    // (all_gather_into_tensor).
     comm_.all_gather(params16_.at(part_lo_), params16_.data(), part_size_, act_);
   } else if (stage_ == 3) {
     // S3 _post_step: persistent parameters are gathered again.
@@ -995,7 +1031,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
       double loss = 0;
       forward(static_cast<int>(gidx), step, loss);
       micro_losses.push_back(loss);
-      backward();
+      backward(j + 1 == cfg_.grad_accum);
     }
     boundary(step);
   }
@@ -1015,6 +1051,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
   meas.seconds.step = timer_step_->seconds();
   meas.gradient_bucket_bytes = stage_ >= 1 ? cfg_.zero.reduce_bucket_size * dtype_bytes(act_) : 0;
   meas.num_gradient_buckets = stage_ == 0 ? 0 : (stage_ == 3 ? 1 : (cfg_.zero.overlap_comm ? 2 : 1));
+  if (stage_ == 0) meas.gradient_bucket_bytes = 0;
   meas.gathered_params_peak_bytes = gathered_peak_bytes_;
   // Export what this rank owns of the fp32 parameters (master, or the fp32 params without one).
   master_out.assign(static_cast<size_t>(lo_.total), std::nanf(""));
