@@ -162,15 +162,20 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // QLoRA weights are stored in NF4 (the frozen table counts them as elements): replace their
       // 16-bit partition by the NF4 bytes / N.
       const int64_t q_elems = m.frozen_quantized_params;
-      const int64_t param_part_bytes =
-          checked_add(checked_mul(pe, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N))),
-                      ceil_div(frozen_q, N));
+      const int64_t pers_part = m.trainable_tensors.partition_numel_at_or_below(thr, N) +
+                                m.frozen_tensors.partition_numel_at_or_below(thr, N);
+      const int64_t param_part_bytes = checked_add(
+          checked_mul(pe, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part),
+          ceil_div(frozen_q, N));
       if (!off_param)
         out.add_gpu("16-bit parameter partition", Category::Parameters, param_part_bytes, kAllPhases,
                     "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)");
+      // Persistent parameters keep their partition on the GPU even with offload_param
+      // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
       if (persist > 0)
-        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
-                    "params <= stage3_param_persistence_threshold stay whole on every rank");
+        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist + pers_part),
+                    kAllPhases,
+                    "params <= stage3_param_persistence_threshold: whole + own partition on every rank");
       // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
       // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
       // offloaded (self.device = cpu).
