@@ -19,6 +19,8 @@
 #include <string>
 
 #include "models/model_spec.h"
+#include "planner/time_model.h"
+#include "planner/zero_config.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -78,6 +80,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
     g.trainable = {true};
     g.modules = 1;
     s.groups.push_back(std::move(g));
+    fill_comm_cache(s, w);
     return s;
   }
 
@@ -176,6 +179,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   } else {
     s.model_flops_per_token_dense = 6.0 * n_active;
   }
+  fill_comm_cache(s, w);
   return s;
 }
 

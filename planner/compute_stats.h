@@ -10,7 +10,9 @@
 // FLOP conventions (cited in compute_stats.cpp): a GEMM [m,k]x[k,n] costs 2*m*n*k FLOPs (one
 // multiply + one add per MAC, Kaplan et al. 2020 §2.1); backward = 2x forward for GEMMs whose
 // weight is trained (input grad + weight grad), 1x for frozen weights (input grad only, LoRA).
+#include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "planner/training_spec.h"
@@ -34,6 +36,43 @@ struct ParamGroup {
   std::vector<int64_t> numels;  // every tensor of the group
   std::vector<bool> trainable;  // per tensor: receives a gradient (LoRA: only adapters)
   int64_t modules = 0;          // nn.Modules holding parameters in the group (fetch calls)
+};
+
+// Stage-3 parameter fetches of one pass (forward or backward) of one micro-step.
+struct FetchPass {
+  int64_t calls = 0;
+  int64_t bytes_per_rank = 0;   // bus-factor bytes each rank sends
+  int64_t largest_message = 0;  // bytes of the largest gather
+  double time_s = 0;
+  double first_s = 0;           // the first fetch of the pass (nothing to hide it behind)
+  int64_t partition_bytes = 0;  // this rank's share of everything fetched (offload_param H2D)
+};
+struct Stage3Fetches {
+  bool valid = false;
+  // The config knobs and element size they were computed for.
+  int64_t persistence_threshold = 0, max_reuse_distance = 0, elem_bytes = 0;
+  FetchPass forward, backward;
+};
+
+// Precomputed collective times for the workload's own cluster: the search evaluates thousands of
+// candidates that issue the same few message sizes (bucket sizes, step-end gathers, stage-3
+// fetches), and busbw interpolation (a log2 per call) dominated the evaluation. Entries are only
+// used when the cluster a plan is costed on is the one they were computed for (CommCacheKey).
+struct CommCacheKey {
+  int ranks = 0, nodes = 0, nics = 0;
+  std::string intra, inter;  // link names
+  double intra_latency_us = 0, inter_latency_us = 0;
+  size_t intra_points = 0, inter_points = 0;  // busbw curve sizes (a calibrated curve differs)
+};
+struct CommCache {
+  bool valid = false;
+  CommCacheKey key;
+  static constexpr int kMaxEntries = 32;
+  std::array<uint8_t, kMaxEntries> kind{};  // CollectiveKind
+  std::array<int64_t, kMaxEntries> bytes{};
+  std::array<double, kMaxEntries> time_s{};
+  int size = 0;
+  Stage3Fetches stage3_default;  // DeepSpeed's default threshold and reuse distance
 };
 
 struct ComputeStats {
@@ -72,6 +111,11 @@ struct ComputeStats {
   // 6*N (2N forward + 4N backward). With frozen base weights the backward has no weight-grad
   // GEMMs for them: 4*N_frozen + 6*N_trainable (stated convention; see compute_stats.cpp).
   double model_flops_per_token_dense = 0;
+
+  // Collective times on the workload's cluster for the messages the search issues, and the stage-3
+  // fetches for DeepSpeed's default persistence threshold and reuse distance (they do not depend on
+  // the micro-batch); anything else is computed per call.
+  CommCache comm;
 };
 
 // Builds the stats from the workload's model inventory and training method.

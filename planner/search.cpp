@@ -31,7 +31,6 @@
 namespace zeroplan::planner {
 namespace {
 
-constexpr std::array<int64_t, 3> kBucketSizes = {50'000'000, 200'000'000, 500'000'000};
 // The micro-batch search stops here: far beyond any useful per-GPU batch of full sequences.
 constexpr int64_t kMaxMicroBatch = 4096;
 
@@ -236,7 +235,7 @@ SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions&
     for (Offload oo : opt_off) {
       for (Offload po : par_off) {
         for (Checkpointing ck : ckpt_choices) {
-          for (int64_t bucket : kBucketSizes) {
+          for (int64_t bucket : kSearchBucketSizes) {
             for (bool overlap : {false, true}) {
               ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
               z.offload_optimizer = oo;

@@ -170,11 +170,24 @@ ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t mic
   return t;
 }
 
+// Collective time, from the workload's precomputed table when it applies (same numbers, no log2).
+struct Timer {
+  const CommTopology& topo;
+  const CommCache* cache;  // null when the plan's cluster is not the one the cache was built for
+  double operator()(CollectiveKind k, int64_t bytes) const {
+    if (cache != nullptr)
+      for (int i = 0; i < cache->size; ++i)
+        if (cache->bytes[i] == bytes && cache->kind[i] == static_cast<uint8_t>(k)) return cache->time_s[i];
+    return collective_time_s(topo, k, bytes);
+  }
+};
+
 // Adds one collective family: `repeats` sequences (e.g. one per micro-step) of `per_repeat` calls,
 // all of `message_bytes` but the last of each sequence (`last_message_bytes`). Returns its time.
-double add_collective(StepTime& st, const CommTopology& topo, const char* name, CollectiveKind kind,
+double add_collective(StepTime& st, const Timer& timer, const char* name, CollectiveKind kind,
                       int64_t per_repeat, int64_t repeats, int64_t message_bytes,
                       int64_t last_message_bytes) {
+  const CommTopology& topo = timer.topo;
   if (per_repeat <= 0 || repeats <= 0 || topo.ranks <= 1 || message_bytes <= 0) return 0;
   if (st.num_collectives >= kMaxCollectives) return 0;
   CollectiveCost& c = st.collectives[st.num_collectives++];
@@ -186,8 +199,7 @@ double add_collective(StepTime& st, const CommTopology& topo, const char* name, 
   c.bytes_per_rank = repeats * (full * bus_bytes_per_rank(kind, topo.ranks, message_bytes) +
                                 bus_bytes_per_rank(kind, topo.ranks, last_message_bytes));
   c.time_s = static_cast<double>(repeats) *
-             (static_cast<double>(full) * collective_time_s(topo, kind, message_bytes) +
-              collective_time_s(topo, kind, last_message_bytes));
+             (static_cast<double>(full) * timer(kind, message_bytes) + timer(kind, last_message_bytes));
   return c.time_s;
 }
 
@@ -205,16 +217,6 @@ Buckets buckets_of(int64_t elems, int64_t bucket, int64_t elem_bytes) {
   return b;
 }
 
-// Stage-3 parameter fetches of one pass (forward or backward).
-struct FetchPass {
-  int64_t calls = 0;
-  int64_t bytes_per_rank = 0;
-  int64_t largest_message = 0;
-  double time_s = 0;
-  double first_s = 0;           // the first fetch of the pass (nothing to hide it behind)
-  int64_t partition_bytes = 0;  // this rank's share fetched (for offload_param H2D)
-};
-
 void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t times) {
   if (times <= 0) return;
   const double t = collective_time_s(topo, CollectiveKind::AllGather, message);
@@ -226,9 +228,18 @@ void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t 
   p.partition_bytes += times * message / std::max(1, topo.ranks);
 }
 
-// Forward and backward fetch passes of stage 3 for one micro-step.
-void stage3_fetches(const ComputeStats& s, const ZeroConfig& z, const CommTopology& topo, int64_t elem_bytes,
-                    FetchPass& fwd, FetchPass& bwd) {
+}  // namespace
+
+// Forward and backward fetch passes of stage 3 for one micro-step (rules in the header comment).
+Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpec& cluster,
+                                     int64_t persistence_threshold, int64_t max_reuse_distance,
+                                     int64_t elem_bytes) {
+  Stage3Fetches out;
+  out.valid = true;
+  out.persistence_threshold = persistence_threshold;
+  out.max_reuse_distance = max_reuse_distance;
+  out.elem_bytes = elem_bytes;
+  const CommTopology topo = topology_of(cluster);
   const int64_t n = topo.ranks;
   // Elements of the groups after group i in forward order, for the reuse-distance rule.
   int64_t after = 0;
@@ -242,7 +253,7 @@ void stage3_fetches(const ComputeStats& s, const ZeroConfig& z, const CommTopolo
     int64_t kept = 0;
     // Instance j from the end of this group has elements_after = after + j*numel; kept while the
     // traversal between its forward release and backward reuse (~2x that) is under the distance.
-    while (kept < g.repeat && 2 * (after + kept * numel) < z.max_reuse_distance) ++kept;
+    while (kept < g.repeat && 2 * (after + kept * numel) < max_reuse_distance) ++kept;
     if (gi < 64) kept_instances[gi] = kept;
     after += g.repeat * numel;
   }
@@ -250,15 +261,60 @@ void stage3_fetches(const ComputeStats& s, const ZeroConfig& z, const CommTopolo
     const ParamGroup& g = s.groups[gi];
     const int64_t kept = gi < 64 ? kept_instances[gi] : 0;
     for (int64_t e : g.numels) {
-      if (e <= z.param_persistence_threshold) continue;  // ds_persist: stays whole on every rank
-      const int64_t padded = (e + n - 1) / n * n;        // partition_parameters.py pads to ceil(e/n)
-      add_fetch(fwd, topo, padded * elem_bytes, g.repeat);
-      add_fetch(bwd, topo, padded * elem_bytes, g.repeat - kept);
+      if (e <= persistence_threshold) continue;    // ds_persist: stays whole on every rank
+      const int64_t padded = (e + n - 1) / n * n;  // partition_parameters.py pads to ceil(e/n)
+      add_fetch(out.forward, topo, padded * elem_bytes, g.repeat);
+      add_fetch(out.backward, topo, padded * elem_bytes, g.repeat - kept);
     }
   }
+  return out;
 }
 
-}  // namespace
+bool comm_cache_matches(const CommCacheKey& k, const hw::ClusterSpec& c) {
+  return k.ranks == c.world_size() && k.nodes == c.nodes && k.nics == c.nics_per_node &&
+         k.intra_latency_us == c.intra_node.latency_us && k.inter_latency_us == c.inter_node.latency_us &&
+         k.intra_points == c.intra_node.busbw.points.size() &&
+         k.inter_points == c.inter_node.busbw.points.size() && k.intra == c.intra_node.name &&
+         k.inter == c.inter_node.name;
+}
+
+void fill_comm_cache(ComputeStats& s, const Workload& w) {
+  CommCache& c = s.comm;
+  c = CommCache{};
+  const hw::ClusterSpec& cl = w.cluster;
+  c.key = CommCacheKey{cl.world_size(),
+                       cl.nodes,
+                       cl.nics_per_node,
+                       cl.intra_node.name,
+                       cl.inter_node.name,
+                       cl.intra_node.latency_us,
+                       cl.inter_node.latency_us,
+                       cl.intra_node.busbw.points.size(),
+                       cl.inter_node.busbw.points.size()};
+  const CommTopology topo = topology_of(cl);
+  auto add = [&](CollectiveKind k, int64_t bytes) {
+    if (c.size >= CommCache::kMaxEntries || bytes <= 0) return;
+    for (int i = 0; i < c.size; ++i)
+      if (c.bytes[i] == bytes && c.kind[i] == static_cast<uint8_t>(k)) return;
+    c.kind[c.size] = static_cast<uint8_t>(k);
+    c.bytes[c.size] = bytes;
+    c.time_s[c.size] = collective_time_s(topo, k, bytes);
+    ++c.size;
+  };
+  const int64_t elem = act_bytes(w.train.precision);
+  const int64_t n = cl.world_size();
+  for (int64_t bucket : kSearchBucketSizes) {
+    const Buckets b = buckets_of(s.trainable_params, bucket, elem);
+    for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter}) {
+      add(k, b.bytes);
+      add(k, b.last_bytes);
+    }
+  }
+  add(CollectiveKind::AllGather, (s.trainable_params + n - 1) / n * n * elem);
+  const ZeroConfig d = ZeroConfig::deepspeed_defaults(3);
+  c.stage3_default = compute_stage3_fetches(s, cl, d.param_persistence_threshold, d.max_reuse_distance, elem);
+  c.valid = true;
+}
 
 StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig& z) {
   const ComputeStats& s = ms.compute;
@@ -267,6 +323,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   const int n = topo.ranks;
   const int64_t accum = std::max<int64_t>(1, z.grad_accum);
   const int64_t grad_bytes = act_bytes(w.train.precision);  // 16-bit grads/params; fp32 training 4
+  const bool cached = s.comm.valid && comm_cache_matches(s.comm.key, w.cluster);
+  const Timer timer{topo, cached ? &s.comm : nullptr};
   StepTime st;
 
   // ---- compute, per micro-step
@@ -296,21 +354,21 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                   : "bucketed gradient all-reduce (accumulation boundary)";
     const double t =
-        add_collective(st, topo, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
+        add_collective(st, timer, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
     if (z.stage == 1 && z.overlap_comm) {
-      const double last = collective_time_s(topo, CollectiveKind::AllReduce, b.last_bytes);
+      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
       exposed += std::max(last, t - bwd_micro);
     } else {
       exposed += t;
     }
     if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = exposed;
   } else if (z.stage == 2) {
-    const double t1 = add_collective(st, topo, "bucketed gradient all-reduce (every micro-step)",
+    const double t1 = add_collective(st, timer, "bucketed gradient all-reduce (every micro-step)",
                                      CollectiveKind::AllReduce, b.count, accum, b.bytes, b.last_bytes);
     const double per_micro = t1 / static_cast<double>(accum);
     double e = per_micro;
     if (z.overlap_comm) {
-      const double last = collective_time_s(topo, CollectiveKind::AllReduce, b.last_bytes);
+      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
       e = std::max(last, per_micro - bwd_micro);
     }
     exposed += e * static_cast<double>(accum);
@@ -321,15 +379,21 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer.
     const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
     const double t =
-        add_collective(st, topo, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);
+        add_collective(st, timer, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);
     exposed += t;
     if (st.num_collectives > 0 && t > 0) st.collectives[st.num_collectives - 1].exposed_s = t;
   }
   double offload = 0;
   const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
   if (z.stage == 3) {
-    FetchPass pf, pb;
-    stage3_fetches(s, z, topo, grad_bytes, pf, pb);
+    const Stage3Fetches& d = s.comm.stage3_default;
+    const bool use_default = cached && d.valid && d.persistence_threshold == z.param_persistence_threshold &&
+                             d.max_reuse_distance == z.max_reuse_distance && d.elem_bytes == grad_bytes;
+    const Stage3Fetches f = use_default ? d
+                                        : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold,
+                                                                 z.max_reuse_distance, grad_bytes);
+    const FetchPass& pf = f.forward;
+    const FetchPass& pb = f.backward;
     const double af = static_cast<double>(accum);
     if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
       CollectiveCost& cf = st.collectives[st.num_collectives++];
@@ -361,10 +425,10 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     }
     const int rs_index = st.num_collectives;
     const double trs =
-        add_collective(st, topo, "stage-3 gradient reduce-scatter (every micro-step)",
+        add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
                        CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes) /
         af;
-    const double last_rs = collective_time_s(topo, CollectiveKind::ReduceScatter, rb.last_bytes);
+    const double last_rs = timer(CollectiveKind::ReduceScatter, rb.last_bytes);
     double eb = tb + trs;
     if (z.overlap_comm) eb = std::max(pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro);
     exposed += eb * af;
