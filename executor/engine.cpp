@@ -203,10 +203,10 @@ class RankEngine {
 
   // stages 0-2: padded flat buffer and this rank's partition [part_lo_, part_lo_ + part_size_)
   int64_t padded_total_ = 0, part_size_ = 0, part_lo_ = 0;
-  DeviceBuffer params16_;  // stages 0-2: full flat; stage 3: this rank's flat partition
-  DeviceBuffer grads16_;   // stage 1 (and stage 0 in fp32): full flat param.grad, accumulating
-  DeviceBuffer grads32_;   // stage 0 in bf16: BF16_Optimizer's fp32 gradient accumulation buffer
-  DeviceBuffer grad_tmp_;  // stage 0 in bf16: one parameter's 16-bit gradient before accumulation
+  DeviceBuffer params16_;     // stages 0-2: full flat; stage 3: this rank's flat partition
+  DeviceBuffer grads16_;      // stage 1 (and stage 0 in fp32): full flat param.grad, accumulating
+  DeviceBuffer grads32_;      // stage 0 in bf16: BF16_Optimizer's fp32 gradient accumulation buffer
+  DeviceBuffer grad_tmp_;     // stage 0 in bf16: one parameter's 16-bit gradient before accumulation
   bool partitioned_ = false;  // optimizer states partitioned over ranks (stages 1-3; stage 0 in bf16)
   DeviceBuffer
       grad_part_;  // stages 1/2/3: the rank's gradient partition (16-bit; fp32 on the host with offload)
@@ -402,8 +402,8 @@ void* RankEngine::grad_slot(int pid) {
 void RankEngine::grad_ready(int pid) {
   const int64_t n = lo_.params[static_cast<size_t>(pid)].numel;
   if (grad_tmp_) {
-    be_.add(grads32_.at(lo_.params[static_cast<size_t>(pid)].flat_offset), DType::F32, grad_tmp_.data(), act_, n,
-            1.0f);
+    be_.add(grads32_.at(lo_.params[static_cast<size_t>(pid)].flat_offset), DType::F32, grad_tmp_.data(), act_,
+            n, 1.0f);
     grad_tmp_.reset();
     return;
   }
@@ -508,7 +508,8 @@ void RankEngine::s3_gather(int pid) {
   if (gathered_[p]) return;
   // PP AllGatherHandle: the full parameter lives in a buffer of N x ceil(n/N) elements. Persistent
   // parameters stay gathered for the whole run (parameters); the others are transient (buffers).
-  gathered_[p] = buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
+  gathered_[p] =
+      buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
   comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
   n_available_ += lo_.params[p].numel;
   if (!persistent_[p]) {
@@ -529,7 +530,8 @@ void RankEngine::s3_fetch(int pid) {
   // available, until min(max_live - available, prefetch_bucket_size) elements are in flight.
   if (!trace_complete_ || cfg_.zero.prefetch_bucket_size <= 0) return;
   prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + 1);
-  const int64_t budget = std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
+  const int64_t budget =
+      std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
   int64_t prefetching = 0;
   while (prefetch_cursor_ < static_cast<int>(trace_.size()) && prefetching < budget) {
     const int q = trace_[static_cast<size_t>(prefetch_cursor_)];
@@ -621,7 +623,8 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   be_.copy(a.xmid.data(), x_in, n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
   linear(kO, a.att.data(), a.xmid.data(), C, qd, 1);  // xmid = x + att Wo^T
   use(id(kLn2));
-  be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), W(id(kLn2)), n, C, cfg_.rms_eps, act_);
+  be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), W(id(kLn2)), n, C, cfg_.rms_eps,
+                      act_);
   done(id(kLn2));
   linear(kGate, a.ln2.data(), a.gate.data(), I, C, 0);
   linear(kUp, a.ln2.data(), a.up.data(), I, C, 0);
@@ -715,8 +718,8 @@ void RankEngine::forward(int g, int step, double& loss) {
   rstdf_ = buf(A, n, DType::F32);
   lnf_ = buf(A, n * C, act_);  // final norm output = lm_head input [N, C]
   use(lo_.final_norm);
-  be_.rmsnorm_forward(lnf_.data(), rstdf_.as<float>(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm), n, C,
-                      cfg_.rms_eps, act_);
+  be_.rmsnorm_forward(lnf_.data(), rstdf_.as<float>(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
+                      n, C, cfg_.rms_eps, act_);
   done(lo_.final_norm);
   logits_ = buf(A, n * V, act_);  // [N, V]; the loss gradient overwrites it in place
   use(lo_.lm_head);
@@ -899,7 +902,8 @@ void RankEngine::boundary(int step) {
     const void* gp = static_cast<const char*>(gsrc) + g_base * dtype_bytes(gt);
     double ss = 0;
     if (host_grads) {
-      for (int64_t i = 0; i < part_size_; ++i) ss += static_cast<double>(load_elem(gp, gt, i)) * load_elem(gp, gt, i);
+      for (int64_t i = 0; i < part_size_; ++i)
+        ss += static_cast<double>(load_elem(gp, gt, i)) * load_elem(gp, gt, i);
     } else {
       ss = be_.sum_squares(gp, gt, part_size_);
     }
@@ -916,13 +920,15 @@ void RankEngine::boundary(int step) {
     }
     const double norm = std::sqrt(ss);
     // DeepSpeed clip_grad_norm_: coefficient max_norm / (norm + 1e-6) when the norm exceeds max_norm.
-    if (norm > cfg_.gradient_clipping) clip_scale = static_cast<float>(cfg_.gradient_clipping / (norm + 1e-6));
+    if (norm > cfg_.gradient_clipping)
+      clip_scale = static_cast<float>(cfg_.gradient_clipping / (norm + 1e-6));
   }
   if (capture_ && first_grads_ != nullptr) {
     first_grads_->resize(static_cast<size_t>(lo_.total));
     std::vector<char> tmp(static_cast<size_t>(padded_total_ * dtype_bytes(gt)));
     be_.download(tmp.data(), gsrc, static_cast<int64_t>(tmp.size()));
-    for (int64_t i = 0; i < lo_.total; ++i) (*first_grads_)[static_cast<size_t>(i)] = load_elem(tmp.data(), gt, i);
+    for (int64_t i = 0; i < lo_.total; ++i)
+      (*first_grads_)[static_cast<size_t>(i)] = load_elem(tmp.data(), gt, i);
     capture_ = false;
   }
   AdamParams ap;
