@@ -47,12 +47,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   configs::ReadConfig rc = configs::read_deepspeed_config(config, w);
 
   // The workload exactly as the file runs it.
-  planner::Workload wc = w;
-  wc.train.precision = rc.precision;
-  wc.train.micro_batch = rc.zero.micro_batch;
-  wc.train.grad_accum = rc.zero.grad_accum;
-  wc.train.global_batch = rc.train_batch_size;
-  wc.train.checkpointing = rc.zero.checkpointing;
+  const planner::Workload wc = configs::workload_for_config(w, rc);
   const planner::ModelStats stats = planner::compute_model_stats(wc);
   const planner::Plan predicted = planner::evaluate_plan(wc, stats, rc.zero, opts.memory_margin);
 

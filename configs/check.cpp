@@ -416,6 +416,16 @@ ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Wo
   return Reader(config, w).run();
 }
 
+planner::Workload workload_for_config(const planner::Workload& w, const ReadConfig& r) {
+  planner::Workload wc = w;
+  wc.train.precision = r.precision;
+  wc.train.micro_batch = r.zero.micro_batch;
+  wc.train.grad_accum = r.zero.grad_accum;
+  wc.train.global_batch = r.train_batch_size;
+  wc.train.checkpointing = r.zero.checkpointing;
+  return wc;
+}
+
 nlohmann::json change_to_json(const ConfigChange& c) {
   return json{{"key", c.key}, {"from", c.from}, {"to", c.to}, {"from_default", c.from_default}};
 }

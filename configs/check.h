@@ -34,6 +34,10 @@ struct ReadConfig {
 // checkpointing (w.train.checkpointing; none when absent: it is not part of a DeepSpeed config).
 ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Workload& w);
 
+// The workload exactly as the config runs it: precision, micro-batch, accumulation, global batch and
+// checkpointing from `r` (the model and cluster from `w`). `zeroplan check` evaluates r.zero on it.
+planner::Workload workload_for_config(const planner::Workload& w, const ReadConfig& r);
+
 // One key-by-key difference between two configs in DeepSpeed terms.
 struct ConfigChange {
   std::string key;       // dotted path, or "TrainingArguments.gradient_checkpointing"
