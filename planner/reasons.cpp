@@ -1,14 +1,16 @@
 // Reasons behind a recommendation. Every sentence quotes numbers from evaluated plans (the
-// recommendation, the best plan of each other stage, and a few what-if plans evaluated here), so a
-// user can check each claim against the table.
+// recommendation, the best plan of each other stage, and what-if plans evaluated here with one
+// knob changed), so a user can check each claim against the table or by re-running with that knob.
 #include "planner/reasons.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "planner/search.h"
+#include "planner/time_model.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -17,19 +19,23 @@ std::string gb(int64_t bytes) {
   return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
 }
 std::string ms(double s) {
+  if (s < 0.0995) return fmt::format("{:.1f} ms", s * 1e3);
   return fmt::format("{:.0f} ms", s * 1e3);
 }
-std::string ms1(double s) {
-  return s < 0.1 ? fmt::format("{:.1f} ms", s * 1e3) : ms(s);
+std::string tps(double t) {
+  return fmt::format("{:.0f} tokens/s", t);
+}
+std::string pct(double a, double b) {  // change of a relative to b, signed
+  return fmt::format("{:+.0f}%", b > 0 ? (a / b - 1.0) * 100.0 : 0.0);
 }
 
 std::string link_names(const Workload& w) {
-  if (w.cluster.world_size() <= 1) return "no link (one GPU)";
-  if (w.cluster.nodes > 1 && w.cluster.gpus_per_node > 1)
-    return fmt::format("{} inside nodes and {} between them", w.cluster.intra_node.name,
-                       w.cluster.inter_node.name);
-  if (w.cluster.nodes > 1) return w.cluster.inter_node.name;
-  return w.cluster.intra_node.name;
+  const auto& c = w.cluster;
+  if (c.world_size() <= 1) return "no link (one GPU)";
+  if (c.nodes > 1 && c.gpus_per_node > 1)
+    return fmt::format("{} inside the nodes and {} between them", c.intra_node.name, c.inter_node.name);
+  if (c.nodes > 1) return c.inter_node.name;
+  return c.intra_node.name;
 }
 
 const char* ckpt_name(Checkpointing c) {
@@ -56,7 +62,10 @@ const char* offload_name(Offload o) {
   return "";
 }
 
-// The category holding the most bytes at the peak.
+bool uses_offload(const ZeroConfig& z) {
+  return z.offload_optimizer != Offload::None || z.offload_param != Offload::None;
+}
+
 Category largest_category(const MemoryBreakdown& m) {
   int best = 0;
   for (int c = 1; c < kNumCategories; ++c)
@@ -64,51 +73,230 @@ Category largest_category(const MemoryBreakdown& m) {
   return static_cast<Category>(best);
 }
 
-double per_token(double seconds, const Plan& p) {
-  const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len);
-  return tokens > 0 ? seconds / tokens : 0;
+std::string peak_sentence(const Plan& p) {
+  const Category c = largest_category(p.memory);
+  return fmt::format("{} per GPU of {} usable ({} of it {})", gb(p.memory.peak), gb(p.capacity_bytes),
+                     gb(p.memory.at_peak[static_cast<int>(c)]), category_name(c));
+}
+
+std::string step_sentence(const Plan& p) {
+  const StepTime& t = p.time;
+  return fmt::format(
+      "compute {} (forward {}, backward {}, recompute {}, optimizer {}), communication {} of which {} "
+      "exposed, "
+      "offload {}",
+      ms(t.compute_s), ms(t.forward_s), ms(t.backward_s), ms(t.recompute_s), ms(t.optimizer_s),
+      ms(t.communication_s), ms(t.exposed_communication_s), ms(t.offload_s));
 }
 
 // Why `rec` beats `other` (another stage's best plan), in one sentence.
 std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other) {
   const int k = other.zero.stage;
-  if (!other.fits) {
-    const Category c = largest_category(other.memory);
-    return fmt::format(
-        "ZeRO-{} does not fit: its best candidate needs {} per GPU of {} usable ({} of it {}).", k,
-        gb(other.memory.peak), gb(other.capacity_bytes), gb(other.memory.at_peak[static_cast<int>(c)]),
-        category_name(c));
-  }
-  const double slower = rec.tokens_per_s > 0 ? (1.0 - other.tokens_per_s / rec.tokens_per_s) * 100.0 : 0.0;
-  // Attribute the difference per token to compute, exposed communication and offload, and name the
-  // largest contributor.
-  const double d_comp = per_token(other.time.compute_s, other) - per_token(rec.time.compute_s, rec);
+  if (!other.fits)
+    return fmt::format("ZeRO-{} does not fit: its best candidate ({}) needs {}.", k,
+                       describe_config(other.zero), peak_sentence(other));
+  if (rec.tokens_per_s <= 0 || other.tokens_per_s >= rec.tokens_per_s * 0.995)
+    return fmt::format("ZeRO-{} is as fast ({}) but needs {} per GPU against {} here.", k,
+                       tps(other.tokens_per_s), gb(other.memory.peak), gb(rec.memory.peak));
+  const double slower = (1.0 - other.tokens_per_s / rec.tokens_per_s) * 100.0;
+  // Per-token time of each part, to name what makes the difference.
+  auto per_tok = [](double seconds, const Plan& p) {
+    const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len);
+    return tokens > 0 ? seconds / tokens : 0.0;
+  };
+  const double d_comp = per_tok(other.time.compute_s, other) - per_tok(rec.time.compute_s, rec);
   const double d_comm =
-      per_token(other.time.exposed_communication_s, other) - per_token(rec.time.exposed_communication_s, rec);
-  const double d_off = per_token(other.time.offload_s, other) - per_token(rec.time.offload_s, rec);
+      per_tok(other.time.exposed_communication_s, other) - per_tok(rec.time.exposed_communication_s, rec);
+  const double d_off = per_tok(other.time.offload_s, other) - per_tok(rec.time.offload_s, rec);
+  const int64_t tok_other = other.zero.micro_batch * other.zero.grad_accum * other.seq_len;
+  const int64_t tok_rec = rec.zero.micro_batch * rec.zero.grad_accum * rec.seq_len;
   std::string why;
   if (d_comm >= d_comp && d_comm >= d_off) {
-    why = fmt::format("it exposes {}/step of communication over {} ({} of {} total), against {}/step here",
-                      ms1(other.time.exposed_communication_s), link_names(w),
-                      ms1(other.time.exposed_communication_s), ms1(other.time.communication_s),
-                      ms1(rec.time.exposed_communication_s));
+    why = fmt::format("it exposes {} of communication per step over {} ({} in total), against {} here",
+                      ms(other.time.exposed_communication_s), link_names(w), ms(other.time.communication_s),
+                      ms(rec.time.exposed_communication_s));
   } else if (d_off >= d_comp) {
-    why = fmt::format("it needs {} of offload traffic and CPU Adam per step", ms1(other.time.offload_s));
-  } else if (other.zero.micro_batch != rec.zero.micro_batch ||
-             other.zero.checkpointing != rec.zero.checkpointing) {
-    why = fmt::format("it fits micro-batch {} with {} (compute {}/step for {} tokens/GPU, here {} for {})",
-                      other.zero.micro_batch, ckpt_name(other.zero.checkpointing), ms(other.time.compute_s),
-                      other.global_batch * other.seq_len / std::max(1, w.cluster.world_size()),
-                      ms(rec.time.compute_s),
-                      rec.global_batch * rec.seq_len / std::max(1, w.cluster.world_size()));
+    why = fmt::format("it spends {} per step on offload (PCIe transfers and CPU Adam), against {} here",
+                      ms(other.time.offload_s), ms(rec.time.offload_s));
   } else {
-    why = fmt::format("its compute takes {}/step against {} here", ms(other.time.compute_s),
-                      ms(rec.time.compute_s));
+    why = fmt::format("its compute takes {} for {} tokens per GPU, against {} for {} here",
+                      ms(other.time.compute_s), tok_other, ms(rec.time.compute_s), tok_rec);
   }
-  if (slower <= 0.5)
-    return fmt::format("ZeRO-{} is as fast ({:.0f} tokens/s) but needs {} per GPU against {} here.", k,
-                       other.tokens_per_s, gb(other.memory.peak), gb(rec.memory.peak));
-  return fmt::format("ZeRO-{} is {:.0f}% slower ({:.0f} tokens/s): {}.", k, slower, other.tokens_per_s, why);
+  if (tok_other != tok_rec && (d_off > d_comp || d_comm > d_comp))
+    why += fmt::format(
+        "; its memory allows only micro-batch {} (here {}), so these per-step costs are shared by {} tokens "
+        "per GPU "
+        "instead of {}",
+        other.zero.micro_batch, rec.zero.micro_batch, tok_other, tok_rec);
+  std::string batch;
+  if (other.zero.checkpointing != rec.zero.checkpointing ||
+      (tok_other != tok_rec && d_comp >= d_off && d_comp >= d_comm))
+    batch = fmt::format(" Its best plan uses micro-batch {} with {}.", other.zero.micro_batch,
+                        ckpt_name(other.zero.checkpointing));
+  return fmt::format("ZeRO-{} is {:.0f}% slower ({}): {}.{}", k, slower, tps(other.tokens_per_s), why, batch);
+}
+
+struct Knob {
+  std::string what;
+  Plan plan;
+};
+
+// One-knob variants of the recommended plan, evaluated. Knobs the user fixed are included: this is
+// where a user learns what their own choice costs.
+std::vector<Knob> knob_variants(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                const Plan& rec) {
+  std::vector<Knob> out;
+  auto eval = [&](const ZeroConfig& z) { return evaluate_plan(w, s, z, opts.memory_margin); };
+  {
+    ZeroConfig z = rec.zero;
+    z.overlap_comm = !z.overlap_comm;
+    out.push_back({fmt::format("overlap_comm {}", z.overlap_comm ? "on" : "off"), eval(z)});
+  }
+  for (int64_t b : kSearchBucketSizes) {
+    if (b == rec.zero.reduce_bucket_size) continue;
+    ZeroConfig z = rec.zero;
+    z.reduce_bucket_size = b;
+    z.allgather_bucket_size = b;
+    out.push_back({fmt::format("reduce_bucket_size {:.0e}", static_cast<double>(b)), eval(z)});
+  }
+  if (!w.train.global_batch) {
+    ZeroConfig z = rec.zero;
+    z.grad_accum = rec.zero.grad_accum * 4;
+    out.push_back({fmt::format("--grad-accum {} (global batch {})", z.grad_accum,
+                               z.micro_batch * z.grad_accum * w.cluster.world_size()),
+                   eval(z)});
+  }
+  // Checkpointing and micro-batch: the best micro-batch for each other checkpointing mode, same
+  // stage and offload (a restricted search).
+  for (Checkpointing c : {Checkpointing::None, Checkpointing::Selective, Checkpointing::Full}) {
+    if (c == rec.zero.checkpointing) continue;
+    Workload v = w;
+    v.train.checkpointing = c;
+    SearchOptions o = opts;
+    o.stage = rec.zero.stage;
+    o.offload_optimizer = rec.zero.offload_optimizer;
+    o.offload_param = rec.zero.offload_param;
+    const SearchResult r = search_plans(v, s, o);
+    if (!r.best_per_stage.empty())
+      out.push_back({fmt::format("--checkpointing {} (micro-batch {})",
+                                 c == Checkpointing::None   ? "none"
+                                 : c == Checkpointing::Full ? "full"
+                                                            : "selective",
+                                 r.best_per_stage[0].zero.micro_batch),
+                     r.best_per_stage[0]});
+  }
+  if (w.train.micro_batch && !w.train.global_batch) {
+    Workload v = w;
+    v.train.micro_batch.reset();
+    SearchOptions o = opts;
+    o.stage = rec.zero.stage;
+    const SearchResult r = search_plans(v, s, o);
+    if (!r.best_per_stage.empty() && r.best_per_stage[0].zero.micro_batch != rec.zero.micro_batch)
+      out.push_back({fmt::format("micro-batch {} instead of the fixed {}",
+                                 r.best_per_stage[0].zero.micro_batch, rec.zero.micro_batch),
+                     r.best_per_stage[0]});
+  }
+  if (rec.zero.stage == 3) {
+    // HF Trainer "auto" (transformers integrations/deepspeed.py): persistence threshold 10*h.
+    ZeroConfig z = rec.zero;
+    z.param_persistence_threshold = 10 * std::max<int64_t>(1, w.model.hidden_size);
+    if (z.param_persistence_threshold != rec.zero.param_persistence_threshold)
+      out.push_back(
+          {fmt::format("stage3_param_persistence_threshold {}", z.param_persistence_threshold), eval(z)});
+  }
+  return out;
+}
+
+void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
+  const Plan* closest = nullptr;
+  const int64_t host = w.cluster.host_memory_bytes_per_node;
+  auto over = [host](const Plan& p) {
+    const double gpu =
+        static_cast<double>(p.memory.peak) / static_cast<double>(std::max<int64_t>(1, p.capacity_bytes));
+    const double h = host > 0 ? static_cast<double>(p.memory.host_per_node) / static_cast<double>(host) : 0.0;
+    return std::max(gpu, h);
+  };
+  for (const Plan& p : r.best_per_stage)
+    if (closest == nullptr || over(p) < over(*closest)) closest = &p;
+  if (closest == nullptr) return;
+  const bool gpu_fits = closest->memory.peak <= closest->capacity_bytes;
+  std::string msg = fmt::format("Nothing fits on {} x {} ({} usable per GPU after the {:.0f}% margin",
+                                w.cluster.world_size(), w.cluster.gpu.name, gb(closest->capacity_bytes),
+                                opts.memory_margin * 100);
+  if (host > 0) msg += fmt::format(", {} of host memory per node", gb(host));
+  if (gpu_fits)
+    msg += fmt::format(
+        "): the closest plan, {}, fits in GPU memory ({}) but needs {} of host memory per node.",
+        describe_config(closest->zero), gb(closest->memory.peak), gb(closest->memory.host_per_node));
+  else
+    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
+                       peak_sentence(*closest));
+  std::vector<std::string> would;
+  // Options the user fixed that block a fit.
+  if (opts.offload_optimizer || opts.offload_param || opts.stage || w.train.checkpointing) {
+    SearchOptions o;
+    o.memory_margin = opts.memory_margin;
+    Workload v = w;
+    v.train.checkpointing.reset();
+    const SearchResult fr = search_plans(v, s, o);
+    if (fr.recommendation)
+      would.push_back(fmt::format("without the fixed stage/offload/checkpointing options: {} ({})",
+                                  describe_config(fr.recommendation->zero),
+                                  tps(fr.recommendation->tokens_per_s)));
+  }
+  // More GPUs of the same kind.
+  for (int factor = 2; factor <= 64; factor *= 2) {
+    Workload v = w;
+    if (v.cluster.nodes > 1 || v.cluster.gpus_per_node * factor > std::max(1, v.cluster.gpu.gpus_per_node))
+      v.cluster.nodes *= factor;
+    else
+      v.cluster.gpus_per_node *= factor;
+    if (v.train.global_batch) v.train.global_batch = *v.train.global_batch * factor;
+    const ModelStats vs = compute_model_stats(v);
+    const SearchResult fr = search_plans(v, vs, opts);
+    if (fr.recommendation) {
+      would.push_back(fmt::format("{} GPUs ({}{}x{}): {} ({})", v.cluster.world_size(),
+                                  v.cluster.nodes > 1 ? fmt::format("{}x", v.cluster.nodes) : "",
+                                  v.cluster.gpus_per_node, v.cluster.gpu.name,
+                                  describe_config(fr.recommendation->zero),
+                                  tps(fr.recommendation->tokens_per_s)));
+      break;
+    }
+  }
+  // Parameter-efficient fine-tuning.
+  if (w.train.method == Method::Full && !s.compute.params_only) {
+    for (Method m : {Method::LoRA, Method::QLoRA}) {
+      Workload v = w;
+      v.train.method = m;
+      const ModelStats vs = compute_model_stats(v);
+      const SearchResult fr = search_plans(v, vs, opts);
+      if (fr.recommendation) {
+        would.push_back(fmt::format("--method {} (rank {}): {} ({})", to_string(m), w.train.lora_rank,
+                                    describe_config(fr.recommendation->zero),
+                                    tps(fr.recommendation->tokens_per_s)));
+        break;
+      }
+    }
+  }
+  // A shorter sequence when activations dominate.
+  if (closest->memory.category(Category::Activations) > closest->memory.peak / 3 && w.train.seq_len > 256) {
+    Workload v = w;
+    v.train.seq_len = w.train.seq_len / 2;
+    const ModelStats vs = compute_model_stats(v);
+    const SearchResult fr = search_plans(v, vs, opts);
+    if (fr.recommendation)
+      would.push_back(
+          fmt::format("--seq-len {}: {}", v.train.seq_len, describe_config(fr.recommendation->zero)));
+  }
+  if (would.empty()) {
+    msg += " Nothing within 64x the GPUs, LoRA/QLoRA or a shorter sequence fits either.";
+  } else {
+    msg += " What would fit:";
+    for (size_t i = 0; i < would.size(); ++i) msg += fmt::format("{} {}", i == 0 ? "" : ";", would[i]);
+    msg += ".";
+  }
+  r.no_fit_reason = msg;
+  r.reasons.push_back(msg);
 }
 
 }  // namespace
@@ -127,92 +315,48 @@ std::string describe_config(const ZeroConfig& z) {
 
 void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
   r.reasons.clear();
+  r.no_fit_reason.clear();
   if (!r.recommendation) {
-    // Nothing fits: say by how much, then what would fit.
-    const Plan* closest = nullptr;
-    for (const Plan& p : r.best_per_stage)
-      if (closest == nullptr ||
-          static_cast<double>(p.memory.peak) / static_cast<double>(p.capacity_bytes) <
-              static_cast<double>(closest->memory.peak) / static_cast<double>(closest->capacity_bytes))
-        closest = &p;
-    std::string msg;
-    if (closest != nullptr) {
-      const Category c = largest_category(closest->memory);
-      msg = fmt::format(
-          "Nothing fits on {}x{} ({} usable per GPU after the {:.0f}% margin): the closest plan, {}, needs "
-          "{} per GPU "
-          "({} of it {}).",
-          w.cluster.world_size(), w.cluster.gpu.name, gb(closest->capacity_bytes), opts.memory_margin * 100,
-          describe_config(closest->zero), gb(closest->memory.peak),
-          gb(closest->memory.at_peak[static_cast<int>(c)]), category_name(c));
-      if (closest->memory.host_per_node > w.cluster.host_memory_bytes_per_node &&
-          w.cluster.host_memory_bytes_per_node > 0)
-        msg += fmt::format(" Host memory is also short: {} per node needed, {} available.",
-                           gb(closest->memory.host_per_node), gb(w.cluster.host_memory_bytes_per_node));
-      // What would fit: more GPUs of the same kind with the most memory-frugal configuration.
-      ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
-      z.offload_optimizer = Offload::CPU;
-      z.offload_param = Offload::CPU;
-      z.checkpointing = w.train.checkpointing.value_or(Checkpointing::Full);
-      z.micro_batch = w.train.micro_batch.value_or(1);
-      z.grad_accum = w.train.grad_accum.value_or(1);
-      z.reduce_bucket_size = 50'000'000;
-      if (!w.train.global_batch) {
-        const Plan frugal = evaluate_plan(w, s, z, opts.memory_margin);
-        if (frugal.fits)
-          msg += fmt::format(" It fits with ZeRO-3 and CPU offload of optimizer and parameters ({} per GPU).",
-                             gb(frugal.memory.peak));
-      }
-      for (int factor = 2; factor <= 64; factor *= 2) {
-        Workload bigger = w;
-        if (bigger.cluster.nodes > 1 ||
-            bigger.cluster.gpus_per_node * factor > bigger.cluster.gpu.gpus_per_node)
-          bigger.cluster.nodes *= factor;
-        else
-          bigger.cluster.gpus_per_node *= factor;
-        if (bigger.train.global_batch) bigger.train.global_batch = *bigger.train.global_batch * factor;
-        z.offload_optimizer = Offload::None;
-        z.offload_param = Offload::None;
-        const Plan p = evaluate_plan(bigger, s, z, opts.memory_margin);
-        if (p.fits) {
-          msg += fmt::format(" With {} GPUs ({}x{}) ZeRO-3 without offload fits ({} per GPU).",
-                             bigger.cluster.world_size(),
-                             bigger.cluster.nodes > 1
-                                 ? fmt::format("{}x{}", bigger.cluster.nodes, bigger.cluster.gpus_per_node)
-                                 : fmt::format("{}", bigger.cluster.gpus_per_node),
-                             bigger.cluster.gpu.name, gb(p.memory.peak));
-          break;
-        }
-      }
-      if (w.train.method == Method::Full && !s.compute.params_only)
-        msg +=
-            " LoRA (--method lora) or QLoRA (--method qlora) train far fewer parameters and need much less "
-            "memory.";
-      if (closest->memory.category(Category::Activations) > closest->capacity_bytes / 4 &&
-          !w.train.checkpointing)
-        msg += " A shorter --seq-len shrinks the activations.";
-    }
-    r.no_fit_reason = msg;
-    r.reasons.push_back(msg);
+    explain_no_fit(w, s, opts, r);
     return;
   }
-
   const Plan& rec = *r.recommendation;
-  r.reasons.push_back(fmt::format(
-      "Recommended {}: {:.0f} tokens/s ({:.0f} per GPU), {}/step, MFU {:.0f}%, peak {} of {} usable per GPU.",
-      describe_config(rec.zero), rec.tokens_per_s, rec.tokens_per_s_per_gpu, ms(rec.time.step_s),
-      rec.mfu * 100, gb(rec.memory.peak), gb(rec.capacity_bytes)));
+  r.reasons.push_back(
+      fmt::format("{}: {} ({:.0f} per GPU), {} per step, MFU {:.0f}%, peak {} of {} usable per GPU.",
+                  describe_config(rec.zero), tps(rec.tokens_per_s), rec.tokens_per_s_per_gpu,
+                  ms(rec.time.step_s), rec.mfu * 100, gb(rec.memory.peak), gb(rec.capacity_bytes)));
+  r.reasons.push_back(fmt::format("Its step: {}.", step_sentence(rec)));
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
 
-  // Offload.
-  if (rec.zero.offload_optimizer != Offload::None || rec.zero.offload_param != Offload::None) {
-    r.reasons.push_back(fmt::format(
-        "Offload is needed: no plan without it fits; it costs {}/step of PCIe transfers and CPU Adam "
-        "({:.0f}% of the step).",
-        ms(rec.time.offload_s), rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0));
+  // Offload: needed, or chosen for speed, or not needed.
+  if (uses_offload(rec.zero)) {
+    SearchOptions o = opts;
+    o.offload_optimizer = Offload::None;
+    o.offload_param = Offload::None;
+    const SearchResult no = search_plans(w, s, o);
+    const Plan* best_fit = no.recommendation ? &*no.recommendation : nullptr;
+    if (best_fit == nullptr) {
+      const Plan* closest = nullptr;
+      for (const Plan& p : no.best_per_stage)
+        if (closest == nullptr || p.memory.peak < closest->memory.peak) closest = &p;
+      r.reasons.push_back(
+          fmt::format("Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
+                      "{} per step ({:.0f}% "
+                      "of the step) in PCIe transfers and CPU Adam not hidden behind compute.",
+                      closest ? describe_config(closest->zero) : std::string("?"),
+                      closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
+                      rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0));
+    } else {
+      r.reasons.push_back(
+          fmt::format("Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
+                      "without offload ({}) "
+                      "reaches {} ({}), while offload costs {} per step here.",
+                      rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
+                      pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s)));
+    }
   } else {
-    r.reasons.push_back(fmt::format("No offload is needed: the plan fits in GPU memory with {} to spare.",
+    r.reasons.push_back(fmt::format("No offload is needed: the plan leaves {} of GPU memory unused.",
                                     gb(rec.capacity_bytes - rec.memory.peak)));
   }
 
@@ -226,13 +370,13 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
           next.memory.category(Category::Activations) - rec.memory.category(Category::Activations);
       r.reasons.push_back(fmt::format(
           "Micro-batch {} is the largest that fits with this configuration: {} would need {} of {} usable "
-          "(activations grow by {} per sample).",
-          rec.zero.micro_batch, z.micro_batch, gb(next.memory.peak), gb(next.capacity_bytes), gb(grow)));
+          "(activations grow by {} per sample of {} tokens).",
+          rec.zero.micro_batch, z.micro_batch, gb(next.memory.peak), gb(next.capacity_bytes), gb(grow),
+          w.train.seq_len));
     } else {
       r.reasons.push_back(
-          fmt::format("Micro-batch {} is the fastest; larger ones still fit (micro-batch {}: {:.0f} "
-                      "tokens/s) but do not go faster.",
-                      rec.zero.micro_batch, z.micro_batch, next.tokens_per_s));
+          fmt::format("Micro-batch {} is the fastest found; micro-batch {} also fits but reaches only {}.",
+                      rec.zero.micro_batch, z.micro_batch, tps(next.tokens_per_s)));
     }
   } else if (w.train.global_batch) {
     r.reasons.push_back(fmt::format("Global batch {} = micro-batch {} x grad-accum {} x {} GPUs, as asked.",
@@ -240,28 +384,44 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
                                     w.cluster.world_size()));
   }
 
-  // What to change to go faster.
-  const double step = rec.time.step_s;
-  if (step > 0 && rec.time.exposed_communication_s > 0.15 * step) {
-    std::string tip =
-        fmt::format("Communication is {:.0f}% of the step ({} exposed of {} over {}); ",
-                    rec.time.exposed_communication_s / step * 100, ms1(rec.time.exposed_communication_s),
-                    ms1(rec.time.communication_s), link_names(w));
-    if (rec.zero.grad_accum == 1 && !w.train.global_batch && rec.zero.stage <= 1)
-      tip += "gradient accumulation (--grad-accum) amortises the reduction over more tokens";
-    else if (rec.zero.stage == 3)
-      tip +=
-          "a faster interconnect or fewer, larger gathers (stage3_param_persistence_threshold, prefetch "
-          "bucket) help";
-    else
-      tip += "a faster interconnect or a larger global batch (--global-batch) amortise it";
-    r.reasons.push_back(tip + ".");
+  // What to change: every one-knob variant that fits and is at least 2% faster, fastest first; and
+  // the knob that would cost the most if changed the wrong way.
+  std::vector<Knob> knobs = knob_variants(w, s, opts, rec);
+  std::sort(knobs.begin(), knobs.end(),
+            [](const Knob& a, const Knob& b) { return a.plan.tokens_per_s > b.plan.tokens_per_s; });
+  std::string faster;
+  int listed = 0;
+  for (const Knob& k : knobs) {
+    if (!k.plan.fits || k.plan.tokens_per_s < rec.tokens_per_s * 1.02 || listed >= 3) continue;
+    faster +=
+        fmt::format("{}{} -> {} ({}, step {})", listed == 0 ? "" : "; ", k.what, tps(k.plan.tokens_per_s),
+                    pct(k.plan.tokens_per_s, rec.tokens_per_s), ms(k.plan.time.step_s));
+    ++listed;
   }
-  if (rec.zero.checkpointing != Checkpointing::None && rec.time.recompute_s > 0.05 * step)
-    r.reasons.push_back(fmt::format(
-        "{} costs {}/step of recomputation ({:.0f}% of the step); more GPUs or a higher ZeRO stage free the "
-        "memory to drop it.",
-        ckpt_name(rec.zero.checkpointing), ms(rec.time.recompute_s), rec.time.recompute_s / step * 100));
+  if (!faster.empty()) r.reasons.push_back("To go faster: " + faster + ".");
+  const Knob* worst = nullptr;
+  for (const Knob& k : knobs)
+    if (k.plan.fits && k.plan.tokens_per_s < rec.tokens_per_s * 0.9 &&
+        (worst == nullptr || k.plan.tokens_per_s < worst->plan.tokens_per_s))
+      worst = &k;
+  if (worst != nullptr)
+    r.reasons.push_back(fmt::format("Keep this setting: {} would drop to {} ({}).", worst->what,
+                                    tps(worst->plan.tokens_per_s),
+                                    pct(worst->plan.tokens_per_s, rec.tokens_per_s)));
+  const double step = rec.time.step_s;
+  if (faster.empty() && step > 0) {
+    if (rec.time.exposed_communication_s > 0.15 * step)
+      r.reasons.push_back(fmt::format(
+          "No knob within this search speeds it up by 2% or more; exposed communication ({:.0f}% of the step "
+          "over {}) "
+          "is the limit: a faster interconnect or more tokens per step (larger global batch) would help.",
+          rec.time.exposed_communication_s / step * 100, link_names(w)));
+    else
+      r.reasons.push_back(
+          fmt::format("No knob within this search speeds it up by 2% or more; the step is {:.0f}% GPU "
+                      "compute at MFU {:.0f}%.",
+                      rec.time.compute_s / step * 100, rec.mfu * 100));
+  }
 }
 
 }  // namespace zeroplan::planner

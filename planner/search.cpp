@@ -15,8 +15,8 @@
 //    bucket for tight memory (DeepSpeed issues #3338/#724: bucket size moves memory and speed);
 //  - overlap_comm off|on.
 // A plan fits when its peak GPU memory <= capacity * (1 - memory_margin) and the node's host memory
-// (when known) holds the host buffers. Objective: the highest tokens/s among plans that fit; ties go
-// to the lower peak memory.
+// (when known) holds the host buffers. Objective: the highest tokens/s among plans that fit, where
+// an offload must win by more than 3% (kOffloadPreference); ties go to the lower peak memory.
 #include "planner/search.h"
 
 #include <algorithm>
@@ -34,11 +34,25 @@ namespace {
 // The micro-batch search stops here: far beyond any useful per-GPU batch of full sequences.
 constexpr int64_t kMaxMicroBatch = 4096;
 
+// Each offload (optimizer, parameters) must buy more than 3% of throughput to be preferred: the
+// model does not capture what offload costs beyond PCIe and CPU Adam time (host-memory pressure,
+// CPU contention with data loading, pinned-memory limits), and 3% is below the time model's
+// accuracy. A multiplicative factor keeps the ranking transitive.
+constexpr double kOffloadPreference = 0.97;
+
+double score(const Plan& p) {
+  double s = p.tokens_per_s;
+  if (p.zero.offload_optimizer != Offload::None) s *= kOffloadPreference;
+  if (p.zero.offload_param != Offload::None) s *= kOffloadPreference;
+  return s;
+}
+
 bool better(const Plan& a, const Plan& b) {
   // Is a better than b?
   if (a.fits != b.fits) return a.fits;
   if (a.fits) {
-    if (a.tokens_per_s != b.tokens_per_s) return a.tokens_per_s > b.tokens_per_s;
+    const double sa = score(a), sb = score(b);
+    if (sa != sb) return sa > sb;
     return a.memory.peak < b.memory.peak;
   }
   // Neither fits: the least over capacity (relative), then the faster.
@@ -202,6 +216,12 @@ SearchResult search(const Workload& w, const SearchOptions& opts) {
 }
 
 SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
+  SearchResult r = search_plans(w, s, opts);
+  explain(w, s, opts, r);
+  return r;
+}
+
+SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
   if (opts.memory_margin < 0 || opts.memory_margin >= 1)
     throw_user_error("--memory-margin {} must be in [0, 1): it is the fraction of GPU memory kept free",
                      opts.memory_margin);
@@ -261,7 +281,6 @@ SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions&
   for (const Plan& p : result.best_per_stage)
     if (p.fits && (rec == nullptr || better(p, *rec))) rec = &p;
   if (rec != nullptr) result.recommendation = *rec;
-  explain(w, s, opts, result);
   return result;
 }
 

@@ -14,5 +14,7 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
 SearchResult search(const Workload& w, const SearchOptions& opts);
 // Same, with the model statistics already computed (benchmarks, repeated searches).
 SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions& opts);
+// The search without the reasons (the what-if evaluations behind the reasons use it).
+SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOptions& opts);
 
 }  // namespace zeroplan::planner

@@ -79,6 +79,11 @@ namespace {
 // calibration run should replace it.
 constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
 
+// FlashAttention-2 (Dao 2023) abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100";
+// the forward reaches the top of that range, the backward the bottom (§4.1, Figures 5-6).
+constexpr double kFlashForwardMaxEfficiency = 0.73;
+constexpr double kFlashBackwardMaxEfficiency = 0.50;
+
 // Bytes the GPU's fused Adam moves per partitioned parameter (derivation in the header comment).
 constexpr double kAdamBytesPerParam = 30.0;
 
@@ -145,7 +150,12 @@ ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t mic
   const bool flash = w.train.attention == Attention::Flash;
   const double attn_f =
       4.0 * static_cast<double>(micro) * sl * sl * static_cast<double>(s.attn_width) * (flash ? 0.5 : 1.0);
-  t.attn_fwd = gemm_time(attn_f, peak, g);
+  // FlashAttention-2 (Dao 2023, abstract and §4.1) reaches 50-73% of peak on A100: the forward at
+  // the upper end, the backward at the lower end; cap the GEMM-curve efficiency accordingly.
+  t.attn_fwd = std::max(gemm_time(attn_f, peak, g), attn_f / (peak * kFlashForwardMaxEfficiency));
+  const double attn_bwd_f = attn_f * (flash ? 2.5 : 2.0);
+  const double attn_bwd =
+      std::max(gemm_time(attn_bwd_f, peak, g), attn_bwd_f / (peak * kFlashBackwardMaxEfficiency));
   const double ab = static_cast<double>(act_bytes(w.train.precision));
   double ew_fwd = s.elementwise_elems_per_token_fwd * m * ab / hbm;
   if (!flash) {
@@ -155,7 +165,7 @@ ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t mic
     ew_fwd += 4.0 * static_cast<double>(micro) * heads * sl * sl * ab / hbm;
   }
   t.layer_fwd += t.attn_fwd + ew_fwd;
-  t.layer_bwd += t.attn_fwd * (flash ? 2.5 : 2.0) + 2 * ew_fwd;
+  t.layer_bwd += attn_bwd + 2 * ew_fwd;
   const double head_ew = s.head_elementwise_elems_per_token_fwd * m * 4.0 / hbm;  // fp32 logits/loss
   t.head_fwd += head_ew;
   t.head_bwd += head_ew;
@@ -447,6 +457,10 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
             t, static_cast<double>((pf.partition_bytes + pb.partition_bytes) * w.cluster.gpus_per_node) /
                    (w.cluster.nvme_GBps * 1e9));
       offload += std::max(0.0, t - (fwd + bwd_micro)) * af;
+      // With the optimizer on the GPU, its updated 16-bit partition goes back to the host after the
+      // step (D2H, exposed: nothing runs after the step).
+      if (z.offload_optimizer == Offload::None)
+        offload += static_cast<double>(partition * grad_bytes) / host_bw;
     }
   }
 
@@ -457,9 +471,10 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // D2H of gradient partitions: overlapped with the backward when overlap_comm is on.
     const double d2h = part_bytes / host_bw;
     offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
-    // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the params.
+    // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
+    // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
     offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
-    offload += part_bytes / host_bw;
+    if (z.offload_param == Offload::None) offload += part_bytes / host_bw;
     if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
       // fp32 param, m, v (12 B/param) read and written once per step, the node's ranks share the disk.
       offload +=
