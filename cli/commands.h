@@ -25,4 +25,7 @@ void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result
 // Output goes to stdout only after all inputs were validated (no partial output on error).
 // cli/cmd_check.cpp: `zeroplan check ds_config.json --model M --gpus G` (configs helper, issue 5).
 void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result);
+// cli/cmd_calibrate.cpp: `zeroplan calibrate [--out gpu_profile.json] [--force] [--base NAME] [--quick]`
+// (cuda helper, issue 7). Exit 2 with one line when built without CUDA or without a usable GPU.
+void register_calibrate(CLI::App& app, PlanFlags& flags, CommandResult& result);
 }  // namespace zeroplan::cli
