@@ -76,7 +76,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
 
   if (stage <= 2) {
     out.add_gpu(
-        "16-bit parameters", Category::Parameters, checked_mul(pe, psi_t), kAllPhases,
+        fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters, checked_mul(pe, psi_t),
+        kAllPhases,
         fp32 ? "4 bytes x trainable params (fp32 training)" : "2 bytes x trainable params (ZeRO paper 2Psi)");
     if (frozen16 > 0)
       out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
@@ -121,11 +122,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // Stage 1 keeps full 16-bit gradients until the accumulation boundary; stage 2 keeps only its
       // partition (stage_1_and_2.py: grads_in_partition of partition size, dtype self.dtype).
       if (stage == 1)
-        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(pe, psi_t), kAllPhases,
-                    "stage 1: full gradients (ZeRO paper 2Psi)");
+        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
+                    kAllPhases, "stage 1: full gradients (ZeRO paper 2Psi)");
       else if (!off_opt)
-        out.add_gpu("16-bit gradient partition", Category::Gradients, checked_mul(pe, part_t), kAllPhases,
-                    "stage 2: grads_in_partition, 2Psi/N");
+        out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
+                    checked_mul(pe, part_t), kAllPhases, "stage 2: grads_in_partition, 2Psi/N");
       if (!off_opt) {
         // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
         // fp32 training) + Adam exp_avg, exp_avg_sq.
@@ -168,7 +169,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           checked_mul(pe, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part),
           ceil_div(frozen_q, N));
       if (!off_param)
-        out.add_gpu("16-bit parameter partition", Category::Parameters, param_part_bytes, kAllPhases,
+        out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
+                    param_part_bytes, kAllPhases,
                     "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)");
       // Persistent parameters keep their partition on the GPU even with offload_param
       // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).

@@ -168,7 +168,10 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // and rstd, 8 bytes per token, are below Korthikanti's resolution and left out).
   const int64_t rms = 4 * h + (f.norm_weight_trainable ? e * h : 0);
   const int64_t norm = m.norm == models::NormKind::RMSNorm ? rms : e * h;
-  const int64_t num_norms = (m.parallel_attention ? 1 : 2) + (m.extra_norms ? 2 : 0);
+  // Parallel attention (Falcon-7B, GPT-J): one norm feeds both branches; Falcon-40B's
+  // new_decoder_architecture has ln_attn and ln_mlp (modeling_falcon.py FalconDecoderLayer).
+  const bool shared_input = m.parallel_attention && !m.new_decoder_architecture;
+  const int64_t num_norms = (shared_input ? 1 : 2) + (m.extra_norms ? 2 : 0);
 
   int64_t per_token = num_norms * norm;
   // Attention block. Korthikanti Table 2 terms in brackets (bytes per token, 16-bit, b=1):
@@ -191,8 +194,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // MLP block.
   const int64_t experts = m.is_moe() ? std::max<int64_t>(1, m.experts_per_token) : 1;
   int64_t mlp = 0;
-  if (f.mlp_in_saved && !(m.parallel_attention && f.attn_in_saved))
-    mlp += e * h;  // shared input when parallel
+  if (f.mlp_in_saved && !(shared_input && f.attn_in_saved)) mlp += e * h;  // shared input when parallel
   if (m.mlp == models::MlpKind::Gated) {
     // SwiGLU (LlamaMLP: down(act(gate(x)) * up(x))): silu saves gate(x) [e*I], the multiply saves
     // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains.
