@@ -370,6 +370,66 @@ TEST(MemoryModelBuffers, Stage3PadsEveryParameterToAMultipleOfN) {
   EXPECT_EQ(b->bytes, 4'492'099'884);
 }
 
+TEST(MemoryModelBuffers, OffloadParamKeepsOnlyPersistentParametersOnTheGpu) {
+  // Stage 3, offload_param cpu, Llama-2-7B on N = 8: the non-persistent partitions go to the host
+  // (pinned). Hand count: 2*ceil(131,072,000/8) + 128*ceil(16,777,216/8) + 96*ceil(45,088,768/8)
+  // = 32,768,000 + 268,435,456 + 541,065,216 = 842,268,672 elements = 1,684,537,344 bytes.
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 8);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
+  z.offload_param = Offload::CPU;
+  z.offload_optimizer = Offload::CPU;
+  const auto m = estimate_memory(w, stats_of(w), z);
+  EXPECT_EQ(find_buffer(m, "16-bit parameter partition"), nullptr);
+  const Buffer* h = find_host(m, "16-bit parameter partition");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->bytes, 1'684'537'344);
+  EXPECT_TRUE(h->pinned);
+  // Only the persistent norms (whole + partition: 599,040 bytes) remain as GPU parameters.
+  EXPECT_EQ(m.category(Category::Parameters), 599'040);
+}
+
+TEST(MemoryModelBuffers, NvmeSwapBuffersFollowOffloadConfigDefaults) {
+  // offload_config.py: param buffer_count 5 x buffer_size 1e8 elements in 16-bit = 1e9 bytes;
+  // optimizer buffer_count 4 x the largest sub group (min(sub_group_size 1e9, partition)) in fp32.
+  // Psi = 8e9 on N = 4: partition 2e9 -> sub group 1e9 -> 4 * 1e9 * 4 = 16e9 bytes.
+  const Workload w = params_workload(8'000'000'000, 1, 4);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
+  z.offload_param = Offload::NVMe;
+  z.offload_optimizer = Offload::NVMe;
+  const auto m = estimate_memory(w, stats_of(w), z);
+  ASSERT_NE(find_host(m, "parameter swap buffers (NVMe)"), nullptr);
+  EXPECT_EQ(find_host(m, "parameter swap buffers (NVMe)")->bytes, 1'000'000'000);
+  ASSERT_NE(find_host(m, "optimizer swap buffers (NVMe)"), nullptr);
+  EXPECT_EQ(find_host(m, "optimizer swap buffers (NVMe)")->bytes, 16'000'000'000);
+}
+
+TEST(MemoryModelPrecision, Fp16AndBf16DifferOnlyWithoutZero) {
+  // Stages 1-3 use DeepSpeedZeroOptimizer for both 16-bit types (fp16 adds only the loss-scaler
+  // scalars); stage 0 differs (FP16_Optimizer vs BF16_Optimizer, see above).
+  for (int stage = 1; stage <= 3; ++stage)
+    EXPECT_EQ(estimate(params_workload(1'000'000'000, 1, 4, Precision::FP16), stage).model_states(),
+              estimate(params_workload(1'000'000'000, 1, 4, Precision::BF16), stage).model_states())
+        << stage;
+}
+
+TEST(MemoryModelLora, GradientsAndOptimizerOnlyForAdapters) {
+  // LoRA r = 16 on all seven Llama-2-7B projections: 39,976,960 adapter params, stage 2 on N = 4.
+  // parameters = 2 * 39,976,960 (adapters) + 2 * 6,738,415,616 (frozen base, replicated)
+  //            = 79,953,920 + 13,476,831,232 = 13,556,785,152
+  // gradients = 2 * ceil(39,976,960 / 4) = 19,988,480; optimizer = 12 * 9,994,240 = 119,930,880.
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.train.method = Method::LoRA;
+  w.train.lora_targets = {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"};
+  w.cluster = cluster(1, 4);
+  const auto m = estimate(w, 2);
+  EXPECT_EQ(m.category(Category::Parameters), 13'556'785'152);
+  EXPECT_EQ(m.category(Category::Gradients), 19'988'480);
+  EXPECT_EQ(m.category(Category::OptimizerStates), 119'930'880);
+}
+
 TEST(MemoryExplain, ListsEveryBufferAndThePeakPhase) {
   Workload w;
   w.model = llama2_7b_spec();
