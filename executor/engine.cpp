@@ -168,6 +168,18 @@ class RankEngine {
   bool has_master() const { return cfg_.mixed_precision || stage_ > 0; }
 
   void setup();
+  // Switches the memory tracker's phase and attributes the collectives since the last switch to
+  // the phase that ends.
+  void enter_phase(StepPhase p) {
+    const CommCounters& now = comm_.counters();
+    CommCounters& acc = comm_by_phase_[static_cast<size_t>(tracker_.phase())];
+    for (size_t k = 0; k < now.calls.size(); ++k) {
+      acc.calls[k] += now.calls[k] - comm_mark_.calls[k];
+      acc.bytes_sent[k] += now.bytes_sent[k] - comm_mark_.bytes_sent[k];
+    }
+    comm_mark_ = now;
+    tracker_.set_phase(p);
+  }
   void forward(int micro_index_global, int step, double& loss);
   void backward(bool boundary_step);
   void reduce_at_boundary();
@@ -237,6 +249,8 @@ class RankEngine {
   std::vector<LayerActs> acts_;  // per layer (no checkpointing)
   DeviceBuffer rstdf_, lnf_, logits_, losses_, dres_;
   int64_t scalar_comm_bytes_ = 0;
+  std::array<CommCounters, kNumStepPhases> comm_by_phase_{};
+  CommCounters comm_mark_{};
   bool capture_ = false;
   std::vector<float>* first_grads_ = nullptr;
 };
@@ -685,7 +699,7 @@ void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
 // ---------------------------------------------------------------------------------------------
 // One micro-step.
 void RankEngine::forward(int g, int step, double& loss) {
-  tracker_.set_phase(StepPhase::Forward);
+  enter_phase(StepPhase::Forward);
   timer_fwd_->begin();
   const int64_t n = Ntok(), C = lo_.C, V = lo_.V, L = lo_.L;
   const auto A = MemCategory::Activations;
@@ -738,7 +752,7 @@ void RankEngine::forward(int g, int step, double& loss) {
 }
 
 void RankEngine::backward(bool boundary_step) {
-  tracker_.set_phase(StepPhase::Backward);
+  enter_phase(StepPhase::Backward);
   timer_bwd_->begin();
   const int64_t n = Ntok(), C = lo_.C, V = lo_.V, L = lo_.L;
   const auto A = MemCategory::Activations;
@@ -876,7 +890,7 @@ void RankEngine::reduce_at_boundary() {
 // ---------------------------------------------------------------------------------------------
 // The step: clip, step the optimizer one sub-group at a time, restore the 16-bit parameters.
 void RankEngine::boundary(int step) {
-  tracker_.set_phase(StepPhase::Step);
+  enter_phase(StepPhase::Step);
   timer_step_->begin();
   const int64_t eb = dtype_bytes(act_);
   // The rank's gradient partition, as the optimizer reads it.
@@ -955,12 +969,14 @@ void RankEngine::boundary(int step) {
   const int64_t p16_base = stage_ == 3 ? 0 : part_lo_;
   for (const auto& [glo, ghi] : groups) {
     const int64_t gn = ghi - glo;
-    // The optimizer reads fp32 gradients. 16-bit gradients get an fp32 copy of the group (S12 step:
-    // single_grad_partition .to(fp32); S3 _prepare_fp32_grad_for_sub_group), a transient buffer.
+    // The optimizer reads a flat fp32 gradient: S12 step builds single_grad_partition =
+    // flatten(averaged_gradients).to(fp32) -- a new tensor even in fp32 training, since flatten
+    // copies; S3 _prepare_fp32_grad_for_sub_group copies one sub-group. A transient buffer.
     DeviceBuffer g32;
     const float* gp = nullptr;
-    if (gt == DType::F32) {
-      gp = static_cast<const float*>(gsrc) + g_base + glo;
+    if (stage_ == 0 || host_grads) {
+      gp = static_cast<const float*>(gsrc) + g_base +
+           glo;  // fp32 already (BF16_Optimizer, fp32 param.grad, offload)
     } else {
       g32 = buf(MemCategory::Buffers, gn, DType::F32);
       be_.cast(g32.data(), DType::F32, static_cast<const char*>(gsrc) + (g_base + glo) * eb, gt, gn);
@@ -1021,7 +1037,8 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
   int64_t scalar_at_last = 0;
   for (int step = 0; step < cfg_.steps; ++step) {
     if (step == cfg_.steps - 1) {
-      tracker_.set_phase(StepPhase::Forward);
+      enter_phase(StepPhase::Forward);
+      comm_by_phase_ = {};
       tracker_.reset_peaks();
       gathered_peak_bytes_ = gathered_live_bytes_;
       at_last = comm_.counters();
@@ -1041,6 +1058,8 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
     }
     boundary(step);
   }
+  enter_phase(StepPhase::Forward);  // attribute the step's collectives
+  meas.comm_by_phase = comm_by_phase_;
   meas.rank = r_;
   meas.device = tracker_.device();
   meas.host = tracker_.host();

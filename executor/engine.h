@@ -67,7 +67,8 @@ struct RankMeasurement {
   CommCounters comm;              // collectives of the last step, bus-factor bytes per kind
   int64_t comm_bytes = 0;         // bytes this rank sent in the last step, excluding scalar_comm_bytes
   int64_t scalar_comm_bytes = 0;  // the gradient-norm scalar all-reduce (clipping), reported apart
-  PhaseSeconds seconds;           // wall time per phase in the last step
+  std::array<CommCounters, kNumStepPhases> comm_by_phase{};  // the last step's collectives by phase
+  PhaseSeconds seconds;                                      // wall time per phase in the last step
   // Named buffers of the engine's own account, for line-by-line comparison:
   int64_t gradient_bucket_bytes = 0;       // one reduce bucket (reduce_bucket_size x 16-bit)
   int num_gradient_buckets = 0;            // 2 with overlap_comm in stages 1/2

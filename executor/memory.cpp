@@ -36,6 +36,18 @@ std::string_view step_phase_name(StepPhase p) {
   return "?";
 }
 
+void MemoryTracker::set_phase(StepPhase p) {
+  phase_ = p;
+  const int pi = static_cast<int>(p);
+  for (auto& u : tiers_) {
+    const int64_t total = u.live_total();
+    if (total > u.phase_peak[pi]) {
+      u.phase_peak[pi] = total;
+      u.phase_at_peak[pi] = u.live;
+    }
+  }
+}
+
 void MemoryTracker::on_alloc(MemTier tier, MemCategory c, int64_t bytes, int64_t aligned_bytes) {
   TierUsage& u = tiers_[static_cast<int>(tier)];
   const int ci = static_cast<int>(c);

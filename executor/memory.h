@@ -44,7 +44,8 @@ struct TierUsage {
 
 class MemoryTracker {
  public:
-  void set_phase(StepPhase p) { phase_ = p; }
+  // Entering a phase counts what is live at that moment towards the phase's peak.
+  void set_phase(StepPhase p);
   StepPhase phase() const { return phase_; }
   void on_alloc(MemTier tier, MemCategory c, int64_t bytes, int64_t aligned_bytes);
   void on_free(MemTier tier, MemCategory c, int64_t bytes, int64_t aligned_bytes);

@@ -1,0 +1,247 @@
+// Accounting agreement: the executor's measured memory and communication (its own account, from its
+// own tensors) against the planner's prediction (planner/memory_model.h, time_model.h) for the same
+// workload and ZeroConfig.
+#include <gtest/gtest.h>
+
+#include "executor/engine.h"
+#include "executor/test_models.h"
+#include "hwprofiles/cluster.h"
+#include "planner/memory_model.h"
+#include "planner/model_stats.h"
+#include "planner/time_model.h"
+
+namespace zeroplan::exec {
+namespace {
+
+using planner::Category;
+
+struct Case {
+  int ranks, stage;
+  bool mixed;
+  int64_t grad_accum = 1;
+  bool ckpt = false, offload = false, overlap = false;
+  // Stage-3 coordinator knobs; the defaults exercise prefetch and releases on this small model.
+  int64_t prefetch = 20000, max_live = 60000, reuse = 5000;
+};
+
+struct Both {
+  planner::MemoryBreakdown pred;
+  planner::StepTime time;
+  RunResult meas;
+};
+
+Both run_both(const Case& k) {
+  planner::Workload w;
+  w.model = tiny_llama_micro_spec();
+  w.cluster = hw::parse_cluster(std::to_string(k.ranks) + "xCPU");
+  w.train.precision = k.mixed ? planner::Precision::BF16 : planner::Precision::FP32;
+  w.train.seq_len = 32;
+  planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(k.stage);
+  z.micro_batch = 2;
+  z.grad_accum = k.grad_accum;
+  z.checkpointing = k.ckpt ? planner::Checkpointing::Full : planner::Checkpointing::None;
+  z.offload_optimizer = k.offload ? planner::Offload::CPU : planner::Offload::None;
+  z.overlap_comm = k.overlap;
+  z.reduce_bucket_size = 30000;
+  z.param_persistence_threshold = 100;
+  z.prefetch_bucket_size = k.prefetch;
+  z.max_live_parameters = k.max_live;
+  z.max_reuse_distance = k.reuse;
+  z.sub_group_size = 40000;
+  const planner::ModelStats s = planner::compute_model_stats(w);
+  Both b;
+  b.pred = planner::estimate_memory(w, s, z);
+  b.time = planner::estimate_time(w, s, z);
+  RunConfig c;
+  c.model = w.model;
+  c.mixed_precision = k.mixed;
+  c.micro_batch = z.micro_batch;
+  c.seq_len = w.train.seq_len;
+  c.grad_accum = z.grad_accum;
+  c.checkpointing = k.ckpt;
+  c.steps = 2;
+  c.zero.stage = k.stage;
+  c.zero.offload_optimizer = k.offload;
+  c.zero.overlap_comm = k.overlap;
+  c.zero.reduce_bucket_size = z.reduce_bucket_size;
+  c.zero.param_persistence_threshold = z.param_persistence_threshold;
+  c.zero.prefetch_bucket_size = z.prefetch_bucket_size;
+  c.zero.max_live_parameters = z.max_live_parameters;
+  c.zero.max_reuse_distance = z.max_reuse_distance;
+  c.zero.sub_group_size = z.sub_group_size;
+  auto rt = make_cpu_runtime(k.ranks);
+  b.meas = run_training(c, *rt);
+  return b;
+}
+
+int64_t planner_buffer(const planner::MemoryBreakdown& m, const char* name) {
+  int64_t s = 0;
+  for (int i = 0; i < m.num_gpu; ++i)
+    if (std::string_view(m.gpu[i].name) == name) s += m.gpu[i].bytes;
+  return s;
+}
+int64_t planner_step_buffers(const planner::MemoryBreakdown& m) {
+  int64_t s = 0;
+  for (int i = 0; i < m.num_gpu; ++i)
+    if (m.gpu[i].category == Category::Buffers && (m.gpu[i].phases & planner::kStep)) s += m.gpu[i].bytes;
+  return s;
+}
+int64_t collective_bytes(const planner::StepTime& t, std::string_view prefix) {
+  int64_t s = 0;
+  for (int i = 0; i < t.num_collectives; ++i)
+    if (std::string_view(t.collectives[i].name).substr(0, prefix.size()) == prefix)
+      s += t.collectives[i].bytes_per_rank;
+  return s;
+}
+constexpr int kAG = static_cast<int>(CollKind::AllGather);
+constexpr int64_t kPsi = 123712;           // tiny-llama-micro parameters (hand count in test_models.h)
+constexpr int64_t kLargestTensor = 16384;  // embed_tokens / lm_head: 256 x 64
+
+std::string describe(const Case& k) {
+  return "N=" + std::to_string(k.ranks) + " stage " + std::to_string(k.stage) +
+         (k.mixed ? " bf16" : " fp32") + " ga " + std::to_string(k.grad_accum) + (k.ckpt ? " ckpt" : "") +
+         (k.offload ? " offload" : "") + (k.overlap ? " overlap" : "");
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> v;
+  for (int n : {2, 4})
+    for (int stage : {0, 1, 2, 3})
+      for (bool mixed : {false, true}) v.push_back({n, stage, mixed});
+  v.push_back({4, 2, true, 2, true, false, true});
+  v.push_back({4, 1, true, 2, false, false, true});
+  v.push_back({2, 1, true, 2, false, true});
+  v.push_back({2, 2, true, 1, false, true});
+  v.push_back({2, 3, true, 2, true, true});
+  return v;
+}
+
+// Model states, buffers and activations: what each GPU holds at the predicted peak.
+TEST(ExecutorAccounting, MemoryAgreesWithPlanner) {
+  for (const Case& k : cases()) {
+    const Both b = run_both(k);
+    const RankMeasurement& m = b.meas.ranks[0];
+    const auto at = [&](Category c) { return m.device.at_peak[static_cast<int>(c)]; };
+    const auto peak_of = [&](Category c) { return m.device.category_peak[static_cast<int>(c)]; };
+    const auto pred = [&](Category c) { return b.pred.category(c); };
+    SCOPED_TRACE(describe(k));
+    // Parameters and optimizer states: exact. (The flat buffers are padded to a multiple of 2N
+    // elements, S12/bf16_optimizer nccl_start_alignment_factor; 123712 is already a multiple of 8,
+    // so the padding is 0 here and the comparison is exact without adjustment.)
+    EXPECT_EQ(at(Category::Parameters), pred(Category::Parameters));
+    EXPECT_EQ(at(Category::OptimizerStates), pred(Category::OptimizerStates));
+    // Gradients: exact, with two documented additions the planner does not model:
+    //  - stage 0 in bf16 (BF16_Optimizer with immediate_grad_update): a parameter's 16-bit
+    //    param.grad exists between its production and its accumulation into the fp32 buffer, at
+    //    most one tensor at a time (bf16_optimizer.py create_grad_acc_hooks / accumulate_hp_grads);
+    //  - stage 1: reduce_ipg_grads also runs copy_grads_in_partition for stage 1 ("zero stage 1 -
+    //    partition only optimizer state" branch in S12), so grads_in_partition (2 Psi/N) exists
+    //    from the boundary reduction to the step, after the activations are gone.
+    if (k.stage == 0 && k.mixed) {
+      EXPECT_GE(at(Category::Gradients), pred(Category::Gradients));
+      EXPECT_LE(at(Category::Gradients), pred(Category::Gradients) + 2 * kLargestTensor);
+    } else {
+      EXPECT_EQ(at(Category::Gradients), pred(Category::Gradients));
+    }
+    if (k.stage == 1 && !k.offload) {
+      EXPECT_EQ(peak_of(Category::Gradients), pred(Category::Gradients) + (k.mixed ? 2 : 4) * kPsi / k.ranks);
+    }
+    // Buffers: the gradient bucket(s), and what lives only during the step (the fp32 gradient copy
+    // of the partition, or of one stage-3 sub-group; stage 3's bucket lives throughout).
+    EXPECT_EQ(m.gradient_bucket_bytes * m.num_gradient_buckets,
+              planner_buffer(b.pred, "gradient bucket (IPG)"));
+    // Stage 3: _create_fp16_sub_groups closes a sub-group once it REACHES sub_group_size, so one can
+    // exceed it by up to one parameter's partition (here ceil(16384/N) elements); the planner's
+    // min(sub_group_size, partition) leaves that out.
+    const int64_t step_buffers = m.device.phase_at_peak[2][static_cast<int>(Category::Buffers)];
+    if (k.stage == 3 && !k.offload) {
+      EXPECT_GE(step_buffers, planner_step_buffers(b.pred));
+      EXPECT_LE(step_buffers, planner_step_buffers(b.pred) + 4 * ((kLargestTensor + k.ranks - 1) / k.ranks));
+    } else {
+      EXPECT_EQ(step_buffers, planner_step_buffers(b.pred));
+    }
+    // Activations: the planner models what HF PyTorch saves (LlamaRMSNorm's fp32 upcast of its
+    // input, the separate SiLU output, fp32 log-probabilities at the loss); the executor's fused
+    // kernels save per layer and token 976 16-bit elements + 24 fp32 bytes against PyTorch's
+    // 1400 + 528 (memory_stats.cpp layer_activation). Stated tolerance: the executor uses 60-100%
+    // of the planner's activation bytes (observed 0.70-0.71).
+    const double ratio = static_cast<double>(peak_of(Category::Activations)) /
+                         static_cast<double>(pred(Category::Activations));
+    EXPECT_GE(ratio, 0.6);
+    EXPECT_LE(ratio, 1.0);
+  }
+}
+
+// Communication per rank per step against the time model's comm_bytes_per_rank.
+TEST(ExecutorAccounting, CommunicationAgreesWithPlanner) {
+  for (const Case& k : cases()) {
+    const Both b = run_both(k);
+    const RankMeasurement& m = b.meas.ranks[0];
+    SCOPED_TRACE(describe(k));
+    const int64_t N = k.ranks;
+    if (k.stage == 0 && k.mixed) {
+      // BF16_Optimizer: the engine all-reduces the fp32 gradient buffer (get_grads_for_reduction
+      // returns fp32_groups_gradients_flat) and update_lp_params all-gathers the bf16 partitions.
+      // Hand count: 2(N-1)/N x 4 Psi + (N-1)/N x 2 Psi. The planner's time model predicts a bf16
+      // all-reduce only (2(N-1)/N x 2 Psi): reported as a planner discrepancy.
+      EXPECT_EQ(m.comm_bytes, 2 * (N - 1) * 4 * kPsi / N + (N - 1) * 2 * kPsi / N);
+      continue;
+    }
+    if (k.stage == 3) {
+      // S3 _post_step re-gathers the persistent parameters (5 norms of 64 elements, padded to
+      // N x ceil(64/N)); the planner leaves that out. Everything else must agree exactly; the
+      // configs used here (prefetch 20000, reuse distance 5000) keep what the planner's
+      // reuse-distance rule keeps, see Stage3GathersAgreeWithPlanner for the cases that differ.
+      const int64_t e = k.mixed ? 2 : 4;
+      const int64_t persist_regather = 5 * ((N - 1) * (N * ((64 + N - 1) / N) * e) / N);
+      EXPECT_EQ(m.comm_by_phase[2].bytes_sent[kAG], persist_regather);
+      EXPECT_EQ(collective_bytes(b.time, "stage-3 gradient reduce-scatter"),
+                m.comm_by_phase[1].bytes_sent[static_cast<int>(CollKind::ReduceScatter)]);
+      continue;
+    }
+    EXPECT_EQ(m.comm_bytes, b.time.comm_bytes_per_rank);
+  }
+}
+
+// Stage-3 parameter all-gathers and gathered-parameter memory in the two regimes where the
+// planner's reuse-distance rule and DeepSpeed's coordinator must agree exactly:
+//  - DeepSpeed's defaults (prefetch 5e7, max live 1e9, reuse distance 1e9): on a model this small
+//    every parameter is reused within the distance, so nothing is released between forward and
+//    backward; the backward gathers nothing and all non-persistent parameters are live together;
+//  - no prefetch and reuse distance 0: each parameter is gathered for its forward use and again for
+//    its backward use, and at most one parameter (the largest, 16384 elements) is live.
+// (With prefetch on and a small reuse distance, PPC also keeps parameters whose next use a prefetch
+// already covered (__params_to_release, "reuse was skipped by prefetch"); the planner does not model
+// that rule, so the executor gathers less in the backward there: reported, not asserted.)
+TEST(ExecutorAccounting, Stage3GathersAgreeWithPlanner) {
+  for (int n : {2, 4})
+    for (bool keep_all : {true, false}) {
+      Case k{n, 3, true};
+      if (keep_all) {
+        k.prefetch = 50'000'000;
+        k.max_live = 1'000'000'000;
+        k.reuse = 1'000'000'000;
+      } else {
+        k.prefetch = 0;
+        k.reuse = 0;
+      }
+      const Both b = run_both(k);
+      const RankMeasurement& m = b.meas.ranks[0];
+      SCOPED_TRACE(describe(k) + (keep_all ? " keep-all" : " no-reuse"));
+      const int64_t fwd = collective_bytes(b.time, "stage-3 forward parameter all-gathers");
+      const int64_t bwd = collective_bytes(b.time, "stage-3 backward parameter all-gathers");
+      EXPECT_EQ(m.comm_by_phase[0].bytes_sent[kAG], fwd);
+      EXPECT_EQ(m.comm_by_phase[1].bytes_sent[kAG], bwd);
+      if (keep_all) {
+        EXPECT_EQ(bwd, 0);
+      }
+      const int64_t gathered_fwd = planner_buffer(b.pred, "gathered parameters (forward)");
+      EXPECT_EQ(m.gathered_params_peak_bytes, gathered_fwd);
+      if (!keep_all) {
+        EXPECT_EQ(m.gathered_params_peak_bytes, 2 * kLargestTensor);
+      }
+    }
+}
+
+}  // namespace
+}  // namespace zeroplan::exec
