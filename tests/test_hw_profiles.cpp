@@ -105,8 +105,26 @@ TEST(GpuProfiles, MemoryIsCudaTotalWhereCitedElseDatasheet) {
   EXPECT_NEAR(static_cast<double>(find_gpu("A100-80GB").memory_bytes) / kGiB, 79.25, 0.005);
   EXPECT_NEAR(static_cast<double>(find_gpu("RTX4090").memory_bytes) / kGiB, 23.65, 0.005);
   EXPECT_NEAR(static_cast<double>(find_gpu("T4").memory_bytes) / kGiB, 14.75, 0.005);
+  EXPECT_NEAR(static_cast<double>(find_gpu("V100-16GB").memory_bytes) / kGiB, 15.78, 0.005);
   EXPECT_EQ(find_gpu("A40").memory_bytes, 48 * kGiB);  // datasheet "48 GB"
   EXPECT_EQ(find_gpu("H200").memory_bytes, 141 * kGiB);
+}
+
+TEST(GpuProfiles, EfficienciesFromPublishedMeasurements) {
+  // Azure ND A100 v4 cuBLASLt FP16 16384^3: 256.5 of 312 TFLOP/s.
+  EXPECT_NEAR(find_gpu("A100-80GB").gemm_max_efficiency, 256.5 / 312, 0.005);
+  // Half-efficiency size from the same table's 1024^3 point: 0.383 = 0.822 * 2.147 / (2.147 + h) -> h = 2.46
+  // GFLOP.
+  EXPECT_NEAR(find_gpu("A100-40GB").gemm_half_efficiency_gflop, 2.46, 0.05);
+  // stas00/ml-engineering MAMF table: H100 SXM bf16 794.5 of 989 TFLOP/s, "H200 is the same".
+  EXPECT_NEAR(find_gpu("H100").gemm_max_efficiency, 794.5 / 989, 0.005);
+  EXPECT_NEAR(find_gpu("H200").gemm_max_efficiency, 794.5 / 989, 0.005);
+  // Azure STREAM copy: A100-80GB 1.61 of 2.039 TB/s; H200 4.01 of 4.8 TB/s.
+  EXPECT_NEAR(find_gpu("A100-80GB").hbm_efficiency, 1.61 / 2.039, 0.005);
+  EXPECT_NEAR(find_gpu("H200").hbm_efficiency, 4.01 / 4.8, 0.005);
+  // Pinned copies: nvbandwidth H2D 52 GB/s on H200 (PCIe 5.0), 26.28 GB/s on A100 (PCIe 4.0), within 2%.
+  EXPECT_NEAR(find_gpu("H200").host_pinned_GBps, 52.0, 0.02 * 52.0);
+  EXPECT_NEAR(find_gpu("A100-80GB").host_pinned_GBps, 26.28, 0.02 * 26.28);
 }
 
 TEST(GpuProfiles, LinksAndClusterDefaultsMatchTheHardware) {
