@@ -137,7 +137,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
                     "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
       }
-      if (z.contiguous_gradients) {
+      // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
+      if (z.contiguous_gradients || off_opt) {
         // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
         // with overlap_comm; released after the reduction (_release_ipg_buffers).
         const int64_t nbuf = z.overlap_comm ? 2 : 1;
