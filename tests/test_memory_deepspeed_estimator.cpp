@@ -4,7 +4,10 @@
 // except where DeepSpeed changed the formula after the docs were written (noted below).
 #include <gtest/gtest.h>
 
+#include "models/model_spec.h"
 #include "planner/deepspeed_estimator.h"
+#include "planner/memory_model.h"
+#include "planner/model_stats.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -67,6 +70,29 @@ TEST(DeepSpeedEstimator, Zero3T5LargeCasesOnFourGpus) {
   EXPECT_EQ(deepspeed_zero3_estimate(total, largest, 4, 1, false, false, true).gpu_bytes >> 20, 3291);
   EXPECT_EQ(deepspeed_zero3_estimate(total, largest, 4, 1, true, true, true).gpu_bytes >> 20, 125);
   EXPECT_EQ(deepspeed_zero3_estimate(total, largest, 4, 1, true, false, true).gpu_bytes >> 20, 477);
+}
+
+}  // namespace
+}  // namespace zeroplan::planner
+
+namespace zeroplan::planner {
+namespace {
+
+TEST(DeepSpeedComparison, ShowsTheEstimateAndWhatItLeavesOut) {
+  // --params 2851e6 on 1 node x 8 GPUs, stage 2 without offload: DeepSpeed's v0.16 formula gives
+  // 12,116,750,000 B = 11.28 GiB per GPU (hand computation above).
+  Workload w;
+  w.model = models::model_from_param_count(kTotal);
+  w.cluster.nodes = 1;
+  w.cluster.gpus_per_node = 8;
+  w.cluster.gpu.memory_bytes = 80'000'000'000;
+  Plan p;
+  p.zero = ZeroConfig::deepspeed_defaults(2);
+  p.memory = estimate_memory(w, ModelStats{compute_memory_stats(w), {}}, p.zero);
+  const std::string text = render_deepspeed_comparison(w, p);
+  EXPECT_NE(text.find("11.28 GiB"), std::string::npos) << text;
+  EXPECT_NE(text.find("estimate_zero2_model_states_mem_needs"), std::string::npos);
+  EXPECT_NE(text.find("not in DeepSpeed's estimate"), std::string::npos);
 }
 
 }  // namespace
