@@ -113,6 +113,8 @@ std::string render_deepspeed_comparison(const Workload& w, const Plan& p) {
                      z.stage, to_string(z.offload_optimizer), to_string(z.offload_param));
   out += fmt::format("  DeepSpeed {} (additional_buffer_factor=1.5):\n", which);
   if (z.stage < 2) out += "  (DeepSpeed has no stage-0/1 estimator; its stage-2 formula is shown.)\n";
+  if (z.stage == 3 && m.params_only)
+    out += "  (--params gives no module sizes: largest_layer_params taken as 0.)\n";
   if (w.train.method != Method::Full)
     out += "  (DeepSpeed's estimator counts every parameter as trainable: it does not know LoRA.)\n";
   out += fmt::format("    per GPU {}   per CPU (node) {}\n", gib(e.gpu_bytes), gib(e.cpu_bytes));

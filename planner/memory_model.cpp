@@ -244,6 +244,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     }
   }
 
+  // Stages 2 and 3 keep no full gradients: autograd still materialises each parameter's full
+  // gradient (param.grad) before the reduce hook copies it into the bucket and frees it
+  // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
+  // reduce_independent_p_g_buckets_and_remove_grads), so the largest trainable tensor's gradient
+  // (the embedding or lm_head: V*h) exists transiently in the backward.
+  if (stage >= 2 && !m.params_only && !m.trainable_tensors.numel.empty())
+    out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
+                checked_mul(pe, m.trainable_tensors.numel.back()), kBackward,
+                "param.grad of the largest trainable tensor before its bucket copy");
+
   if (off_opt && stage <= 2) {
     // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
     // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).

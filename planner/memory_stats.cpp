@@ -245,8 +245,9 @@ MemoryStats compute_memory_stats(const Workload& w) {
     st.trainable_tensors.add(st.total_params);
     st.trainable_tensors.finish();
     st.frozen_tensors.finish();
-    st.largest_module_numel = st.total_params;
-    st.largest_layer_numel = st.total_params;
+    // Module sizes are unknown: stage-3 gathering is then bounded by the prefetch bucket alone.
+    st.largest_module_numel = 0;
+    st.largest_layer_numel = 0;
     st.act.known = false;
     return st;
   }

@@ -370,6 +370,30 @@ TEST(MemoryModelBuffers, Stage3PadsEveryParameterToAMultipleOfN) {
   EXPECT_EQ(b->bytes, 4'492'099'884);
 }
 
+TEST(MemoryModelBuffers, ParamsOnlyStage3GathersOnlyThePrefetchBucket) {
+  // --params gives no module sizes, so the gathered parameters are bounded by
+  // stage3_prefetch_bucket_size (5e7 elements, 1e8 bytes in 16-bit), not the whole model.
+  const auto m = estimate(params_workload(7'000'000'000, 1, 8), 3);
+  const Buffer* b = find_buffer(m, "gathered parameters (forward)");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->bytes, 100'000'000);
+}
+
+TEST(MemoryModelBuffers, LargestGradientIsTransientInStages2And3) {
+  // Llama-2-7B: the largest tensors are embed_tokens / lm_head, 32,000 x 4,096 = 131,072,000
+  // elements: a 262,144,000-byte bf16 param.grad exists before its bucket copy (backward only).
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.cluster = cluster(1, 4);
+  for (int stage : {2, 3}) {
+    const Buffer* b = find_buffer(estimate(w, stage), "largest parameter gradient (transient)");
+    ASSERT_NE(b, nullptr) << stage;
+    EXPECT_EQ(b->bytes, 262'144'000);
+    EXPECT_EQ(b->phases, kBackward);
+  }
+  EXPECT_EQ(find_buffer(estimate(w, 1), "largest parameter gradient (transient)"), nullptr);
+}
+
 TEST(MemoryModelBuffers, OffloadParamKeepsOnlyPersistentParametersOnTheGpu) {
   // Stage 3, offload_param cpu, Llama-2-7B on N = 8: the non-persistent partitions go to the host
   // (pinned). Hand count: 2*ceil(131,072,000/8) + 128*ceil(16,777,216/8) + 96*ceil(45,088,768/8)
