@@ -350,7 +350,9 @@ class Reader {
 
     if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) {
       if (!z.pin_memory)
-        add(Severity::Warning, "zero_optimization.offload_optimizer.pin_memory",
+        add(Severity::Warning,
+            z.offload_optimizer != Offload::None ? "zero_optimization.offload_optimizer.pin_memory"
+                                                 : "zero_optimization.offload_param.pin_memory",
             fmt::format("offload without pinned host memory: host<->GPU copies run at pageable speed ({:.0f} GB/s on "
                         "{} instead of {:.0f} GB/s pinned)",
                         w_.cluster.gpu.host_pageable_GBps, w_.cluster.gpu.name, w_.cluster.gpu.host_pinned_GBps),
@@ -388,7 +390,7 @@ class Reader {
                         "all-gathered separately in every forward and backward, ~{} latency-bound collectives per "
                         "micro-step (DeepSpeed #1174, #5047)",
                         z.param_persistence_threshold, gathered, small_limit, 2 * gathered),
-            fmt::format("use 10 x hidden_size = {} (the HF Trainer's \"auto\")", small_limit));
+            fmt::format("use 10 x hidden_size = {}, the HF Trainer's \"auto\"", small_limit));
     }
   }
 
@@ -446,17 +448,29 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
     from.erase(k);
     to.erase(k);
   }
-  std::vector<ConfigChange> out;
   std::map<std::string, bool> keys;
   for (const auto& [k, _] : from) keys[k] = true;
   for (const auto& [k, _] : to) keys[k] = true;
+  std::vector<ConfigChange> out;
   for (const auto& [k, _] : keys) {
-    const json a = from.count(k) ? from[k] : json();
+    // The user's side: what the file says ("auto" as resolved), else the default DeepSpeed applies:
+    // the table's code default, or the value the reader derived (overlap_comm's stage rule).
+    json a;
+    bool from_default = false;
+    const auto g = given.find(k);
+    if (g != given.end()) {
+      a = (g->second.is_string() && g->second.get<std::string>() == "auto" && from.count(k)) ? from[k] : g->second;
+    } else if (const auto d = key_default(k)) {
+      a = *d;
+      from_default = true;
+    } else if (from.count(k)) {
+      a = from[k];
+      from_default = true;
+    }
     const json b = to.count(k) ? to[k] : json();
+    if (b.is_null() && (a.is_null() || from_default)) continue;  // an unset default that stays irrelevant
     if (!a.is_null() && !b.is_null() && same_value(a, b)) continue;
-    if (a.is_null() && b.is_null()) continue;
-    ConfigChange c{k, a, b, !a.is_null() && !given.count(k)};
-    out.push_back(c);
+    out.push_back(ConfigChange{k, a, b, from_default});
   }
   if (user_plan.zero.checkpointing != recommended.zero.checkpointing)
     out.push_back(ConfigChange{"TrainingArguments.gradient_checkpointing (" + planner::to_string(user_plan.zero.checkpointing) +

@@ -558,7 +558,10 @@ TEST(Diff, ReportsKeyByKeyChanges) {
   rec.zero.micro_batch = 4;
   rec.zero.grad_accum = 4;
   rec.zero.checkpointing = planner::Checkpointing::None;
-  const json user_cfg = {{"train_micro_batch_size_per_gpu", 2}, {"zero_optimization", {{"stage", 3}}}};
+  user.zero.prefetch_bucket_size = 100'000'000;
+  const json user_cfg = {{"train_micro_batch_size_per_gpu", 2},
+                         {"bf16", {{"enabled", true}}},
+                         {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", 1e8}}}};
   const auto changes = diff_plans(w, user_cfg, user, rec);
   const auto has = [&](const std::string& k, const json& from, const json& to) {
     for (const auto& c : changes)
@@ -568,11 +571,23 @@ TEST(Diff, ReportsKeyByKeyChanges) {
   EXPECT_TRUE(has("zero_optimization.stage", 3, 2));
   EXPECT_TRUE(has("train_micro_batch_size_per_gpu", 2, 4));
   EXPECT_TRUE(has("gradient_accumulation_steps", 8, 4));
-  EXPECT_TRUE(has("zero_optimization.stage3_prefetch_bucket_size", 50'000'000, nullptr));
+  // Set by the user and meaningless at stage 2: shown as removed.
+  EXPECT_TRUE(has("zero_optimization.stage3_prefetch_bucket_size", 1e8, nullptr));
+  // Not set by the user (a DeepSpeed default) and irrelevant after the change: not listed.
+  for (const auto& c : changes) EXPECT_NE(c.key, "zero_optimization.stage3_max_live_parameters");
+  // Not set by the user, changed by the recommendation: shown with the default it replaces.
+  for (const auto& c : changes)
+    if (c.key == "zero_optimization.allgather_bucket_size") ADD_FAILURE() << "equal default listed";
+  for (const auto& c : changes)
+    if (c.key == "zero_optimization.overlap_comm") {
+      EXPECT_TRUE(c.from_default);  // None -> True at stage 3, False at stage 2 (overlap_comm_valid)
+      EXPECT_EQ(c.from, true);
+      EXPECT_EQ(c.to, false);
+    }
   bool ckpt = false;
   for (const auto& c : changes) ckpt |= c.key.find("gradient_checkpointing") != std::string::npos;
   EXPECT_TRUE(ckpt);
-  EXPECT_TRUE(diff_plans(w, user_cfg, user, user).empty());
+  for (const auto& c : diff_plans(w, user_cfg, user, user)) ADD_FAILURE() << format_change(c);
 }
 
 }  // namespace
