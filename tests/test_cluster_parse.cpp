@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <random>
 #include <string>
 
 #include "common/errors.h"
@@ -175,6 +176,28 @@ TEST(ClusterPath, ProfileFileInsteadOfAName) {
   EXPECT_EQ(c.gpu.name, "A40-lab");
   EXPECT_TRUE(c.gpu.calibrated);
   std::filesystem::remove_all(dir);
+}
+
+// Random short specs over the characters that matter (digits, x, signs, dots, commas, names):
+// parse_cluster either returns a sane cluster or throws UserError, never anything else.
+TEST(ClusterRobustness, RandomSpecsOnlySucceedSanelyOrRaiseUserError) {
+  const std::string alphabet = "0123456789xX.-+ ,;AaHh4O0Cpu\xe2\x82\xac\x01";
+  std::mt19937 rng(4242);
+  int ok = 0;
+  for (int i = 0; i < 20000; ++i) {
+    std::string spec;
+    const size_t len = rng() % 12;
+    for (size_t k = 0; k < len; ++k) spec += alphabet[rng() % alphabet.size()];
+    try {
+      const auto c = parse_cluster(spec);
+      ++ok;
+      EXPECT_GE(c.nodes, 1) << spec;
+      EXPECT_GE(c.gpus_per_node, 1) << spec;
+      EXPECT_LE(static_cast<int64_t>(c.nodes) * c.gpus_per_node, 100000) << spec;
+    } catch (const UserError&) {
+    }
+  }
+  EXPECT_GT(ok, 0);  // some random specs ("4xA40"-like) are valid
 }
 
 }  // namespace

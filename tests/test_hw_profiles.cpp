@@ -8,6 +8,7 @@
 #include <fstream>
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <string>
 
@@ -251,10 +252,15 @@ TEST(GpuJson, EveryBuiltInRoundTrips) {
 
 class TempDir : public ::testing::Test {
  protected:
+  static std::string test_name() {
+    std::string n = ::testing::UnitTest::GetInstance()->current_test_info()->name();
+    for (auto& c : n)
+      if (c == '/') c = '_';  // parameterized names contain '/'
+    return n;
+  }
   void SetUp() override {
     dir_ = std::filesystem::temp_directory_path() /
-           ("zp_hw_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           ("zp_hw_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) + "_" + test_name());
     std::filesystem::create_directories(dir_);
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -349,6 +355,42 @@ TEST_F(MalformedFile, SyntaxEmptyArrayAndMissingFilesAreUserErrors) {
   EXPECT_NE(
       error_of([&] { gpu_from_json("inline", "{\"name\": \"X\", \"memory_bytes\": 1e400}"); }).find("inline"),
       std::string::npos);
+}
+
+// Corrupted profiles (truncations and byte flips of a valid one) must fail as UserError only: no
+// other exception type may escape to the CLI (the fuzz target checks the same at scale).
+TEST(GpuJson, CorruptedProfilesOnlyEverRaiseUserError) {
+  const std::string good = gpu_to_json(find_gpu("H200"));
+  std::mt19937 rng(12345);
+  const std::string alphabet = "{}[]\":,-.0123456789eE+ truefalsnul\x01\xff";
+  int rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    std::string text = good;
+    const int edits = 1 + static_cast<int>(rng() % 3);
+    for (int e = 0; e < edits; ++e) {
+      const size_t pos = rng() % text.size();
+      switch (rng() % 3) {
+        case 0:
+          text[pos] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          text.erase(pos, 1 + rng() % 8);
+          break;
+        default:
+          text.resize(pos);
+          break;
+      }
+      if (text.empty()) text = "{";
+    }
+    try {
+      (void)gpu_from_json("corrupt", text);
+    } catch (const UserError&) {
+      ++rejected;
+    }
+  }
+  // Any other exception type would have failed the test above; edits inside free text (sources)
+  // legitimately survive, so only require that the corruptions exercised the rejection paths.
+  EXPECT_GT(rejected, 0);
 }
 
 }  // namespace
