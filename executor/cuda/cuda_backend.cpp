@@ -420,7 +420,8 @@ void CudaBackend::swiglu_backward(void* dgate, void* dup, const void* dout, cons
 namespace {
 AttentionShape attention_shape(int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t D) {
   if (!attention_head_dim_supported(D))
-    throw_user_error("the cuda backend's flash attention supports head_dim 64 or 128; this model has {}", D);
+    throw_user_error(
+        "the cuda backend's flash attention supports head_dim 16, 32, 64, 96 or 128; this model has {}", D);
   AttentionShape a;
   a.batch = B;
   a.seq = T;

@@ -57,8 +57,8 @@ GemmRunner::~GemmRunner() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType ab_type, DType c_type, int align_a, int align_b,
-                                       int align_c, bool beta_nonzero) {
+GemmRunner::Plan& GemmRunner::plan_for(const GemmShape& s, DType ab_type, DType c_type, int align_a,
+                                       int align_b, int align_c, bool beta_nonzero) {
   const Key key{s.trans_a,
                 s.trans_b,
                 s.m,

@@ -56,8 +56,8 @@ class GemmRunner {
 
  private:
   struct Plan;
-  using Key =
-      std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int, int, bool>;
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int, int, int, int,
+                         int, bool>;
   Plan& plan_for(const GemmShape& s, DType ab_type, DType c_type, int align_a, int align_b, int align_c,
                  bool beta_nonzero);
 

@@ -49,7 +49,7 @@ void swiglu_bwd(cudaStream_t s, const bf16* dout, const bf16* gate, const bf16* 
 
 // ---- Causal attention, flash-style (Dao et al. 2022, FlashAttention alg. 1/2; online softmax of
 // Milakov & Gimelshein 2018): memory linear in seq (only lse [B, nh, S] is saved). ----
-// q, o [B*S, nh, d]; k, v [B*S, nkv, d]; lse [B, nh, S] fp32. scale = 1/sqrt(d). d in {64, 128}.
+// q, o [B*S, nh, d]; k, v [B*S, nkv, d]; lse [B, nh, S] fp32. scale = 1/sqrt(d). d in {16, 32, 64, 96, 128}.
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
 };

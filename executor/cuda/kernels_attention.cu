@@ -335,8 +335,9 @@ void check_shape(const AttentionShape& a) {
   ZP_CUDA_REQUIRE(a.heads % a.kv_heads == 0, "query heads " + std::to_string(a.heads) +
                                                  " not a multiple of key/value heads " +
                                                  std::to_string(a.kv_heads));
-  ZP_CUDA_REQUIRE(attention_head_dim_supported(a.head_dim),
-                  "attention kernel supports head_dim 64 or 128, not " + std::to_string(a.head_dim));
+  ZP_CUDA_REQUIRE(
+      attention_head_dim_supported(a.head_dim),
+      "attention kernel supports head_dim 16, 32, 64, 96 or 128, not " + std::to_string(a.head_dim));
   ZP_CUDA_REQUIRE(a.seq < (int64_t{1} << 30) && a.heads < 65536 && a.batch < 65536,
                   "attention shape too large");
 }
@@ -385,10 +386,23 @@ int64_t AttentionBwdScratch::bytes(const AttentionShape& a) {
 void attention_fwd(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v,
                    bf16* o, float* lse) {
   check_shape(a);
-  if (a.head_dim == 64)
-    fwd_impl<64>(s, a, q, k, v, o, lse);
-  else
-    fwd_impl<128>(s, a, q, k, v, o, lse);
+  switch (a.head_dim) {
+    case 16:
+      fwd_impl<16>(s, a, q, k, v, o, lse);
+      break;
+    case 32:
+      fwd_impl<32>(s, a, q, k, v, o, lse);
+      break;
+    case 64:
+      fwd_impl<64>(s, a, q, k, v, o, lse);
+      break;
+    case 96:
+      fwd_impl<96>(s, a, q, k, v, o, lse);
+      break;
+    default:
+      fwd_impl<128>(s, a, q, k, v, o, lse);
+      break;
+  }
 }
 
 void attention_bwd(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v,
@@ -403,10 +417,23 @@ void attention_bwd(cudaStream_t s, const AttentionShape& a, const bf16* q, const
       o, dout, sc.delta, rows, static_cast<int>(a.seq), static_cast<int>(a.heads),
       static_cast<int>(a.head_dim));
   ZP_CUDA_CHECK_LAUNCH("attention_delta");
-  if (a.head_dim == 64)
-    bwd_impl<64>(s, a, q, k, v, dout, lse, dk, dv, sc);
-  else
-    bwd_impl<128>(s, a, q, k, v, dout, lse, dk, dv, sc);
+  switch (a.head_dim) {
+    case 16:
+      bwd_impl<16>(s, a, q, k, v, dout, lse, dk, dv, sc);
+      break;
+    case 32:
+      bwd_impl<32>(s, a, q, k, v, dout, lse, dk, dv, sc);
+      break;
+    case 64:
+      bwd_impl<64>(s, a, q, k, v, dout, lse, dk, dv, sc);
+      break;
+    case 96:
+      bwd_impl<96>(s, a, q, k, v, dout, lse, dk, dv, sc);
+      break;
+    default:
+      bwd_impl<128>(s, a, q, k, v, dout, lse, dk, dv, sc);
+      break;
+  }
   cast_out(s, sc.dq_accum, dq, q_elems);
 }
 

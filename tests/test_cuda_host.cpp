@@ -1,0 +1,161 @@
+// Host-side parts of the cuda backend that need no GPU (so they run in CI): bf16 rounding, the
+// offload tier's CPU AdamW, the GEMM-efficiency fit behind `zeroplan calibrate`, nccl-tests bus
+// factors. Expected values are computed by hand in the comments.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/errors.h"
+#include "executor/cuda/calibration.h"
+#include "executor/cuda/host_adam.h"
+
+namespace zeroplan::exec::cuda {
+namespace {
+
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+TEST(CudaHostBf16, RoundsToNearestEven) {
+  // bf16 keeps the top 16 bits of an fp32: 1.0f = 0x3F800000 -> 0x3F80; -2.0f = 0xC0000000 -> 0xC000.
+  EXPECT_EQ(float_to_bf16_bits(1.0f), 0x3F80);
+  EXPECT_EQ(float_to_bf16_bits(-2.0f), 0xC000);
+  // bf16 has 7 stored mantissa bits: the spacing at 1 is 2^-7. 1 + 2^-8 is exactly halfway between
+  // 1 (0x3F80, even) and 1 + 2^-7 (0x3F81, odd): ties go to even -> 0x3F80.
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 0.00390625f), 0x3F80);
+  // 1 + 3*2^-8 is halfway between 0x3F81 (odd) and 0x3F82 (even) -> 0x3F82.
+  EXPECT_EQ(float_to_bf16_bits(1.0f + 3 * 0.00390625f), 0x3F82);
+  // Just above the halfway point rounds up: 1 + 2^-8 + 2^-20 -> 0x3F81.
+  EXPECT_EQ(float_to_bf16_bits(from_bits(0x3F808000u + 8u)), 0x3F81);
+  // NaN stays NaN (exponent all ones, mantissa non-zero).
+  const uint16_t nan = float_to_bf16_bits(std::nanf(""));
+  EXPECT_EQ(nan & 0x7F80, 0x7F80);
+  EXPECT_NE(nan & 0x007F, 0);
+  EXPECT_EQ(bf16_bits_to_float(0x3F80), 1.0f);
+  EXPECT_EQ(bf16_bits_to_float(0xC000), -2.0f);
+}
+
+AdamChunk chunk_of(std::vector<float>& p, std::vector<float>& g, std::vector<float>& m,
+                   std::vector<float>& v) {
+  AdamChunk c;
+  c.param = p.data();
+  c.grad = g.data();
+  c.exp_avg = m.data();
+  c.exp_avg_sq = v.data();
+  c.n = static_cast<int64_t>(p.size());
+  return c;
+}
+
+TEST(CudaHostAdam, FirstStepsByHand) {
+  // p = 1, constant g = 0.5, lr = 0.1, betas (0.9, 0.999), eps 1e-8, no weight decay.
+  // Step 1: m = 0.05, v = 0.00025; m/(1-0.9) = 0.5, v/(1-0.999) = 0.25, sqrt = 0.5:
+  //   p = 1 - 0.1 * 0.5 / (0.5 + 1e-8) = 0.9 (to 2e-9).
+  // Step 2: m = 0.095, v = 0.00049975; bias corrections 0.19 and 0.001999 give again 0.5 and 0.25:
+  //   p = 0.8. Step 3 likewise: p = 0.7 (a constant gradient moves Adam by lr per step).
+  std::vector<float> p{1.0f}, g{0.5f}, m{0.0f}, v{0.0f};
+  AdamParams a;
+  a.lr = 0.1f;
+  a.beta1 = 0.9f;
+  a.beta2 = 0.999f;
+  a.eps = 1e-8f;
+  const float expected[3] = {0.9f, 0.8f, 0.7f};
+  for (int s = 1; s <= 3; ++s) {
+    a.step = s;
+    host_adam_range(chunk_of(p, g, m, v), a, 0, 1, nullptr);
+    EXPECT_NEAR(p[0], expected[s - 1], 2e-6f) << "step " << s;
+  }
+  EXPECT_NEAR(m[0], 0.1355f, 1e-6f);  // 0.9*0.095 + 0.05
+}
+
+TEST(CudaHostAdam, DecoupledWeightDecayAndGradScale) {
+  // AdamW: p (1 - lr wd) first: 1 * (1 - 0.1 * 0.1) = 0.99, then the step of lr = 0.1 -> 0.89.
+  // grad_scale 0.25 on g = 2 gives the same 0.5 as above (the step size does not depend on |g|).
+  std::vector<float> p{1.0f}, g{2.0f}, m{0.0f}, v{0.0f};
+  AdamParams a;
+  a.lr = 0.1f;
+  a.weight_decay = 0.1f;
+  a.grad_scale = 0.25f;
+  a.step = 1;
+  uint16_t out = 0;
+  host_adam_range(chunk_of(p, g, m, v), a, 0, 1, &out);
+  EXPECT_NEAR(p[0], 0.89f, 2e-6f);
+  EXPECT_NEAR(m[0], 0.05f, 1e-7f);  // (1 - 0.9) * 0.5
+  EXPECT_EQ(out, float_to_bf16_bits(p[0]));
+}
+
+TEST(CudaHostAdam, ThreadedSplitMatchesOneThread) {
+  // The threaded version must update every element exactly once, with the same arithmetic.
+  const int64_t n = 1'000'003;  // not a multiple of any thread count
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 1.f);
+  std::vector<float> p(n), g(n), m(n), v(n);
+  for (int64_t i = 0; i < n; ++i) {
+    p[i] = d(rng);
+    g[i] = d(rng);
+    m[i] = 0.1f * d(rng);
+    v[i] = std::abs(d(rng));
+  }
+  auto p2 = p, g2 = g, m2 = m, v2 = v;
+  AdamParams a;
+  a.step = 5;
+  a.weight_decay = 0.01f;
+  std::vector<uint16_t> o1(n), o2(n);
+  host_adam_range(chunk_of(p, g, m, v), a, 0, n, o1.data());
+  host_adam_parallel(chunk_of(p2, g2, m2, v2), a, 0, n, o2.data(), 7);
+  EXPECT_EQ(p, p2);
+  EXPECT_EQ(m, m2);
+  EXPECT_EQ(v, v2);
+  EXPECT_EQ(o1, o2);
+}
+
+TEST(CudaHostCalibration, GemmFitRecoversTheModel) {
+  // Points on eff(f) = 0.8 f / (f + 2): f = 0.5 -> 0.16, 2 -> 0.4, 8 -> 0.64, 32 -> 0.752941...
+  std::vector<std::pair<double, double>> pts;
+  for (double f : {0.5, 2.0, 8.0, 32.0, 128.0}) pts.emplace_back(f, 0.8 * f / (f + 2.0));
+  EXPECT_NEAR(pts[0].second, 0.16, 1e-12);
+  EXPECT_NEAR(pts[2].second, 0.64, 1e-12);
+  const GemmEfficiencyFit fit = fit_gemm_efficiency(pts);
+  EXPECT_NEAR(fit.max_efficiency, 0.8, 1e-9);
+  EXPECT_NEAR(fit.half_efficiency_gflop, 2.0, 1e-8);
+  EXPECT_LT(fit.rms_relative_residual, 1e-9);
+  EXPECT_EQ(fit.points, 5);
+}
+
+TEST(CudaHostCalibration, GemmFitRejectsDegenerateInput) {
+  EXPECT_THROW(fit_gemm_efficiency({{1.0, 0.5}}), UserError);
+  EXPECT_THROW(fit_gemm_efficiency({{1.0, 0.5}, {1.0, 0.6}}), UserError);  // one distinct size
+  EXPECT_THROW(fit_gemm_efficiency({{1.0, 0.5}, {2.0, -0.1}}), UserError);
+}
+
+TEST(CudaHostCalibration, NcclTestsBusFactors) {
+  // doc/PERFORMANCE.md: all-reduce 2(n-1)/n, reduce-scatter and all-gather (n-1)/n.
+  EXPECT_DOUBLE_EQ(bus_factor(CollKind::AllReduce, 8), 1.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollKind::AllReduce, 2), 1.0);
+  EXPECT_DOUBLE_EQ(bus_factor(CollKind::ReduceScatter, 4), 0.75);
+  EXPECT_DOUBLE_EQ(bus_factor(CollKind::AllGather, 8), 0.875);
+  EXPECT_DOUBLE_EQ(bus_factor(CollKind::AllReduce, 1), 0.0);
+}
+
+TEST(CudaHostCalibration, ShapesCoverSmallAndLarge) {
+  // The fit needs sizes on both sides of the half-efficiency point (a few GFLOP on Hopper).
+  for (bool quick : {true, false}) {
+    double lo = 1e30, hi = 0;
+    for (const auto& s : calibration_gemm_shapes(quick)) {
+      lo = std::min(lo, s.flops() / 1e9);
+      hi = std::max(hi, s.flops() / 1e9);
+      EXPECT_EQ(s.lda, s.trans_a ? s.m : s.k);
+      EXPECT_EQ(s.ldb, s.trans_b ? s.k : s.n);
+    }
+    EXPECT_LT(lo, 0.1);   // 256^3 * 2 = 0.034 GFLOP
+    EXPECT_GT(hi, 500.);  // 8192^3 * 2 = 1100 GFLOP
+  }
+}
+
+}  // namespace
+}  // namespace zeroplan::exec::cuda
