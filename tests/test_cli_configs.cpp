@@ -1,0 +1,132 @@
+// `zeroplan check` and `--emit` through the real binary: exit codes (0 fits, 1 does not fit or
+// DeepSpeed would refuse it, 2 unreadable input), one-line errors, the --json shape, and emit's
+// refusal to overwrite.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+using nlohmann::json;
+using ::testing::HasSubstr;
+using zeroplan::testing::run_cli;
+using zeroplan::testing::slurp;
+
+namespace {
+
+class Dir {
+ public:
+  Dir() {
+    char t[] = "/tmp/zp-cli-cfg-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+  std::string file(const std::string& name, const std::string& content) const {
+    const std::string p = path + "/" + name;
+    std::ofstream(p) << content;
+    return p;
+  }
+  std::string path;
+};
+
+TEST(CliCheck, MalformedMissingAndNonObjectFilesExit2WithOneLine) {
+  Dir d;
+  for (const auto& p : {d.file("bad.json", "{\"train_batch_size\": "), d.path + "/missing.json",
+                        d.file("list.json", "[1, 2]"), d.file("empty.json", ""), d.path}) {
+    const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40"});
+    EXPECT_EQ(r.exit_code, 2) << p;
+    EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+    EXPECT_TRUE(r.out.empty()) << r.out;
+  }
+  const auto r = run_cli({"check", d.file("ok.json", "{\"train_micro_batch_size_per_gpu\": 1}"), "--gpus", "4xA40"});
+  EXPECT_EQ(r.exit_code, 2);  // no model
+  EXPECT_THAT(r.err, HasSubstr("--model"));
+}
+
+TEST(CliCheck, UnknownKeysAndWrongTypesAreReportedAndExit1) {
+  Dir d;
+  const auto p = d.file("ds.json", R"({"train_micro_batch_size_per_gpu": "2", "gradient_accumulation_steps": 4,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "overlap_com": true}})");
+  const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json j = json::parse(r.out);
+  for (auto k : {"config", "issues", "predicted", "recommended_changes", "fits"}) EXPECT_TRUE(j.contains(k)) << k;
+  bool typo = false, type = false;
+  for (const auto& i : j["issues"]) {
+    if (i["key"] == "zero_optimization.overlap_com") {
+      typo = true;
+      EXPECT_EQ(i["severity"], "error");
+      EXPECT_THAT(i["suggestion"].get<std::string>(), HasSubstr("zero_optimization.overlap_comm"));
+    }
+    if (i["key"] == "train_micro_batch_size_per_gpu" && i["severity"] == "error") type = true;
+  }
+  EXPECT_TRUE(typo) << j["issues"].dump(2);
+  EXPECT_TRUE(type) << j["issues"].dump(2);
+  EXPECT_TRUE(j["deepspeed_would_reject"].get<bool>());
+}
+
+TEST(CliCheck, ConfigThatCannotFitExits1) {
+  Dir d;
+  // ZeRO-1 with 13B on 48 GB GPUs: 16-bit parameters and gradients alone are 4 x 13.0e9 = 52 GB.
+  const auto p = d.file("z1.json", R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 1}})");
+  const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--json"});
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_FALSE(j["fits"].get<bool>());
+  EXPECT_GT(j["predicted"]["memory"]["gpu"]["peak"].get<int64_t>(), 52'000'000'000);
+  EXPECT_FALSE(j["recommended_changes"].empty());
+  // The text form names the verdict.
+  const auto t = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40"});
+  EXPECT_EQ(t.exit_code, 1);
+  EXPECT_THAT(t.out, HasSubstr("does not fit"));
+  EXPECT_THAT(t.out, HasSubstr("zero_optimization.stage: 1 ->"));
+}
+
+TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
+  Dir d;
+  const auto p = d.file("auto.json", R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
+      "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
+      "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
+      "stage3_param_persistence_threshold": "auto", "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
+  const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--micro-batch", "2", "--grad-accum", "4",
+                          "--checkpointing", "full", "--json"});
+  ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
+  const json j = json::parse(r.out);
+  EXPECT_EQ(j["config"]["train_batch_size"], 2 * 4 * 4);
+  EXPECT_EQ(j["config"]["zero_optimization"]["reduce_bucket_size"], 5120 * 5120);  // h^2
+  EXPECT_EQ(j["config"]["zero_optimization"]["stage3_param_persistence_threshold"], 51200);  // 10 h
+  EXPECT_EQ(j["predicted"]["micro_batch"], 2);
+  EXPECT_EQ(j["predicted"]["grad_accum"], 4);
+  EXPECT_EQ(j["predicted"]["zero_stage"], 3);
+  EXPECT_EQ(j["predicted"]["offload_optimizer"], "cpu");
+}
+
+TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
+  Dir d;
+  const std::vector<std::string> args = {"--model", "7b", "--gpus", "4xA40", "--stage", "2", "--emit", "ds.json"};
+  auto r = run_cli(args, d.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (auto f : {"ds.json", "ds.launch.sh", "ds.training_args.py", "ds.accelerate.yaml"})
+    EXPECT_TRUE(std::filesystem::exists(d.path + "/" + f)) << f;
+  const std::string before = slurp(d.path + "/ds.json");
+  EXPECT_EQ(json::parse(before)["zero_optimization"]["stage"], 2);
+  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--emit", "ds.json"}, d.path);
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--force"));
+  EXPECT_EQ(slurp(d.path + "/ds.json"), before);
+  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--emit", "ds.json", "--force"}, d.path);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(slurp(d.path + "/ds.json"))["zero_optimization"]["stage"], 3);
+  // The emitted config checks clean and fits.
+  const auto c = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40"});
+  EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
+  EXPECT_THAT(c.out, HasSubstr("Verdict: fits"));
+}
+
+}  // namespace
