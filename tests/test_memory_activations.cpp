@@ -124,6 +124,22 @@ TEST(Activations, LlamaEagerAttentionAddsTheScores) {
   EXPECT_EQ(s.act.layer_full_per_sample, 381'681'664 + 805'306'368);
 }
 
+TEST(Activations, GqaFlashSavesKeysAndValuesAtKvWidth) {
+  // Llama-3-8B layer (h 4096, 32 query heads, 8 kv heads of 128 -> kv width 1024, I 14336), bf16,
+  // FlashAttention-2, per token: norms 12h = 49,152; attention input 8,192; q 8,192; k 2,048;
+  // v 2,048; lse 128; output 8,192; MLP input 8,192 + 8I = 114,688 -> 200,832 bytes.
+  // s = 4096: 200,832 * 4096 = 822,607,872 bytes.
+  models::ModelSpec m = llama2_7b_spec();
+  m.num_kv_heads = 8;
+  m.intermediate_size = 14336;
+  m.vocab_size = 128256;
+  const MemoryStats s = stats(m, 4096, Attention::Flash);
+  EXPECT_EQ(s.act.layer_full_per_sample, 822'607'872);
+  // Eager attention materialises k and v at the full query width (repeat_kv).
+  const MemoryStats e = stats(m, 4096, Attention::Eager);
+  EXPECT_EQ(e.act.layer_selective_per_sample, (200'832 - 128 + 2 * (8'192 - 2'048)) * 4096);
+}
+
 TEST(Activations, LogitsAndLossInFp32) {
   // Llama-3-8B vocabulary 128,256 at s = 8192: log_softmax output in fp32 = 4 * 128,256 * 8192 =
   // 4,202,692,608 bytes per sample; bf16 logits 2,101,346,304.
