@@ -5,6 +5,22 @@
 
 namespace zeroplan::planner {
 
+// Names as nccl-tests spells its binaries (all_reduce_perf, reduce_scatter_perf, ...), used in the
+// JSON contract and reports.
+const char* collective_name(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::AllReduce:
+      return "all_reduce";
+    case CollectiveKind::ReduceScatter:
+      return "reduce_scatter";
+    case CollectiveKind::AllGather:
+      return "all_gather";
+    case CollectiveKind::Broadcast:
+      return "broadcast";
+  }
+  return "unknown";
+}
+
 double bus_factor(CollectiveKind k, int n) {
   if (n <= 1) return 0.0;
   const double dn = static_cast<double>(n);

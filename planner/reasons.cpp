@@ -246,11 +246,13 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
   }
   // More GPUs of the same kind.
   for (int factor = 2; factor <= 64; factor *= 2) {
+    // Fill nodes up to the GPU class's typical server size, then add nodes.
     Workload v = w;
-    if (v.cluster.nodes > 1 || v.cluster.gpus_per_node * factor > std::max(1, v.cluster.gpu.gpus_per_node))
-      v.cluster.nodes *= factor;
-    else
-      v.cluster.gpus_per_node *= factor;
+    const int total = w.cluster.world_size() * factor;
+    int per = std::max(w.cluster.gpus_per_node, std::min(total, std::max(1, w.cluster.gpu.gpus_per_node)));
+    if (total % per != 0) per = w.cluster.gpus_per_node;
+    v.cluster.gpus_per_node = per;
+    v.cluster.nodes = total / per;
     if (v.train.global_batch) v.train.global_batch = *v.train.global_batch * factor;
     const ModelStats vs = compute_model_stats(v);
     const SearchResult fr = search_plans(v, vs, opts);
@@ -322,9 +324,9 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   }
   const Plan& rec = *r.recommendation;
   r.reasons.push_back(
-      fmt::format("{}: {} ({:.0f} per GPU), {} per step, MFU {:.0f}%, peak {} of {} usable per GPU.",
-                  describe_config(rec.zero), tps(rec.tokens_per_s), rec.tokens_per_s_per_gpu,
-                  ms(rec.time.step_s), rec.mfu * 100, gb(rec.memory.peak), gb(rec.capacity_bytes)));
+      fmt::format("Predicted {} ({:.0f} per GPU), {} per step, MFU {:.0f}%, peak {} of {} usable per GPU.",
+                  tps(rec.tokens_per_s), rec.tokens_per_s_per_gpu, ms(rec.time.step_s), rec.mfu * 100,
+                  gb(rec.memory.peak), gb(rec.capacity_bytes)));
   r.reasons.push_back(fmt::format("Its step: {}.", step_sentence(rec)));
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
