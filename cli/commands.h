@@ -28,4 +28,7 @@ void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result);
 // cli/cmd_calibrate.cpp: `zeroplan calibrate [--out gpu_profile.json] [--force] [--base NAME] [--quick]`
 // (cuda helper, issue 7). Exit 2 with one line when built without CUDA or without a usable GPU.
 void register_calibrate(CLI::App& app, PlanFlags& flags, CommandResult& result);
+// cli/cmd_validate.cpp: `zeroplan validate --backend cpu|cuda --model M --gpus 4xCPU --stage S [--steps K] [--json]`
+// (executor helper, issue 6): runs the plan on the executor, prints predicted vs measured per component.
+void register_validate(CLI::App& app, PlanFlags& flags, CommandResult& result);
 }  // namespace zeroplan::cli

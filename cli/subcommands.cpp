@@ -6,6 +6,7 @@ namespace zeroplan::cli {
 void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result) {
   register_check(app, flags, result);
   register_calibrate(app, flags, result);
+  register_validate(app, flags, result);
 }
 
 }  // namespace zeroplan::cli

@@ -450,6 +450,7 @@ void RankEngine::accumulate_into_partition(int pid, const void* src) {
   if (grad_part_.tier() == MemTier::Host) {
     DeviceBuffer staging = buf(MemCategory::Buffers, b - a, act_, MemTier::Host);
     be_.copy(staging.data(), s, (b - a) * dtype_bytes(act_), CopyKind::DeviceToHost);
+    be_.synchronize();  // the host reads it next
     host_add(grad_part_.as<float>() + (a - part_lo_), staging.data(), act_, b - a);
   } else {
     be_.add(grad_part_.at(a - part_lo_), act_, s, act_, b - a, 1.0f);
@@ -502,6 +503,7 @@ void RankEngine::s3_reduce_bucket() {
     if (grad_part_.tier() == MemTier::Host) {
       DeviceBuffer staging = buf(MemCategory::Buffers, pn, act_, MemTier::Host);
       be_.copy(staging.data(), mine.at(run), pn * eb, CopyKind::DeviceToHost);
+      be_.synchronize();  // the host reads it next
       host_add(grad_part_.as<float>() + part_offsets_[pid], staging.data(), act_, pn);
     } else {
       be_.add(grad_part_.at(part_offsets_[pid]), act_, mine.at(run), act_, pn, 1.0f);
@@ -998,6 +1000,7 @@ void RankEngine::boundary(int step) {
       DeviceBuffer h16 = buf(MemCategory::Buffers, gn, act_, MemTier::Host);
       for (int64_t i = 0; i < gn; ++i) store_elem(h16.data(), act_, i, master_.as<float>()[glo + i]);
       be_.copy(params16_.at(p16_base + glo), h16.data(), gn * eb, CopyKind::HostToDevice);
+      be_.synchronize();  // before the staging buffer is released
     }
   }
   // zero_grad: gradients are consumed.

@@ -1,0 +1,337 @@
+// `zeroplan validate --backend cpu --model tiny-llama-micro --gpus 4xCPU --stage 2 [--steps K] [--json]`:
+// runs one plan on the executor and prints the planner's prediction beside the executor's own
+// measurement, component by component, with the error of each. This is the only place where the
+// planner and the executor meet: the executor sizes everything from its own tensors.
+//
+// Exit codes: 0 ran and reported; 2 a user error (unsupported model/precision/backend, bad flags).
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/plan_json.h"
+#include "common/checked.h"
+#include "common/errors.h"
+#include "executor/engine.h"
+#include "planner/model_stats.h"
+#include "planner/search.h"
+#ifdef ZEROPLAN_HAVE_CUDA
+#include "executor/cuda/cuda_runtime.h"
+#endif
+
+namespace zeroplan::cli {
+namespace {
+
+using nlohmann::json;
+using planner::Category;
+
+struct ValidateFlags {
+  std::string backend = "cpu";
+  std::string steps = "3";
+  std::string reduce_bucket_size, prefetch_bucket_size, persistence_threshold, max_live_parameters,
+      max_reuse_distance, sub_group_size;
+  std::string overlap_comm;  // on | off (DeepSpeed default: on for stage 3 only)
+  std::string emulate_rank;  // cuda: run rank R of the N-rank plan on one GPU
+};
+
+constexpr int kMaxThreadRanks = 64;
+
+int64_t count_flag(const std::string& v, std::string_view flag, int64_t def, int64_t max) {
+  return v.empty() ? def : parse_positive_count(v, flag, max);
+}
+
+// Relative error of the measurement against the prediction; null when the prediction is 0 and the
+// measurement is not.
+json rel_error(int64_t predicted_bytes, int64_t measured_bytes) {
+  const auto predicted = static_cast<double>(predicted_bytes), measured = static_cast<double>(measured_bytes);
+  if (predicted == 0) return measured == 0 ? json(0.0) : json(nullptr);
+  return (measured - predicted) / predicted;
+}
+json rel_error(double predicted, double measured) {
+  if (predicted == 0) return measured == 0 ? json(0.0) : json(nullptr);
+  return (measured - predicted) / predicted;
+}
+
+std::string pct(const json& e) {
+  if (e.is_null()) return "n/a";
+  return fmt::format("{:+.1f}%", 100.0 * e.get<double>());
+}
+
+std::string mb(int64_t b) {
+  return fmt::format("{:.3f}", static_cast<double>(b) / 1e6);
+}
+
+// The ZeroConfig of the plan to run: DeepSpeed's defaults for the stage, the user's batch and
+// memory choices, and the optional DeepSpeed knobs.
+planner::ZeroConfig zero_config(const PlanFlags& f, const ValidateFlags& v, const planner::Workload& w) {
+  const planner::SearchOptions opts = build_search_options(f);
+  if (!opts.stage)
+    throw UserError(
+        "validate runs one plan; pass --stage 0, 1, 2 or 3 (see `zeroplan --model ... --gpus ...` for the "
+        "recommended one)");
+  planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(*opts.stage);
+  z.micro_batch = w.train.micro_batch.value_or(1);
+  z.grad_accum = w.train.grad_accum.value_or(1);
+  if (w.train.global_batch) z.grad_accum = *w.train.global_batch / (z.micro_batch * w.cluster.world_size());
+  z.checkpointing = w.train.checkpointing.value_or(planner::Checkpointing::None);
+  z.offload_optimizer = opts.offload_optimizer.value_or(planner::Offload::None);
+  z.offload_param = opts.offload_param.value_or(planner::Offload::None);
+  z.reduce_bucket_size =
+      count_flag(v.reduce_bucket_size, "--reduce-bucket-size", z.reduce_bucket_size, 10'000'000'000);
+  z.prefetch_bucket_size =
+      count_flag(v.prefetch_bucket_size, "--prefetch-bucket-size", z.prefetch_bucket_size, 10'000'000'000);
+  z.param_persistence_threshold = count_flag(v.persistence_threshold, "--persistence-threshold",
+                                             z.param_persistence_threshold, 10'000'000'000);
+  z.max_live_parameters =
+      count_flag(v.max_live_parameters, "--max-live-parameters", z.max_live_parameters, 1'000'000'000'000);
+  z.max_reuse_distance =
+      count_flag(v.max_reuse_distance, "--max-reuse-distance", z.max_reuse_distance, 1'000'000'000'000);
+  z.sub_group_size = count_flag(v.sub_group_size, "--sub-group-size", z.sub_group_size, 1'000'000'000'000);
+  if (!v.overlap_comm.empty()) {
+    if (v.overlap_comm != "on" && v.overlap_comm != "off")
+      throw_user_error("--overlap-comm '{}' must be on or off", v.overlap_comm);
+    z.overlap_comm = v.overlap_comm == "on";
+  }
+  return z;
+}
+
+exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig& z, int steps) {
+  if (w.train.method != planner::Method::Full)
+    throw UserError(
+        "the executor trains all parameters; LoRA/QLoRA plans cannot be validated yet (use --method full)");
+  if (w.train.precision == planner::Precision::FP16)
+    throw UserError(
+        "the executor runs bf16 or fp32 (fp16 needs loss scaling, not implemented); use --precision bf16");
+  if (z.checkpointing == planner::Checkpointing::Selective)
+    throw UserError(
+        "the executor implements activation checkpointing none or full; use --checkpointing none|full");
+  if (z.offload_optimizer == planner::Offload::NVMe || z.offload_param != planner::Offload::None)
+    throw UserError(
+        "the executor offloads the optimizer to host memory only; use --offload-optimizer none|cpu and "
+        "--offload-param none");
+  exec::RunConfig c;
+  c.model = w.model;
+  c.mixed_precision = w.train.precision == planner::Precision::BF16;
+  c.micro_batch = z.micro_batch;
+  c.seq_len = w.train.seq_len;
+  c.grad_accum = z.grad_accum;
+  c.checkpointing = z.checkpointing == planner::Checkpointing::Full;
+  c.steps = steps;
+  c.zero.stage = z.stage;
+  c.zero.offload_optimizer = z.offload_optimizer == planner::Offload::CPU;
+  c.zero.reduce_bucket_size = z.reduce_bucket_size;
+  c.zero.allgather_bucket_size = z.allgather_bucket_size;
+  c.zero.overlap_comm = z.overlap_comm;
+  c.zero.prefetch_bucket_size = z.prefetch_bucket_size;
+  c.zero.param_persistence_threshold = z.param_persistence_threshold;
+  c.zero.max_live_parameters = z.max_live_parameters;
+  c.zero.max_reuse_distance = z.max_reuse_distance;
+  c.zero.sub_group_size = z.sub_group_size;
+  exec::check_run_config(c, w.cluster.world_size());
+  return c;
+}
+
+CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
+  // Everything is validated before anything runs or prints.
+  if (v.backend != "cpu" && v.backend != "cuda")
+    throw_user_error("--backend '{}' must be cpu or cuda", v.backend);
+  const int steps = static_cast<int>(parse_positive_count(v.steps, "--steps", 1000));
+  const planner::SearchOptions opts = build_search_options(f);
+  const planner::Workload w = build_workload(f);
+  const planner::ZeroConfig z = zero_config(f, v, w);
+  const exec::RunConfig rc = run_config(w, z, steps);
+  const int world = w.cluster.world_size();
+  int emulate = -1;
+  if (!v.emulate_rank.empty()) {
+    if (v.backend != "cuda") throw UserError("--emulate-rank needs --backend cuda");
+    if (v.emulate_rank == "0") {
+      emulate = 0;
+    } else {
+      if (world < 2) throw_user_error("--emulate-rank '{}' must be 0 for a 1-rank plan", v.emulate_rank);
+      emulate = static_cast<int>(parse_positive_count(v.emulate_rank, "--emulate-rank", world - 1));
+    }
+  }
+
+  std::unique_ptr<exec::Runtime> rt;
+  bool emulated = false;
+  if (v.backend == "cpu") {
+    if (world > kMaxThreadRanks)
+      throw_user_error(
+          "the cpu backend runs one thread per rank; {} ranks is more than {} (use e.g. --gpus 4xCPU)", world,
+          kMaxThreadRanks);
+    rt = exec::make_cpu_runtime(world);
+  } else {
+#ifdef ZEROPLAN_HAVE_CUDA
+    rt = exec::make_cuda_runtime(world, emulate);
+    emulated = exec::cuda::runtime_is_emulated(*rt);
+#else
+    (void)emulate;
+    throw UserError(
+        "this zeroplan was built without the CUDA backend (no nvcc at build time); use --backend cpu");
+#endif
+  }
+
+  const planner::ModelStats stats = planner::compute_model_stats(w);
+  const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
+  const exec::RunResult res = exec::run_training(rc, *rt);
+  const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
+
+  // ---- measured vs predicted
+  const auto cat = [&](Category c) { return m.device.at_peak[static_cast<int>(c)]; };
+  const int64_t meas_model_states =
+      cat(Category::Parameters) + cat(Category::Gradients) + cat(Category::OptimizerStates);
+  json meas_gpu = {{"parameters", cat(Category::Parameters)},
+                   {"gradients", cat(Category::Gradients)},
+                   {"optimizer_states", cat(Category::OptimizerStates)},
+                   {"model_states", meas_model_states},
+                   {"activations", cat(Category::Activations)},
+                   {"buffers", cat(Category::Buffers)},
+                   {"overhead", cat(Category::Overhead)},
+                   {"peak", m.device.peak},
+                   {"peak_phase", std::string(exec::step_phase_name(m.device.peak_phase))},
+                   {"alignment_bytes", m.alignment_bytes}};
+  const auto& pm = plan.memory;
+  const int64_t pred_overhead = pm.category(Category::Overhead);
+  json err_gpu = {
+      {"parameters", rel_error(pm.category(Category::Parameters), cat(Category::Parameters))},
+      {"gradients", rel_error(pm.category(Category::Gradients), cat(Category::Gradients))},
+      {"optimizer_states", rel_error(pm.category(Category::OptimizerStates), cat(Category::OptimizerStates))},
+      {"model_states", rel_error(pm.model_states(), meas_model_states)},
+      {"activations", rel_error(pm.category(Category::Activations), cat(Category::Activations))},
+      {"buffers", rel_error(pm.category(Category::Buffers), cat(Category::Buffers))},
+      {"peak", rel_error(pm.peak, m.device.peak)},
+      // The cpu backend has no CUDA context or NCCL buffers: compare the peak without them too.
+      {"peak_without_overhead", rel_error(pm.peak - pred_overhead, m.device.peak - cat(Category::Overhead))}};
+  const double meas_time = m.seconds.forward + m.seconds.backward + m.seconds.step;
+  json comm_kinds = json::object();
+  const char* kind_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+  for (int k = 0; k < 4; ++k)
+    comm_kinds[kind_names[k]] = {{"calls", m.comm.calls[static_cast<size_t>(k)]},
+                                 {"bytes", m.comm.bytes_sent[static_cast<size_t>(k)]}};
+  json measured = {{"memory",
+                    {{"gpu", meas_gpu},
+                     {"host",
+                      {{"peak", m.host.peak},
+                       {"optimizer_states", m.host.category_peak[2]},
+                       {"gradients", m.host.category_peak[1]}}}}},
+                   {"communication",
+                    {{"bytes_per_rank_per_step", m.comm_bytes},
+                     {"gradient_norm_bytes", m.scalar_comm_bytes},
+                     {"by_kind", comm_kinds},
+                     {"modelled_not_measured", emulated}}},
+                   {"time",
+                    {{"forward_s", m.seconds.forward},
+                     {"backward_s", m.seconds.backward},
+                     {"optimizer_s", m.seconds.step},
+                     {"step_s", meas_time}}},
+                   {"loss_per_step", res.loss_per_step}};
+  json error = {{"memory", {{"gpu", err_gpu}}},
+                {"communication",
+                 {{"bytes_per_rank_per_step", rel_error(static_cast<double>(plan.time.comm_bytes_per_rank),
+                                                        static_cast<double>(m.comm_bytes))}}},
+                {"time",
+                 {{"step_s", rel_error(plan.time.step_s, meas_time)},
+                  {"compute_s", rel_error(plan.time.compute_s, meas_time)}}}};
+
+  if (f.json) {
+    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
+                {"backend", v.backend},
+                {"ranks", world},
+                {"steps", steps},
+                {"measured_step", steps},
+                {"predicted", plan_to_json(w, plan)},
+                {"measured", measured},
+                {"error", error}};
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+
+  fmt::print(
+      "zeroplan validate: {} on {} ({} backend, {} rank{}{}), ZeRO-{}, {}, micro-batch {} x grad-accum {}, "
+      "seq {},\n"
+      "  checkpointing {}, offload optimizer {}, {} step{} (the last one measured; peaks reset at its "
+      "start)\n\n",
+      w.model.name, f.gpus, v.backend, world, world == 1 ? "" : "s", emulated ? ", emulated on one GPU" : "",
+      z.stage, planner::to_string(w.train.precision), z.micro_batch, z.grad_accum, w.train.seq_len,
+      planner::to_string(z.checkpointing), planner::to_string(z.offload_optimizer), steps,
+      steps == 1 ? "" : "s");
+  fmt::print("memory per rank, MB (1e6 B)   predicted   measured     error\n");
+  const std::pair<const char*, Category> rows[] = {{"parameters", Category::Parameters},
+                                                   {"gradients", Category::Gradients},
+                                                   {"optimizer_states", Category::OptimizerStates},
+                                                   {"activations", Category::Activations},
+                                                   {"buffers", Category::Buffers},
+                                                   {"overhead", Category::Overhead}};
+  for (const auto& [name, c] : rows)
+    fmt::print("  {:<26} {:>11} {:>10} {:>9}\n", name, mb(pm.category(c)), mb(cat(c)), pct(err_gpu[name]));
+  fmt::print("  {:<26} {:>11} {:>10} {:>9}\n", "model states", mb(pm.model_states()), mb(meas_model_states),
+             pct(err_gpu["model_states"]));
+  fmt::print("  {:<26} {:>11} {:>10} {:>9}   (predicted in {}, measured in {})\n", "peak", mb(pm.peak),
+             mb(m.device.peak), pct(err_gpu["peak"]), planner::phase_name(pm.peak_phase),
+             exec::step_phase_name(m.device.peak_phase));
+  fmt::print("  {:<26} {:>11} {:>10} {:>9}\n", "peak without overhead", mb(pm.peak - pred_overhead),
+             mb(m.device.peak - cat(Category::Overhead)), pct(err_gpu["peak_without_overhead"]));
+  fmt::print(
+      "  (categories are the bytes live at each side's peak; the cpu backend has no CUDA context/NCCL "
+      "overhead)\n");
+  if (m.host.peak > 0 || pm.host_per_node > 0)
+    fmt::print("  host tier (offload): measured peak {} MB per rank; predicted {} MB per node\n",
+               mb(m.host.peak), mb(pm.host_per_node));
+  fmt::print("\ncommunication per rank per step, bytes   predicted     measured     error{}\n",
+             emulated ? "   (emulated: counted, times modelled)" : "");
+  fmt::print("  {:<38} {:>10} {:>12} {:>9}\n", "total (nccl-tests bus bytes)", plan.time.comm_bytes_per_rank,
+             m.comm_bytes, pct(error["communication"]["bytes_per_rank_per_step"]));
+  for (int k = 0; k < 4; ++k)
+    if (m.comm.calls[static_cast<size_t>(k)] > 0)
+      fmt::print("  measured {:<29} {:>10} {:>12}   ({} calls)\n", kind_names[k], "",
+                 m.comm.bytes_sent[static_cast<size_t>(k)], m.comm.calls[static_cast<size_t>(k)]);
+  for (int i = 0; i < plan.time.num_collectives; ++i)
+    fmt::print("  predicted {:<52} {:>12} ({} calls)\n", plan.time.collectives[i].name,
+               plan.time.collectives[i].bytes_per_rank, plan.time.collectives[i].count);
+  if (m.scalar_comm_bytes > 0)
+    fmt::print("  gradient-norm scalar all-reduce (clipping), not in the total: {} bytes\n",
+               m.scalar_comm_bytes);
+  fmt::print("\ntime per step, s                 predicted   measured     error\n");
+  fmt::print("  {:<28} {:>11.4f} {:>10.4f}\n", "forward", plan.time.forward_s, m.seconds.forward);
+  fmt::print("  {:<28} {:>11.4f} {:>10.4f}\n", "backward (+recompute)",
+             plan.time.backward_s + plan.time.recompute_s, m.seconds.backward);
+  fmt::print("  {:<28} {:>11.4f} {:>10.4f}\n", "optimizer", plan.time.optimizer_s, m.seconds.step);
+  fmt::print("  {:<28} {:>11.4f} {:>10.4f} {:>9}\n", "step", plan.time.step_s, meas_time,
+             pct(error["time"]["step_s"]));
+  if (v.backend == "cpu")
+    fmt::print(
+        "  (cpu backend: {} thread ranks share this machine's cores, so measured times are wall times of a\n"
+        "   time-shared rank and the naive kernels are not tuned; compare times on the cuda backend)\n",
+        world);
+  fmt::print("\nloss per step:");
+  for (double l : res.loss_per_step) fmt::print(" {:.4f}", l);
+  fmt::print("\n");
+  return 0;
+}
+
+}  // namespace
+
+void register_validate(CLI::App& app, PlanFlags& flags, CommandResult& result) {
+  auto v = std::make_shared<ValidateFlags>();
+  auto* sub = app.add_subcommand(
+      "validate",
+      "Run one plan on the executor (cpu: thread ranks, e.g. --gpus 4xCPU; cuda: GPUs) and compare the\n"
+      "measured memory, communication and time with the planner's prediction, component by component.");
+  sub->add_option("--backend", v->backend, "cpu (default) | cuda");
+  sub->add_option("--steps", v->steps, "Optimizer steps to run; the last one is measured (default 3)");
+  sub->add_option("--reduce-bucket-size", v->reduce_bucket_size,
+                  "reduce_bucket_size in elements (DeepSpeed default 5e8)");
+  sub->add_option("--overlap-comm", v->overlap_comm, "on | off (DeepSpeed default: on for stage 3 only)");
+  sub->add_option("--prefetch-bucket-size", v->prefetch_bucket_size,
+                  "stage3_prefetch_bucket_size in elements");
+  sub->add_option("--persistence-threshold", v->persistence_threshold, "stage3_param_persistence_threshold");
+  sub->add_option("--max-live-parameters", v->max_live_parameters, "stage3_max_live_parameters");
+  sub->add_option("--max-reuse-distance", v->max_reuse_distance, "stage3_max_reuse_distance");
+  sub->add_option("--sub-group-size", v->sub_group_size, "sub_group_size");
+  sub->add_option("--emulate-rank", v->emulate_rank, "cuda: run rank R of the N-rank plan on one GPU");
+  sub->fallthrough();
+  sub->callback([&flags, &result, v] { result = run_validate(flags, *v); });
+}
+
+}  // namespace zeroplan::cli
