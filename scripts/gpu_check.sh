@@ -1,0 +1,204 @@
+#!/usr/bin/env bash
+# The whole GPU check of issue 7, for the one-H200 device machine (docs/validation.md has the method
+# and where the results go). No internet there and none of our Debian libraries: run
+# scripts/prepare_gpu_deps.sh HERE first, then call the device tool with carry [".deps"], e.g.
+#   run(command="bash scripts/gpu_check.sh", carry=[".deps"], timeout_s=600)
+# One call may not fit every phase in the tool's 10-minute limit, so phases can be named, in order:
+#   env       machine, driver, toolkit, Python packages (what is there, for the record)
+#   deps      unpack-free: build GoogleTest from the carried sources into .deps/gtest
+#   build     configure (CMake + Ninja, sm_90) and build zeroplan, the CUDA tests and benches
+#   test      the CUDA test suites (kernels vs fp64 references, backend, engine on the GPU)
+#   calibrate zeroplan calibrate --quick -> results/h200_profile.json
+#   validate  the validation plans of issue 7 (validate --backend cuda, one-GPU rank emulation),
+#             then the planner's predictions again with the calibrated profile
+#   baseline  the PyTorch comparison (scripts/pytorch_baseline.py)
+#   bench     bench_cuda_gemm and bench_cuda_copies
+#   all       every phase above (default)
+# Suggested split over three calls within one warm lease (the build and results/ persist while the
+# machine stays warm; each phase re-runs what it needs otherwise):
+#   1) env deps build test calibrate
+#   2) ZP_PLANS="1b-stage0 7b-stage2-emu8 7b-stage2-emu8-ckpt" bash scripts/gpu_check.sh validate
+#   3) ZP_PLANS="13b-stage3-emu4 7b-offload-emu4 7b-lora" bash scripts/gpu_check.sh validate
+#   4) baseline bench
+# (ZP_PLAN_TIMEOUT, default 240 s, bounds each validate run.)
+# Everything lands in build-gpu/results/; at the end of each call the log, summary.md, the profile
+# and a tarball of results/ are copied to $OUT (the tool returns at most 8 files).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$PWD
+DEPS=$ROOT/.deps
+BUILD=$ROOT/build-gpu
+RES=$BUILD/results
+OUT=${OUT:-$ROOT/out}
+mkdir -p "$RES" "$OUT"
+LOG=$RES/gpu_check.log
+exec > >(tee -a "$LOG") 2>&1
+export PYTHONUNBUFFERED=1
+JOBS=$(nproc)
+PHASES=("$@")
+[ ${#PHASES[@]} -eq 0 ] && PHASES=(all)
+ZP=$BUILD/zeroplan
+FAILED=()
+
+say() { printf '\n==== %s [%s]\n' "$*" "$(date -u +%H:%M:%S)"; }
+note_fail() { FAILED+=("$1"); echo "!!!! FAILED: $1"; }
+want() { local p; for p in "${PHASES[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
+
+phase_env() {
+  say env
+  uname -a; nproc; free -g | head -2
+  nvidia-smi || note_fail "nvidia-smi"
+  command -v nvcc || export PATH=/usr/local/cuda/bin:$PATH
+  nvcc --version | tail -2; cmake --version | head -1; ninja --version; g++ --version | head -1
+  ls /usr/local/cuda/lib64 2>/dev/null | grep -E 'cublasLt|nccl|cudnn' | head
+  ls /usr/local/cuda/include 2>/dev/null | grep -E '^(nccl|cublasLt)\.h' || echo "no nccl.h/cublasLt.h under /usr/local/cuda/include"
+  python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, torch.cuda.get_device_name(0))"
+}
+
+phase_deps() {
+  say deps
+  [ -d "$DEPS/root/usr" ] || { echo "no .deps/root: run scripts/prepare_gpu_deps.sh here and carry .deps"; note_fail deps; return 1; }
+  if [ ! -f "$DEPS/gtest/lib/cmake/GTest/GTestConfig.cmake" ] && [ ! -f "$DEPS/gtest/lib64/cmake/GTest/GTestConfig.cmake" ]; then
+    cmake -S "$DEPS/root/usr/src/googletest" -B "$BUILD/gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+      -DCMAKE_INSTALL_PREFIX="$DEPS/gtest" -DCMAKE_POSITION_INDEPENDENT_CODE=ON >/dev/null &&
+      cmake --build "$BUILD/gtest-build" -j "$JOBS" >/dev/null && cmake --install "$BUILD/gtest-build" >/dev/null ||
+      { note_fail "googletest build"; return 1; }
+  fi
+  echo "googletest installed in $DEPS/gtest"
+}
+
+phase_build() {
+  say build
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  export LD_LIBRARY_PATH=$DEPS/root/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  # Benchmarks only if Debian's prebuilt libbenchmark loads on this image.
+  local bench=ON
+  python3 -c "import ctypes; ctypes.CDLL('$DEPS/root/usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian')" 2>/dev/null || bench=OFF
+  echo "benchmarks: $bench"
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZEROPLAN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+    -DZEROPLAN_BENCH=$bench -DCMAKE_PREFIX_PATH="$DEPS/root/usr;$DEPS/gtest" \
+    -DCMAKE_BUILD_RPATH="$DEPS/root/usr/lib/x86_64-linux-gnu" || { note_fail configure; return 1; }
+  local targets=(zeroplan test_cuda_host test_cuda_kernels test_cuda_backend)
+  [ $bench = ON ] && targets+=(bench_cuda_gemm bench_cuda_copies bench_cuda_collectives)
+  time cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || { note_fail build; return 1; }
+}
+
+phase_test() {
+  say test
+  local t
+  for t in test_cuda_host test_cuda_kernels test_cuda_backend; do
+    "$BUILD/tests/$t" --gtest_output=xml:"$RES/$t.xml" || note_fail "$t"
+  done
+}
+
+phase_calibrate() {
+  say calibrate
+  "$ZP" calibrate --quick --force --out "$RES/h200_profile.json" | tee "$RES/calibrate.txt" || note_fail calibrate
+}
+
+# name | plan flags (shared by validate and plan) | validate-only flags
+PLANS=(
+  "1b-stage0|--model scripts/gpu_models/tinyllama-1.1b.json --gpus 1xGPU --stage 0 --micro-batch 4 --seq-len 2048 --checkpointing none|"
+  "7b-stage2-emu8|--model 7b --gpus 8xGPU --stage 2 --micro-batch 1 --seq-len 4096 --checkpointing none|--emulate-rank 0"
+  "7b-stage2-emu8-ckpt|--model 7b --gpus 8xGPU --stage 2 --micro-batch 4 --seq-len 4096 --checkpointing full|--emulate-rank 0"
+  "13b-stage3-emu4|--model 13b --gpus 4xGPU --stage 3 --micro-batch 1 --seq-len 4096 --checkpointing full|--emulate-rank 0"
+  "7b-offload-emu4|--model 7b --gpus 4xGPU --stage 2 --offload-optimizer cpu --micro-batch 2 --seq-len 2048 --checkpointing full|--emulate-rank 0"
+  "7b-lora|--model 7b --gpus 1xGPU --method lora --lora-rank 16 --stage 0 --micro-batch 4 --seq-len 2048 --checkpointing none|"
+)
+
+phase_validate() {
+  say validate
+  [ -x "$ZP" ] || { note_fail "validate: no zeroplan binary"; return 1; }
+  [ -f "$RES/h200_profile.json" ] || phase_calibrate
+  if ! "$ZP" validate --help >/dev/null 2>&1; then note_fail "this zeroplan has no validate subcommand"; return 1; fi
+  local entry name flags vflags
+  for entry in "${PLANS[@]}"; do
+    IFS='|' read -r name flags vflags <<<"$entry"
+    # ZP_PLANS="name1 name2" runs a subset (to split the plans over several calls).
+    if [ -n "${ZP_PLANS:-}" ] && [[ " $ZP_PLANS " != *" $name "* ]]; then continue; fi
+    say "validate $name"
+    local before=${flags//GPU/H200} after=${flags//GPU/$RES/h200_profile.json}
+    # Predicted with the datasheet profile and measured on the GPU (one run of the engine).
+    timeout "${ZP_PLAN_TIMEOUT:-240}" "$ZP" validate --backend cuda $before $vflags --steps 3 --json >"$RES/validate_$name.json" \
+      2>"$RES/validate_$name.err" || note_fail "validate $name (exit $?; $(tail -1 "$RES/validate_$name.err"))"
+    # The same plan predicted with the calibrated profile (planner only).
+    "$ZP" $after --json >"$RES/plan_calibrated_$name.json" 2>"$RES/plan_calibrated_$name.err" ||
+      note_fail "plan (calibrated) $name"
+  done
+}
+
+phase_baseline() {
+  say baseline
+  local py=scripts/pytorch_baseline.py
+  python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
+    --out "$RES/pytorch_1b_bf16.json" || note_fail "pytorch 1b bf16"
+  python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode amp \
+    --out "$RES/pytorch_1b_amp.json" || note_fail "pytorch 1b amp"
+  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 1 --seq-len 4096 --mode bf16 \
+    --out "$RES/pytorch_7b_bf16.json" || note_fail "pytorch 7b bf16"
+  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
+    --out "$RES/pytorch_7b_bf16_ckpt.json" || note_fail "pytorch 7b bf16 ckpt"
+}
+
+phase_bench() {
+  say bench
+  [ -x "$BUILD/bench/bench_cuda_gemm" ] || { echo "benchmarks were not built (libbenchmark did not load)"; return 0; }
+  "$BUILD/bench/bench_cuda_gemm" --benchmark_out="$RES/bench_gemm.json" --benchmark_out_format=json || note_fail bench_gemm
+  "$BUILD/bench/bench_cuda_copies" --benchmark_out="$RES/bench_copies.json" --benchmark_out_format=json || note_fail bench_copies
+}
+
+summarize() {
+  python3 - "$RES" >"$RES/summary.md" <<'PY'
+import json, os, sys, glob
+res = sys.argv[1]
+def load(p):
+    try:
+        with open(p) as f: return json.load(f)
+    except Exception as e: return None
+def get(d, *path):
+    for k in path:
+        if not isinstance(d, dict) or k not in d: return None
+        d = d[k]
+    return d
+def gb(x): return "" if x is None else f"{x/1e9:.2f}"
+def pct(a, b): return "" if a is None or b is None or b == 0 else f"{100*(a-b)/b:+.1f}%"
+print("# GPU check results\n")
+print("| plan | predicted peak GB (datasheet) | predicted peak GB (calibrated) | measured peak GB (engine) | measured device-level GB | error | predicted compute s (datasheet) | predicted compute s (calibrated) | measured compute s | error (calibrated) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for p in sorted(glob.glob(os.path.join(res, "validate_*.json"))):
+    name = os.path.basename(p)[len("validate_"):-5]
+    v = load(p) or {}
+    c = load(os.path.join(res, f"plan_calibrated_{name}.json")) or {}
+    pred = get(v, "predicted") or {}
+    pk = get(pred, "memory", "gpu", "peak")
+    pkc = get(c, "recommendation", "memory", "gpu", "peak")
+    mk = get(v, "measured", "memory", "gpu", "peak")
+    dev = get(v, "measured", "memory", "gpu", "device_used_peak")
+    tc = get(pred, "time", "compute_s"); tcc = get(c, "recommendation", "time", "compute_s")
+    mt = get(v, "measured", "time", "compute_s")
+    print(f"| {name} | {gb(pk)} | {gb(pkc)} | {gb(mk)} | {gb(dev)} | {pct(pkc, mk)} | {tc or ''} | {tcc or ''} | {mt or ''} | {pct(tcc, mt)} |")
+print("\n## PyTorch baseline\n")
+print("| run | step s (median) | tokens/s | max allocated GB | max reserved GB |")
+print("|---|---|---|---|---|")
+for p in sorted(glob.glob(os.path.join(res, "pytorch_*.json"))):
+    d = load(p) or {}
+    print(f"| {os.path.basename(p)[:-5]} | {d.get('step_s_median','')} | {d.get('tokens_per_s','')} | {gb(d.get('max_memory_allocated'))} | {gb(d.get('max_memory_reserved'))} |")
+prof = load(os.path.join(res, "h200_profile.json"))
+if prof:
+    print("\n## Calibrated profile\n")
+    for k in ["memory_bytes", "gemm_max_efficiency", "gemm_half_efficiency_gflop", "hbm_efficiency", "host_pinned_GBps", "host_pageable_GBps", "cuda_context_bytes"]:
+        print(f"- {k}: {prof.get(k)}")
+PY
+}
+
+for ph in env deps build test calibrate validate baseline bench; do
+  if want $ph; then "phase_$ph"; fi
+done
+say "summary"
+summarize || echo "summary failed"
+cat "$RES/summary.md"
+echo "failed steps: ${#FAILED[@]}"; for f in "${FAILED[@]}"; do echo "  - $f"; done
+cp "$LOG" "$RES/summary.md" "$OUT/" 2>/dev/null
+[ -f "$RES/h200_profile.json" ] && cp "$RES/h200_profile.json" "$OUT/"
+tar -czf "$OUT/results.tgz" -C "$BUILD" results 2>/dev/null
+[ ${#FAILED[@]} -eq 0 ]
