@@ -21,6 +21,9 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view origin, s
   } catch (const nlohmann::json::parse_error& e) {
     // e.byte is the 1-based byte at which parsing failed.
     throw_user_error("{} '{}' is not valid JSON (at byte {}); fix the file or regenerate it", what, origin, e.byte);
+  } catch (const nlohmann::json::exception&) {
+    // out_of_range 406: a number literal beyond double range (e.g. 1e400) is reported apart from parse errors.
+    throw_user_error("{} '{}' holds a number too large to represent; fix the file", what, origin);
   }
 }
 
