@@ -122,7 +122,7 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
     why = fmt::format("its compute takes {} for {} tokens per GPU, against {} for {} here",
                       ms(other.time.compute_s), tok_other, ms(rec.time.compute_s), tok_rec);
   }
-  if (tok_other != tok_rec && (d_off > d_comp || d_comm > d_comp))
+  if (tok_other < tok_rec && (d_off > d_comp || d_comm > d_comp))
     why += fmt::format(
         "; its memory allows only micro-batch {} (here {}), so these per-step costs are shared by {} tokens "
         "per GPU "
@@ -136,15 +136,14 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
   return fmt::format("ZeRO-{} is {:.0f}% slower ({}): {}.{}", k, slower, tps(other.tokens_per_s), why, batch);
 }
 
-struct Knob {
-  std::string what;
-  Plan plan;
-};
+using Knob = KnobEffect;
 
-// One-knob variants of the recommended plan, evaluated. Knobs the user fixed are included: this is
-// where a user learns what their own choice costs.
-std::vector<Knob> knob_variants(const Workload& w, const ModelStats& s, const SearchOptions& opts,
-                                const Plan& rec) {
+}  // namespace
+
+// One-knob variants of a plan, evaluated. Knobs the user fixed are included: this is where a user
+// learns what their own choice costs.
+std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                     const Plan& rec) {
   std::vector<Knob> out;
   auto eval = [&](const ZeroConfig& z) { return evaluate_plan(w, s, z, opts.memory_margin); };
   {
@@ -196,6 +195,13 @@ std::vector<Knob> knob_variants(const Workload& w, const ModelStats& s, const Se
                                  r.best_per_stage[0].zero.micro_batch, rec.zero.micro_batch),
                      r.best_per_stage[0]});
   }
+  if (rec.zero.stage == 3 && rec.zero.prefetch_bucket_size == 0) {
+    ZeroConfig z = rec.zero;
+    z.prefetch_bucket_size = ZeroConfig::deepspeed_defaults(3).prefetch_bucket_size;
+    out.push_back({fmt::format("stage3_prefetch_bucket_size {:.0e} (prefetch on)",
+                               static_cast<double>(z.prefetch_bucket_size)),
+                   eval(z)});
+  }
   if (rec.zero.stage == 3) {
     // HF Trainer "auto" (transformers integrations/deepspeed.py): persistence threshold 10*h.
     ZeroConfig z = rec.zero;
@@ -206,6 +212,8 @@ std::vector<Knob> knob_variants(const Workload& w, const ModelStats& s, const Se
   }
   return out;
 }
+
+namespace {
 
 void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
   const Plan* closest = nullptr;
@@ -388,7 +396,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
 
   // What to change: every one-knob variant that fits and is at least 2% faster, fastest first; and
   // the knob that would cost the most if changed the wrong way.
-  std::vector<Knob> knobs = knob_variants(w, s, opts, rec);
+  std::vector<Knob> knobs = knob_effects(w, s, opts, rec);
   std::sort(knobs.begin(), knobs.end(),
             [](const Knob& a, const Knob& b) { return a.plan.tokens_per_s > b.plan.tokens_per_s; });
   std::string faster;

@@ -48,8 +48,9 @@
 // Overlap: stage 0 and step-end all-gathers are exposed; stage 1/2 bucket reduction with
 // overlap_comm runs on a side stream during the backward (hidden except the last bucket, and never
 // more than the backward it hides behind); without overlap_comm it runs on the compute stream
-// (exposed); stage 3 prefetch hides the next module's gather behind the current one except the first
-// fetch of each pass.
+// (exposed); stage 3 prefetch (stage3_prefetch_bucket_size > 0) hides the next module's gather
+// behind the current one except the first fetch of each pass, and overlap_comm hides the gradient
+// reduce-scatter except the last bucket; with prefetch 0 every gather is exposed.
 //
 // Offload (ZeRO-Offload, Ren et al. 2021; ZeRO-Infinity, Rajbhandari et al. 2021):
 //  - offload_optimizer=cpu: gradient partitions (16-bit) go D2H (stage 2/3: each micro-step, stage 1:
@@ -404,6 +405,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
                                                                  z.max_reuse_distance, grad_bytes);
     const FetchPass& pf = f.forward;
     const FetchPass& pb = f.backward;
+    const bool prefetch = z.prefetch_bucket_size > 0;
     const double af = static_cast<double>(accum);
     if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
       CollectiveCost& cf = st.collectives[st.num_collectives++];
@@ -414,7 +416,9 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
             pf.bytes_per_rank * accum,
             pf.time_s * af,
             0};
-      const double ef = pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd);
+      // Prefetch (stage3_prefetch_bucket_size > 0) gathers the next modules while the current one
+      // computes; with prefetch off every gather waits on the compute stream.
+      const double ef = prefetch ? pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd) : pf.time_s;
       cf.exposed_s = ef * af;
       exposed += cf.exposed_s;
     }
@@ -439,8 +443,18 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
                        CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes) /
         af;
     const double last_rs = timer(CollectiveKind::ReduceScatter, rb.last_bytes);
-    double eb = tb + trs;
-    if (z.overlap_comm) eb = std::max(pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro);
+    // Backward: re-gathers are hidden by prefetch (except the first), the reduce-scatter by
+    // overlap_comm (except the last bucket); what is hidden shares the backward's duration.
+    double eb = 0;
+    if (prefetch && z.overlap_comm) {
+      eb = std::max(pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro);
+    } else if (prefetch) {
+      eb = trs + pb.first_s + std::max(0.0, tb - pb.first_s - bwd_micro);
+    } else if (z.overlap_comm) {
+      eb = tb + (trs > 0 ? std::max(last_rs, trs - bwd_micro) : 0.0);
+    } else {
+      eb = tb + trs;
+    }
     exposed += eb * af;
     // Attribute the backward exposure proportionally to the two families.
     if (tb + trs > 0) {
