@@ -1,0 +1,64 @@
+// `zeroplan validate --backend cpu`: the command-line contract (text, --json, one-line errors).
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_runner.h"
+
+namespace {
+
+using zeroplan::testing::run_cli;
+
+TEST(CliValidate, TextReportComparesEveryComponent) {
+  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU",
+                          "--stage", "2", "--seq-len", "32", "--micro-batch", "2", "--steps", "2",
+                          "--reduce-bucket-size", "20000"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* row :
+       {"parameters", "gradients", "optimizer_states", "activations", "buffers", "overhead", "model states",
+        "peak", "communication per rank per step", "time per step", "loss per step"})
+    EXPECT_NE(r.out.find(row), std::string::npos) << row;
+}
+
+TEST(CliValidate, JsonHasBothSidesWithContractNames) {
+  const auto r = run_cli({"validate", "--model", "tiny-llama-micro", "--gpus", "4xCPU", "--stage", "1",
+                          "--seq-len", "32", "--steps", "2", "--reduce-bucket-size", "30000", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"parameters", "gradients", "optimizer_states", "model_states", "activations",
+                        "buffers", "overhead", "peak"}) {
+    EXPECT_TRUE(j["predicted"]["memory"]["gpu"].contains(k)) << k;
+    EXPECT_TRUE(j["measured"]["memory"]["gpu"].contains(k)) << k;
+  }
+  // Stage 1, bf16, 4 ranks, tiny-llama-micro (123712 parameters, a multiple of 2N, no padding):
+  // 16-bit params 2 Psi = 247424 bytes; fp32 master + Adam 12 Psi / 4 = 371136 bytes (ZeRO paper
+  // Table 1 accounting), measured by the executor from its own tensors.
+  EXPECT_EQ(j["measured"]["memory"]["gpu"]["parameters"], 247424);
+  EXPECT_EQ(j["measured"]["memory"]["gpu"]["optimizer_states"], 371136);
+  // Bucketed all-reduce 2(N-1)/N x 2 Psi = 371136 plus the step-end all-gather (N-1)/N x 2 Psi =
+  // 185568 (nccl-tests bus factors), on both sides.
+  EXPECT_EQ(j["measured"]["communication"]["bytes_per_rank_per_step"], 556704);
+  EXPECT_EQ(j["predicted"]["communication"]["bytes_per_rank_per_step"], 556704);
+  EXPECT_EQ(j["error"]["communication"]["bytes_per_rank_per_step"], 0.0);
+  EXPECT_EQ(j["error"]["memory"]["gpu"]["model_states"], 0.0);
+}
+
+TEST(CliValidate, UnsupportedPlansAreOneLineUserErrors) {
+  const std::vector<std::vector<std::string>> bad = {
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU"},  // no --stage
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--precision", "fp16"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--backend", "tpu"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "0", "--offload-optimizer",
+       "cpu"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--method", "lora"},
+      {"validate", "--model", "gpt2", "--gpus", "2xCPU", "--stage", "2"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--steps", "0"}};
+  for (const auto& args : bad) {
+    const auto r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
+    EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+    EXPECT_TRUE(r.out.empty());
+  }
+}
+
+}  // namespace
