@@ -102,11 +102,11 @@ CudaBackend::~CudaBackend() {
 }
 
 void CudaBackend::activate() const {
-  thread_local int current = -1;
-  if (current != device_) {
-    ZP_CUDA_CHECK(cudaSetDevice(device_));
-    current = device_;
-  }
+  // cudaGetDevice reads the runtime's per-thread state (no driver call); asking it rather than
+  // caching keeps us right when other code (NCCL's init, a test) switched devices meanwhile.
+  int current = -1;
+  ZP_CUDA_CHECK(cudaGetDevice(&current));
+  if (current != device_) ZP_CUDA_CHECK(cudaSetDevice(device_));
 }
 
 void CudaBackend::require_bf16(DType t, const char* what) const {
@@ -487,13 +487,15 @@ void CudaBackend::adam_step(std::span<const AdamChunk> chunks, const AdamParams&
     hp.weight_decay = p.weight_decay;
     hp.step = static_cast<int>(p.step);
     hp.grad_scale = p.grad_scale;
+    for (const AdamChunk& c : chunks)
+      ZP_CHECK(c.param16 == nullptr || c.param16_dtype != DType::F32,
+               "Adam's working copy must be 16-bit (fp32 runs keep no separate copy)");
     // One launch group per 16-bit output dtype (in practice all chunks share one).
     for (DType out_t : {DType::BF16, DType::F16}) {
       std::vector<AdamTensor> ts;
       for (const AdamChunk& c : chunks) {
         if (c.param16 != nullptr && c.param16_dtype != out_t) continue;
         if (c.param16 == nullptr && out_t != DType::BF16) continue;
-        ZP_CHECK(c.param16 == nullptr || c.param16_dtype != DType::F32, "Adam's 16-bit copy cannot be fp32");
         ts.push_back({c.param, c.exp_avg, c.exp_avg_sq, c.grad, c.param16, c.n});
       }
       if (!ts.empty()) multi_tensor_adam(current_stream(), ts, DType::F32, out_t, hp);
