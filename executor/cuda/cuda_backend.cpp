@@ -304,6 +304,7 @@ void CudaBackend::gemm(int64_t m, int64_t n, int64_t k, const void* A, bool tran
   s.ldb = trans_b ? k : n;
   s.ldc = n;
   gemm_->gemm(current_stream(), s, A, B, ab, C, c, alpha, beta);
+  flops_.gemm_flops += s.flops();
 }
 
 void CudaBackend::cast(void* dst, DType dst_t, const void* src, DType src_t, int64_t n) {
@@ -438,6 +439,8 @@ void CudaBackend::attention_forward(void* out, float* lse, const void* q, const 
   activate();
   attention_fwd(current_stream(), attention_shape(B, T, Hq, Hkv, D), static_cast<const bf16*>(q),
                 static_cast<const bf16*>(k), static_cast<const bf16*>(v), static_cast<bf16*>(out), lse);
+  flops_.attention_flops +=
+      2.0 * static_cast<double>(B * Hq * D) * static_cast<double>(T) * static_cast<double>(T);
 }
 
 void CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* dout, const void* q,
@@ -453,6 +456,8 @@ void CudaBackend::attention_backward(void* dq, void* dk, void* dv, const void* d
   attention_bwd(current_stream(), a, static_cast<const bf16*>(q), static_cast<const bf16*>(k),
                 static_cast<const bf16*>(v), static_cast<const bf16*>(out), static_cast<const bf16*>(dout),
                 lse, static_cast<bf16*>(dq), static_cast<bf16*>(dk), static_cast<bf16*>(dv), sc);
+  flops_.attention_flops +=
+      5.0 * static_cast<double>(B * Hq * D) * static_cast<double>(T) * static_cast<double>(T);
 }
 
 // HF's ignore_index (-100, torch.nn.CrossEntropyLoss default); the engine never produces it, but a

@@ -35,6 +35,16 @@ struct CudaMemoryReport {
   int64_t pinned_host_peak_bytes = 0;
 };
 
+// FLOPs this backend executed, for achieved TFLOP/s and MFU (= achieved / the profile's dense bf16
+// peak). GEMMs count 2mnk. Causal attention counts the multiply-adds actually needed: forward
+// QK^T and PV over the lower triangle, 2 * 2 * B*Hq*D*S^2/2; backward recomputes QK^T and does dP,
+// dV, dK, dQ: 5 products, 2.5x the forward (FlashAttention-2 paper, sec. 4.1 counts the same).
+struct CudaComputeCounters {
+  double gemm_flops = 0;
+  double attention_flops = 0;
+  double total() const { return gemm_flops + attention_flops; }
+};
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(int device);
@@ -93,6 +103,8 @@ class CudaBackend final : public Backend {
   cudaStream_t stream(Stream s) const { return s == Stream::Compute ? compute_ : comm_; }
   cudaStream_t current_stream() const { return stream(current_); }
   CudaMemoryReport memory_report() const;
+  const CudaComputeCounters& compute_counters() const { return flops_; }
+  void reset_compute_counters() { flops_ = {}; }
   void sample_device_memory();  // updates the device-level peak from cudaMemGetInfo
   void reset_peaks();           // start measuring a later step on its own
   GemmRunner& gemm_runner() { return *gemm_; }
@@ -122,6 +134,7 @@ class CudaBackend final : public Backend {
   int64_t staging_bytes_ = 0;
   cudaEvent_t staging_done_[2] = {nullptr, nullptr};
   std::function<void(double)> poll_hook_;
+  CudaComputeCounters flops_;
 
   int64_t total_ = 0, baseline_used_ = 0;
   std::atomic<int64_t> peak_used_{0};
