@@ -359,5 +359,59 @@ TEST(TimeModel, CpuOffloadAddsTransferAndCpuAdamTime) {
   EXPECT_GT(estimate_time(w, s, off).offload_s, b.offload_s);
 }
 
+// LoRA (PEFT, r = 16, all linear projections of Llama-2-7B): per layer q,k,v,o add 16*(4096+4096) =
+// 131,072 each, gate and up 16*(4096+11008) = 241,664 each, down 16*(11008+4096) = 241,664:
+// 1,249,280 per layer, 39,976,960 in all (PEFT prints "trainable params: 39,976,960" for this case).
+// Stage 2 on 4 GPUs reduces only those: one 5e8-element bucket of 79,953,920 bytes, all-reduce
+// 1.5 * 79,953,920 = 119,930,880 bytes per rank, step-end all-gather 0.75 * 79,953,920 = 59,965,440.
+// Stage 3 still gathers the frozen base weights (the 226 forward gathers of full fine-tuning) plus
+// the adapters above the 1e5 persistence threshold: gate/up lora_B [11008,16] and down lora_A
+// [16,11008] = 176,128 elements each, 3 per layer; its reduce-scatter carries 0.75 * 79,953,920.
+TEST(TimeModel, LoraReducesOnlyAdapterGradientsButStageThreeGathersFrozenWeights) {
+  Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  w.train.method = Method::LoRA;
+  w.train.lora_rank = 16;
+  const ModelStats s = compute_model_stats(w);
+  ASSERT_EQ(s.compute.trainable_params, 39'976'960);
+  EXPECT_EQ(estimate_time(w, s, config(2, 1, 1)).comm_bytes_per_rank, 119'930'880 + 59'965'440);
+  const StepTime t3 = estimate_time(w, s, config(3, 1, 1));
+  const CollectiveCost* fwd = find(t3, CollectiveKind::AllGather, "forward");
+  const CollectiveCost* rs = find(t3, CollectiveKind::ReduceScatter, "");
+  ASSERT_TRUE(fwd && rs);
+  EXPECT_EQ(fwd->count, 226 + 3 * 32);
+  // 0.75 * 2 * (6,738,149,376 + 96 * 176,128) = 1.5 * 6,755,057,664 = 10,132,586,496
+  EXPECT_EQ(fwd->bytes_per_rank, 10'132'586'496);
+  EXPECT_EQ(rs->bytes_per_rank, 59'965'440);
+}
+
+TEST(TimeModel, StageThreeWithoutPrefetchExposesEveryGather) {
+  const Workload w = workload_7b(1, 4, hw::find_link("pcie4"));
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig on = config(3, 1, 1), off = on;
+  off.prefetch_bucket_size = 0;
+  const StepTime a = estimate_time(w, s, on), b = estimate_time(w, s, off);
+  const CollectiveCost* f = find(b, CollectiveKind::AllGather, "forward");
+  const CollectiveCost* g = find(b, CollectiveKind::AllGather, "backward");
+  ASSERT_TRUE(f && g);
+  EXPECT_NEAR(f->exposed_s, f->time_s, 1e-12);
+  EXPECT_GE(b.exposed_communication_s, f->time_s + g->time_s - 1e-12);
+  EXPECT_LT(a.exposed_communication_s, b.exposed_communication_s);
+  EXPECT_NEAR(a.communication_s, b.communication_s, 1e-12);  // same traffic, less hidden
+}
+
+TEST(TimeModel, MultiNodeCommunicationIsSlowerOverTheNetwork) {
+  // 16 GPUs as 2 nodes x 8 over a 20 GB/s network vs one 16-GPU node on a 100 GB/s fabric: the
+  // same bytes per rank (bus factors depend on n only), more time (the network bounds the ring).
+  const Workload one = workload_7b(1, 16, flat_link("fabric", 100, 10));
+  const Workload two = workload_7b(2, 8, flat_link("fabric", 100, 10));
+  const ModelStats s1 = compute_model_stats(one), s2 = compute_model_stats(two);
+  for (int stage = 0; stage <= 3; ++stage) {
+    const StepTime a = estimate_time(one, s1, config(stage, 1, 1)),
+                   b = estimate_time(two, s2, config(stage, 1, 1));
+    EXPECT_EQ(a.comm_bytes_per_rank, b.comm_bytes_per_rank) << stage;
+    EXPECT_GT(b.communication_s, a.communication_s) << stage;
+  }
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
