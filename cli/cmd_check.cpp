@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <memory>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -50,6 +51,22 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   const planner::Workload wc = configs::workload_for_config(w, rc);
   const planner::ModelStats stats = planner::compute_model_stats(wc);
   const planner::Plan predicted = planner::evaluate_plan(wc, stats, rc.zero, opts.memory_margin);
+  // Activation checkpointing lives in the training script (TrainingArguments.gradient_checkpointing),
+  // not in the DeepSpeed config: without --checkpointing, check assumes none and says so; when that
+  // does not fit, it also evaluates full checkpointing so the user sees whether that is the fix.
+  std::optional<planner::Plan> with_ckpt;
+  if (flags.checkpointing.empty()) {
+    rc.issues.push_back({configs::Severity::Info, "",
+                         "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
+                         "pass --checkpointing full if your script enables gradient_checkpointing"});
+    if (!predicted.fits) {
+      planner::ZeroConfig z = rc.zero;
+      z.checkpointing = planner::Checkpointing::Full;
+      planner::Workload wf = wc;
+      wf.train.checkpointing = z.checkpointing;
+      with_ckpt = planner::evaluate_plan(wf, planner::compute_model_stats(wf), z, opts.memory_margin);
+    }
+  }
 
   // zeroplan's best plan for the same global batch and precision (micro-batch and accumulation free).
   planner::Workload ws = w;
@@ -86,6 +103,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                 {"recommended_changes", ch},
                 {"exit_code", code}};
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
+    if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
     fmt::print("{}\n", out.dump(2));
     return code;
   }
@@ -114,6 +132,9 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                    predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
   s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
                    gb(predicted.memory.host_pinned_per_node));
+  if (with_ckpt)
+    s += fmt::format("  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
+                     gb(with_ckpt->memory.peak), with_ckpt->fits ? "fits" : "still does not fit", with_ckpt->time.step_s);
   if (!sr.recommendation) {
     s += "zeroplan finds no plan that fits this global batch: " + sr.no_fit_reason + "\n";
   } else if (changes.empty()) {

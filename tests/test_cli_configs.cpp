@@ -108,7 +108,9 @@ TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
 
 TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
   Dir d;
-  const std::vector<std::string> args = {"--model", "7b", "--gpus", "4xA40", "--stage", "2", "--emit", "ds.json"};
+  // Checkpointing is fixed because it is not part of ds_config.json (check is told the same below).
+  const std::vector<std::string> args = {"--model", "7b", "--gpus", "4xA40", "--stage", "2", "--checkpointing", "full",
+                                         "--emit", "ds.json"};
   auto r = run_cli(args, d.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (auto f : {"ds.json", "ds.launch.sh", "ds.training_args.py", "ds.accelerate.yaml"})
@@ -120,13 +122,24 @@ TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
   EXPECT_EQ(r.stderr_lines(), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--force"));
   EXPECT_EQ(slurp(d.path + "/ds.json"), before);
-  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--emit", "ds.json", "--force"}, d.path);
+  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--checkpointing", "full", "--emit", "ds.json",
+               "--force"},
+              d.path);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(slurp(d.path + "/ds.json"))["zero_optimization"]["stage"], 3);
   // The emitted config checks clean and fits.
-  const auto c = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40"});
+  const auto c = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40", "--checkpointing", "full"});
   EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
   EXPECT_THAT(c.out, HasSubstr("Verdict: fits"));
+  // Without --checkpointing, check assumes none, says so, and shows what full checkpointing gives.
+  const auto n = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40", "--json"});
+  const json nj = json::parse(n.out);
+  bool noted = false;
+  for (const auto& i : nj["issues"]) noted |= i["message"].get<std::string>().find("checkpointing") != std::string::npos;
+  EXPECT_TRUE(noted);
+  if (!nj["fits"].get<bool>()) {
+    EXPECT_TRUE(nj.contains("predicted_with_full_checkpointing"));
+  }
 }
 
 }  // namespace

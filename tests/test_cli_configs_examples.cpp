@@ -94,9 +94,11 @@ TEST(ConfigExamples, CheckReproducesThePlansPrediction) {
     EXPECT_DOUBLE_EQ(pred["time"]["step_s"].get<double>(), rec["time"]["step_s"].get<double>()) << c.name;
     EXPECT_EQ(pred["fits"], true) << c.name;
     // The only errors allowed: the NVMe path placeholder the user must fill in.
-    for (const auto& i : out["issues"])
-      if (i["severity"] == "error")
+    for (const auto& i : out["issues"]) {
+      if (i["severity"] == "error") {
         EXPECT_NE(i["key"].get<std::string>().find("nvme_path"), std::string::npos) << c.name << ": " << i.dump();
+      }
+    }
     EXPECT_EQ(chk.exit_code, c.name.find("nvme") != std::string::npos ? 1 : 0) << c.name << "\n" << chk.out;
   }
 }
