@@ -103,9 +103,10 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
   if (w.train.precision == planner::Precision::FP16)
     throw UserError(
         "the executor runs bf16 or fp32 (fp16 needs loss scaling, not implemented); use --precision bf16");
-  if (z.checkpointing == planner::Checkpointing::Selective)
+  if (w.train.attention == planner::Attention::Eager)
     throw UserError(
-        "the executor implements activation checkpointing none or full; use --checkpointing none|full");
+        "the executor's attention is flash-style (saves only the log-sum-exp, memory linear in the "
+        "sequence); validate with --attention flash");
   if (z.offload_optimizer == planner::Offload::NVMe || z.offload_param != planner::Offload::None)
     throw UserError(
         "the executor offloads the optimizer to host memory only; use --offload-optimizer none|cpu and "
@@ -116,6 +117,9 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
   c.micro_batch = z.micro_batch;
   c.seq_len = w.train.seq_len;
   c.grad_accum = z.grad_accum;
+  // Selective recomputation (Korthikanti et al. 2022 §5) recomputes the attention core, i.e. the
+  // s x s scores; flash-style attention saves none, so selective keeps exactly what "none" keeps
+  // (the planner agrees: layer_selective_per_sample = the layer without the core).
   c.checkpointing = z.checkpointing == planner::Checkpointing::Full;
   c.steps = steps;
   c.zero.stage = z.stage;

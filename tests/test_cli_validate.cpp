@@ -52,7 +52,10 @@ TEST(CliValidate, UnsupportedPlansAreOneLineUserErrors) {
        "cpu"},
       {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--method", "lora"},
       {"validate", "--model", "gpt2", "--gpus", "2xCPU", "--stage", "2"},
-      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--steps", "0"}};
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--steps", "0"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--attention", "eager"},
+      {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "3", "--offload-param",
+       "cpu"}};
   for (const auto& args : bad) {
     const auto r = run_cli(args);
     EXPECT_EQ(r.exit_code, 2) << args.back() << ": " << r.err;
