@@ -23,9 +23,12 @@
 // over the GPU's dense peak. flops_per_step is per GPU: that formula times the GPU's tokens per step.
 //
 // Communication (DeepSpeed v0.16, deepspeed/runtime/...):
-//  - stage 0 (engine.py allreduce_gradients -> buffered_allreduce_fallback): 16-bit grads all-reduced
-//    in buckets of allreduce_bucket_size elements (we emit reduce_bucket_size for it) at the
-//    accumulation boundary, after the backward: exposed.
+//  - stage 0 (engine.py allreduce_gradients -> buffered_allreduce_fallback): grads all-reduced in
+//    buckets of allreduce_bucket_size elements (we emit reduce_bucket_size for it) at the
+//    accumulation boundary, after the backward: exposed. With bf16 the engine wraps the optimizer in
+//    BF16_Optimizer (fp32 gradient accumulation, engine.py get_data_types): the all-reduced buffers
+//    are fp32 (4 bytes/param), the fp32 optimizer is partitioned and the updated bf16 params are
+//    all-gathered after the step (bf16_optimizer.py update_lp_params), as in stage 1.
 //  - stage 1 (stage_1_and_2.py reduce_gradients / reduce_ready_partitions_and_remove_grads, which for
 //    stage 1 runs only at the accumulation boundary): bucketed reduction of reduce_bucket_size
 //    elements; average_tensor() with reduce_scatter=true and use_multi_rank_bucket_allreduce=true
@@ -320,6 +323,9 @@ void fill_comm_cache(ComputeStats& s, const Workload& w) {
       add(k, b.bytes);
       add(k, b.last_bytes);
     }
+    const Buckets b32 = buckets_of(s.trainable_params, bucket, 4);  // stage 0 bf16: fp32 grads
+    add(CollectiveKind::AllReduce, b32.bytes);
+    add(CollectiveKind::AllReduce, b32.last_bytes);
   }
   add(CollectiveKind::AllGather, (s.trainable_params + n - 1) / n * n * elem);
   const ZeroConfig d = ZeroConfig::deepspeed_defaults(3);
@@ -347,7 +353,11 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   if (z.checkpointing == Checkpointing::Full) recompute = ct.layer_fwd * L;
   if (z.checkpointing == Checkpointing::Selective) recompute = ct.attn_fwd * L;
   const int64_t trainable = s.trainable_params;
-  const int64_t partition = z.stage == 0 ? trainable : (trainable + n - 1) / n;
+  // Stage 0 with bf16 runs BF16_Optimizer (engine.py get_data_types/_do_optimizer_sanity_check: bf16
+  // without ZeRO accumulates gradients in fp32), which partitions the fp32 optimizer over the ranks
+  // like stage 1 (bf16_optimizer.py); fp16/fp32 stage 0 keeps the whole optimizer on every rank.
+  const bool bf16_optimizer = z.stage == 0 && w.train.precision == Precision::BF16;
+  const int64_t partition = (z.stage == 0 && !bf16_optimizer) ? trainable : (trainable + n - 1) / n;
   double optimizer = 0;
   if (z.offload_optimizer == Offload::None)
     optimizer = static_cast<double>(partition) * kAdamBytesPerParam / (g.hbm_GBps * 1e9 * g.hbm_efficiency);
@@ -360,7 +370,9 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
 
   // ---- communication
   double exposed = 0;
-  const Buckets b = buckets_of(trainable, z.reduce_bucket_size, grad_bytes);
+  // BF16_Optimizer hands the engine its fp32 gradient buffers for the all-reduce
+  // (bf16_optimizer.py get_grads_for_reduction -> engine.py buffered_allreduce_fallback): 4 bytes.
+  const Buckets b = buckets_of(trainable, z.reduce_bucket_size, bf16_optimizer ? 4 : grad_bytes);
   if (z.stage == 0 || z.stage == 1) {
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                   : "bucketed gradient all-reduce (accumulation boundary)";
@@ -386,8 +398,9 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     if (st.num_collectives > 0)
       st.collectives[st.num_collectives - 1].exposed_s = e * static_cast<double>(accum);
   }
-  if (z.stage == 1 || z.stage == 2) {
-    // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer.
+  if (z.stage == 1 || z.stage == 2 || bf16_optimizer) {
+    // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer
+    // (stage_1_and_2.py step and bf16_optimizer.py update_lp_params both call all_gather_dp_groups).
     const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
     const double t =
         add_collective(st, timer, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);

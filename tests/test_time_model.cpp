@@ -117,13 +117,21 @@ TEST(TimeModel, StageOneAndTwoCollectiveBytesPerRank) {
   const ModelStats s = compute_model_stats(w);
   ASSERT_EQ(s.compute.trainable_params, kPsi7b);
 
+  // Stage 0 in bf16 runs DeepSpeed's BF16_Optimizer: fp32 gradients are all-reduced (4 bytes per
+  // element: 13 buckets of 2e9 bytes + 953,662,464 bytes, i.e. 1.5 * 4 Psi = 40,430,493,696 bytes per
+  // rank) and the bf16 params are all-gathered after the step like stage 1 (10,107,623,424).
   const StepTime t0 = estimate_time(w, s, config(0, 1, 1));
   const CollectiveCost* ar0 = find(t0, CollectiveKind::AllReduce, "");
   ASSERT_NE(ar0, nullptr);
   EXPECT_EQ(ar0->count, 14);
-  EXPECT_EQ(ar0->message_bytes, 1'000'000'000);
-  EXPECT_EQ(ar0->bytes_per_rank, 20'215'246'848);
-  EXPECT_EQ(t0.comm_bytes_per_rank, 20'215'246'848);  // stage 0: no all-gather
+  EXPECT_EQ(ar0->message_bytes, 2'000'000'000);
+  EXPECT_EQ(ar0->bytes_per_rank, 40'430'493'696);
+  EXPECT_EQ(t0.comm_bytes_per_rank, 40'430'493'696 + 10'107'623'424);
+  // fp16 stage 0 (FP16_Optimizer) all-reduces the 16-bit gradients and has no all-gather.
+  Workload w16 = w;
+  w16.train.precision = Precision::FP16;
+  EXPECT_EQ(estimate_time(w16, compute_model_stats(w16), config(0, 1, 1)).comm_bytes_per_rank,
+            20'215'246'848);
 
   const StepTime t1 = estimate_time(w, s, config(1, 1, 1));
   EXPECT_EQ(t1.comm_bytes_per_rank, 20'215'246'848 + 10'107'623'424);
