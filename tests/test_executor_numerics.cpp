@@ -204,6 +204,35 @@ TEST(ExecutorNumerics, GradientsMatchFiniteDifferences) {
   }
 }
 
+// The engine's own parameter layout (from ModelSpec fields) against hand counts and against the
+// zoo's configs and the models module's inventory count (an independent account).
+TEST(ExecutorNumerics, ParameterCountsMatchHandCountsAndZoo) {
+  // micro: embed 256x64 = 16384; per layer q 64x64 + k 32x64 + v 32x64 + o 64x64 + 3 x 172x64 + 2 x 64
+  // = 45440; 2 layers; final norm 64; lm_head 16384: 123712.
+  // small: embed 4096x256 = 1048576; per layer 65536 + 2 x 32768 + 65536 + 3 x 176128 + 512 = 725504;
+  // 4 layers; final norm 256; lm_head 1048576: 4999424.
+  const std::pair<models::ModelSpec, int64_t> cases[] = {{tiny_llama_micro_spec(), 123712},
+                                                         {tiny_llama_small_spec(), 4999424}};
+  for (const auto& [spec, hand] : cases) {
+    RunConfig c = base_config(true);
+    c.model = spec;
+    c.seq_len = 4;
+    c.micro_batch = 1;
+    c.steps = 1;
+    const RunResult r = run(c, 1);
+    EXPECT_EQ(r.num_parameters, hand) << spec.name;
+    const models::ModelSpec zoo = models::load_model(spec.name);
+    EXPECT_EQ(zoo.num_parameters(), hand) << spec.name;
+    EXPECT_EQ(zoo.hidden_size, spec.hidden_size);
+    EXPECT_EQ(zoo.num_layers, spec.num_layers);
+    EXPECT_EQ(zoo.num_heads, spec.num_heads);
+    EXPECT_EQ(zoo.num_kv_heads, spec.num_kv_heads);
+    EXPECT_EQ(zoo.intermediate_size, spec.intermediate_size);
+    EXPECT_EQ(zoo.vocab_size, spec.vocab_size);
+    EXPECT_FALSE(zoo.tie_word_embeddings);
+  }
+}
+
 TEST(ExecutorNumerics, RejectsWhatItCannotRun) {
   RunConfig c = base_config(true);
   c.zero.offload_optimizer = true;  // stage 0 offload does not exist in DeepSpeed
