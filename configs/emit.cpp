@@ -239,7 +239,7 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   s += "    output_dir=\"output\",\n";
   s += fmt::format("    per_device_train_batch_size={},\n", z.micro_batch);
   s += fmt::format("    gradient_accumulation_steps={},\n", z.grad_accum);
-  s += fmt::format("    max_grad_norm={},\n", kGradientClipping);
+  s += fmt::format("    max_grad_norm={:.1f},\n", kGradientClipping);
   if (p.precision == Precision::BF16) s += "    bf16=True,\n";
   if (p.precision == Precision::FP16) s += "    fp16=True,\n";
   switch (z.checkpointing) {
