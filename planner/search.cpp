@@ -225,7 +225,13 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
   if (opts.memory_margin < 0 || opts.memory_margin >= 1)
     throw_user_error("--memory-margin {} must be in [0, 1): it is the fraction of GPU memory kept free",
                      opts.memory_margin);
-  const BatchPlan bp = plan_batches(w);
+  BatchPlan bp = plan_batches(w);
+  if (s.compute.params_only && bp.search_micro) {
+    // --params: no architecture, so activations (and with them the micro-batch's effect on memory)
+    // are unknown; searching the micro-batch would run to its cap. Micro-batch 1 unless given.
+    bp.search_micro = false;
+    bp.pairs.emplace_back(1, bp.accum);
+  }
   const bool nvme = w.cluster.nvme_GBps > 0;
   SearchResult result;
   Evaluator ev(w, s, opts.memory_margin);
