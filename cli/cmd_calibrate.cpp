@@ -86,7 +86,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
 
   CudaBackend be(0);
   const DeviceInfo info = device_info(0);
-  hw::GpuProfile g = base_profile(f.base, info.name);
+  const hw::GpuProfile g = base_profile(f.base, info.name);
   const CudaMemoryReport mem0 = be.memory_report();
   int runtime_version = 0, driver_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
@@ -132,26 +132,18 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
   fmt::print("device memory: {} bytes total, {} bytes in use after context + streams + cuBLASLt workspace\n",
              mem0.total_bytes, mem0.baseline_used_bytes);
 
-  const std::string stamp =
-      fmt::format("zeroplan calibrate on '{}' ({} SMs), {}, CUDA runtime {}, driver {}", info.name,
-                  info.sm_count, today_utc(), runtime_version, driver_version);
-  g.name = g.name + "-calibrated";
-  g.aliases.clear();
-  g.memory_bytes = mem0.total_bytes;
-  g.memory_source = "cudaMemGetInfo total, " + stamp;
-  g.gemm_max_efficiency = fit.max_efficiency;
-  g.gemm_half_efficiency_gflop = fit.half_efficiency_gflop;
-  g.hbm_efficiency = hbm / g.hbm_GBps;
-  g.host_pinned_GBps = std::min(pin_h2d, pin_d2h);
-  g.host_pageable_GBps = std::min(pag_h2d, pag_d2h);
-  g.cuda_context_bytes = mem0.baseline_used_bytes;
-  g.calibrated = true;
-  g.sources.push_back(fmt::format(
-      "{}: GEMM fit over {} shapes (E {:.4f}, H {:.4f} GFLOP, rms residual {:.3f}); device copy {:.1f} GB/s; "
-      "pinned "
-      "H2D/D2H {:.2f}/{:.2f} GB/s; pageable H2D/D2H {:.2f}/{:.2f} GB/s; context+workspace {} bytes",
-      stamp, fit.points, fit.max_efficiency, fit.half_efficiency_gflop, fit.rms_relative_residual, hbm,
-      pin_h2d, pin_d2h, pag_h2d, pag_d2h, mem0.baseline_used_bytes));
+  CalibrationMeasurements meas;
+  meas.stamp = fmt::format("zeroplan calibrate on '{}' ({} SMs), {}, CUDA runtime {}, driver {}", info.name,
+                           info.sm_count, today_utc(), runtime_version, driver_version);
+  meas.memory_total_bytes = mem0.total_bytes;
+  meas.baseline_used_bytes = mem0.baseline_used_bytes;
+  meas.gemm = fit;
+  meas.device_copy_GBps = hbm;
+  meas.pinned_h2d_GBps = pin_h2d;
+  meas.pinned_d2h_GBps = pin_d2h;
+  meas.pageable_h2d_GBps = pag_h2d;
+  meas.pageable_d2h_GBps = pag_d2h;
+  meas.gpus = dev.count;
 
   // ---- collectives (>= 2 GPUs)
   if (dev.count >= 2 && nccl_available()) {
@@ -168,8 +160,6 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
                dev.count);
     fmt::print("  {:>14} {:>12} {:>10} {:>10} {:>10} {:>8}\n", "collective", "bytes", "time us", "algbw",
                "busbw", "check");
-    hw::BusBwCurve curve;
-    double latency_us = 0;
     const int step = f.quick ? 4 : 2;  // message sizes 1 KiB .. 1 GiB, x16 or x4 apart
     for (exec::CollKind k :
          {exec::CollKind::AllReduce, exec::CollKind::ReduceScatter, exec::CollKind::AllGather}) {
@@ -184,21 +174,15 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
               fmt::format("{} of {} bytes delivered wrong values; the GPUs or NCCL are not "
                           "working correctly, so no profile is written",
                           coll_name(k), c.bytes));
-        if (k == exec::CollKind::AllReduce) {
-          curve.points.push_back({c.bytes, c.busbw_GBps});
-          if (lg == 10) latency_us = c.seconds * 1e6;
-        }
+        if (k == exec::CollKind::AllReduce) meas.all_reduce.push_back(c);
       }
     }
-    g.intra_node.busbw = curve;
-    g.intra_node.latency_us = latency_us;
-    g.intra_node.source = fmt::format("all-reduce busbw measured by {} over {} GPUs", stamp, dev.count);
   } else {
     fmt::print("\ncollectives: {} GPU(s){}, so the link's busbw curve stays the base profile's (datasheet)\n",
                dev.count, dev.count >= 2 ? " but no NCCL in this build" : "");
   }
 
-  write_file_atomically(f.out, hw::gpu_to_json(g), force);
+  write_file_atomically(f.out, hw::gpu_to_json(calibrated_profile(g, meas)), force);
   fmt::print("\nwrote {} (use it as --gpus {}x{})\n", f.out, dev.count, f.out);
   return 0;
 }

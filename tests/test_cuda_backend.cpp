@@ -15,6 +15,7 @@
 #include "executor/cuda/device.h"
 #include "executor/cuda/emulated_communicator.h"
 #include "executor/cuda/host_adam.h"
+#include "executor/cuda/nccl_communicator.h"
 #include "executor/engine.h"
 #include "executor/test_models.h"
 
@@ -257,6 +258,50 @@ TEST_F(CudaBackendTest, EmulatedRankHasTheThreadRanksMemoryAndTraffic) {
     EXPECT_EQ(emu.host.category_peak, real->host.category_peak);
     EXPECT_EQ(emu.comm_bytes, real->comm_bytes);
     EXPECT_EQ(emu.comm.bytes_sent, real->comm.bytes_sent);
+  }
+}
+
+TEST_F(CudaBackendTest, CountsExecutedFlops) {
+  // GEMM: 2 m n k = 2 * 64 * 128 * 256 = 4194304. Causal attention forward, B 1, Hq 2, D 64, T 128:
+  // 2 * B*Hq*D * T^2 = 2 * 128 * 16384 = 4194304 (two products over half of the T x T scores).
+  CudaBackend be(0);
+  void* a = be.allocate(64 * 256 * 2, MemTier::Device);
+  void* b = be.allocate(256 * 128 * 2, MemTier::Device);
+  void* c = be.allocate(64 * 128 * 4, MemTier::Device);
+  be.zero(a, 64 * 256 * 2, MemTier::Device);
+  be.zero(b, 256 * 128 * 2, MemTier::Device);
+  be.gemm(64, 128, 256, a, false, b, false, DType::BF16, c, DType::F32, 1.f, 0.f);
+  EXPECT_EQ(be.compute_counters().gemm_flops, 4194304.0);
+  const int64_t n = 128 * 2 * 64;
+  void* q = be.allocate(n * 2, MemTier::Device);
+  void* o = be.allocate(n * 2, MemTier::Device);
+  auto* lse = static_cast<float*>(be.allocate(2 * 128 * 4, MemTier::Device));
+  be.zero(q, n * 2, MemTier::Device);
+  be.attention_forward(o, lse, q, q, q, 1, 128, 2, 2, 64, DType::BF16);
+  EXPECT_EQ(be.compute_counters().attention_flops, 4194304.0);
+  be.synchronize();
+  be.reset_compute_counters();
+  EXPECT_EQ(be.compute_counters().total(), 0.0);
+  for (void* p : {a, b, c, q, o, static_cast<void*>(lse)}) be.release(p, MemTier::Device);
+}
+
+TEST_F(CudaBackendTest, NcclRanksMatchThreadRanks) {
+  // Real NCCL over two GPUs (one thread per GPU), where a machine has them: the same stage-2 run as
+  // two cpu thread ranks, so losses agree to bf16 precision and the byte counts exactly.
+  if (devices < 2) GTEST_SKIP() << "needs >= 2 GPUs, this machine has " << devices;
+  if (!nccl_available()) GTEST_SKIP() << "built without NCCL";
+  RunConfig c = tiny_config();
+  c.zero.stage = 2;
+  auto cpu = make_cpu_runtime(2);
+  auto gpu = make_cuda_runtime(2, -1);
+  EXPECT_FALSE(runtime_is_emulated(*gpu));
+  const RunResult a = run_training(c, *cpu);
+  const RunResult b = run_training(c, *gpu);
+  for (size_t k = 0; k < a.loss_per_step.size(); ++k)
+    EXPECT_NEAR(b.loss_per_step[k], a.loss_per_step[k], 1e-2 * a.loss_per_step[k]);
+  for (size_t r = 0; r < 2; ++r) {
+    EXPECT_EQ(b.ranks[r].comm_bytes, a.ranks[r].comm_bytes);
+    EXPECT_EQ(b.ranks[r].device.category_peak, a.ranks[r].device.category_peak);
   }
 }
 

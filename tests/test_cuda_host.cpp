@@ -6,12 +6,15 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <random>
 #include <vector>
 
+#include "common/atomic_file.h"
 #include "common/errors.h"
 #include "executor/cuda/calibration.h"
 #include "executor/cuda/host_adam.h"
+#include "hwprofiles/cluster.h"
 
 namespace zeroplan::exec::cuda {
 namespace {
@@ -155,6 +158,57 @@ TEST(CudaHostCalibration, ShapesCoverSmallAndLarge) {
     EXPECT_LT(lo, 0.1);   // 256^3 * 2 = 0.034 GFLOP
     EXPECT_GT(hi, 500.);  // 8192^3 * 2 = 1100 GFLOP
   }
+}
+
+TEST(CudaHostCalibration, ProfileIsAcceptedByGpus) {
+  // Synthetic inputs (not measurements): what calibrate would have found on some H200.
+  CalibrationMeasurements m;
+  m.stamp = "test";
+  m.memory_total_bytes = 150'000'000'000;
+  m.baseline_used_bytes = 600'000'000;
+  m.gemm = fit_gemm_efficiency({{0.5, 0.8 * 0.5 / 2.5}, {2.0, 0.4}, {8.0, 0.64}});
+  m.device_copy_GBps = 4000;
+  m.pinned_h2d_GBps = 50;
+  m.pinned_d2h_GBps = 48;
+  m.pageable_h2d_GBps = 20;
+  m.pageable_d2h_GBps = 25;
+  m.gpus = 2;
+  CollectiveSample big, small;
+  big.bytes = int64_t{1} << 30;
+  big.seconds = 0.01;
+  big.busbw_GBps = 150;
+  small.bytes = 1024;
+  small.seconds = 20e-6;
+  small.busbw_GBps = 0.05;
+  m.all_reduce = {big, small};  // out of order on purpose
+  const hw::GpuProfile base = hw::find_gpu("H200");
+  const hw::GpuProfile g = calibrated_profile(base, m);
+  EXPECT_EQ(g.name, base.name + "-calibrated");
+  EXPECT_TRUE(g.calibrated);
+  EXPECT_NEAR(g.hbm_efficiency, 4000.0 / base.hbm_GBps, 1e-12);
+  EXPECT_EQ(g.host_pinned_GBps, 48);  // the slower direction
+  EXPECT_EQ(g.host_pageable_GBps, 20);
+  EXPECT_NEAR(g.intra_node.latency_us, 20.0, 1e-9);  // the smallest all-reduce's time
+  ASSERT_EQ(g.intra_node.busbw.points.size(), 2u);
+  EXPECT_EQ(g.intra_node.busbw.points[0].bytes, 1024);  // sorted by size
+
+  // Written as calibrate writes it, read back the way `--gpus 1x<file>` reads it.
+  const auto path =
+      (std::filesystem::temp_directory_path() / "zeroplan_test_calibrated_profile.json").string();
+  write_file_atomically(path, hw::gpu_to_json(g), true);
+  const hw::ClusterSpec c = hw::parse_cluster("1x" + path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(c.world_size(), 1);
+  EXPECT_EQ(c.gpu.name, g.name);
+  EXPECT_EQ(c.gpu.memory_bytes, 150'000'000'000);
+  EXPECT_NEAR(c.gpu.gemm_max_efficiency, 0.8, 1e-9);
+  EXPECT_NEAR(c.gpu.gemm_half_efficiency_gflop, 2.0, 1e-8);
+  EXPECT_EQ(c.gpu.cuda_context_bytes, 600'000'000);
+  EXPECT_TRUE(c.gpu.calibrated);
+  EXPECT_EQ(c.gpu.bf16_tflops, base.bf16_tflops);  // datasheet peaks kept
+
+  CalibrationMeasurements empty;
+  EXPECT_THROW(calibrated_profile(base, empty), UserError);
 }
 
 }  // namespace

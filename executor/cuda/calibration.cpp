@@ -324,4 +324,42 @@ CollectiveSample measure_collective(const std::vector<CudaBackend*>& backends,
   return out;
 }
 
+hw::GpuProfile calibrated_profile(const hw::GpuProfile& base, const CalibrationMeasurements& m) {
+  if (!(m.gemm.max_efficiency > 0) || !(m.device_copy_GBps > 0) || m.memory_total_bytes <= 0)
+    throw UserError(
+        "calibration is incomplete (no GEMM fit, copy bandwidth or memory size); no profile written");
+  hw::GpuProfile g = base;
+  g.name = base.name + "-calibrated";
+  g.aliases.clear();
+  g.memory_bytes = m.memory_total_bytes;
+  g.memory_source = "cudaMemGetInfo total, " + m.stamp;
+  g.gemm_max_efficiency = m.gemm.max_efficiency;
+  g.gemm_half_efficiency_gflop = m.gemm.half_efficiency_gflop;
+  if (base.hbm_GBps > 0) g.hbm_efficiency = m.device_copy_GBps / base.hbm_GBps;
+  g.host_pinned_GBps = std::min(m.pinned_h2d_GBps, m.pinned_d2h_GBps);
+  g.host_pageable_GBps = std::min(m.pageable_h2d_GBps, m.pageable_d2h_GBps);
+  g.cuda_context_bytes = m.baseline_used_bytes;
+  g.calibrated = true;
+  g.sources.push_back(fmt::format(
+      "{}: GEMM fit over {} shapes (E {:.4f}, H {:.4f} GFLOP, rms residual {:.3f}); device copy {:.1f} GB/s; "
+      "pinned "
+      "H2D/D2H {:.2f}/{:.2f} GB/s; pageable H2D/D2H {:.2f}/{:.2f} GB/s; context+workspace {} bytes",
+      m.stamp, m.gemm.points, m.gemm.max_efficiency, m.gemm.half_efficiency_gflop,
+      m.gemm.rms_relative_residual, m.device_copy_GBps, m.pinned_h2d_GBps, m.pinned_d2h_GBps,
+      m.pageable_h2d_GBps, m.pageable_d2h_GBps, m.baseline_used_bytes));
+  if (!m.all_reduce.empty()) {
+    hw::BusBwCurve curve;
+    for (const auto& c : m.all_reduce) curve.points.push_back({c.bytes, c.busbw_GBps});
+    std::sort(curve.points.begin(), curve.points.end(),
+              [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+    g.intra_node.busbw = curve;
+    // alpha: the time of the smallest all-reduce, where bandwidth no longer matters.
+    const auto smallest = std::min_element(m.all_reduce.begin(), m.all_reduce.end(),
+                                           [](const auto& a, const auto& b) { return a.bytes < b.bytes; });
+    g.intra_node.latency_us = smallest->seconds * 1e6;
+    g.intra_node.source = fmt::format("all-reduce busbw measured by {} over {} GPUs", m.stamp, m.gpus);
+  }
+  return g;
+}
+
 }  // namespace zeroplan::exec::cuda

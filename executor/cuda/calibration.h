@@ -18,6 +18,7 @@
 
 #include "executor/communicator.h"
 #include "executor/cuda/gemm.h"
+#include "hwprofiles/gpu_profile.h"
 
 namespace zeroplan::exec::cuda {
 
@@ -60,5 +61,22 @@ CollectiveSample measure_collective(const std::vector<CudaBackend*>& backends,
                                     int reps);
 
 const char* coll_name(CollKind k);
+
+// Everything `zeroplan calibrate` measured on one machine.
+struct CalibrationMeasurements {
+  std::string stamp;  // "zeroplan calibrate on '<device>' (<SMs> SMs), <date>, CUDA runtime .., driver .."
+  int64_t memory_total_bytes = 0;   // cudaMemGetInfo total
+  int64_t baseline_used_bytes = 0;  // in use after context + streams + cuBLASLt workspace
+  GemmEfficiencyFit gemm;
+  double device_copy_GBps = 0;  // read + write
+  double pinned_h2d_GBps = 0, pinned_d2h_GBps = 0, pageable_h2d_GBps = 0, pageable_d2h_GBps = 0;
+  int gpus = 1;
+  std::vector<CollectiveSample> all_reduce;  // by message size; empty with one GPU
+};
+
+// The calibrated profile: `base` (datasheet peaks, links, node layout) with the measured fields
+// replaced; host copies take the slower direction (the planner uses one number for both).
+// Named "<base>-calibrated" without aliases, so it never collides with a built-in name.
+hw::GpuProfile calibrated_profile(const hw::GpuProfile& base, const CalibrationMeasurements& m);
 
 }  // namespace zeroplan::exec::cuda
