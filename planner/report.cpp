@@ -86,8 +86,12 @@ std::string render_report(const Workload& w, const SearchResult& r) {
       c.nodes > 1 ? fmt::format("{}x{}", c.nodes, c.gpus_per_node) : fmt::format("{}", c.gpus_per_node),
       c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
       to_string(w.train.precision), to_string(w.train.method));
-  out +=
-      fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage:\n\n", r.candidates_evaluated);
+  out += fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage", r.candidates_evaluated);
+  if (w.train.global_batch)
+    out += fmt::format(" (global batch {} sequences)", *w.train.global_batch);
+  else if (!w.train.grad_accum)
+    out += " (no --global-batch: gradient accumulation 1)";
+  out += ":\n\n";
   out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>8} {:>17} {:>10} {:>5}\n", "stage",
                      "fits", "peak/usable GB", "micro", "accum", "ckpt", "offload", "step", "comm (exposed)",
                      "tokens/s", "MFU");
