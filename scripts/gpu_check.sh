@@ -60,7 +60,7 @@ phase_deps() {
   [ -d "$DEPS/root/usr" ] || { echo "no .deps/root: run scripts/prepare_gpu_deps.sh here and carry .deps"; note_fail deps; return 1; }
   if [ ! -f "$DEPS/gtest/lib/cmake/GTest/GTestConfig.cmake" ] && [ ! -f "$DEPS/gtest/lib64/cmake/GTest/GTestConfig.cmake" ]; then
     cmake -S "$DEPS/root/usr/src/googletest" -B "$BUILD/gtest-build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_INSTALL_PREFIX="$DEPS/gtest" -DCMAKE_POSITION_INDEPENDENT_CODE=ON >/dev/null &&
+      -DCMAKE_INSTALL_PREFIX="$DEPS/gtest" -DCMAKE_POSITION_INDEPENDENT_CODE=ON -DCMAKE_POLICY_VERSION_MINIMUM=3.5 >/dev/null &&
       cmake --build "$BUILD/gtest-build" -j "$JOBS" >/dev/null && cmake --install "$BUILD/gtest-build" >/dev/null ||
       { note_fail "googletest build"; return 1; }
   fi
@@ -77,7 +77,10 @@ phase_build() {
   echo "benchmarks: $bench"
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZEROPLAN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DZEROPLAN_BENCH=$bench -DCMAKE_PREFIX_PATH="$DEPS/root/usr;$DEPS/gtest" \
-    -DCMAKE_BUILD_RPATH="$DEPS/root/usr/lib/x86_64-linux-gnu" || { note_fail configure; return 1; }
+    -DCMAKE_BUILD_RPATH="$DEPS/root/usr/lib/x86_64-linux-gnu" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ||
+    { note_fail configure; return 1; }
+  # (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 refuses package config files written for CMake < 3.5, such
+  # as Debian 12's; older CMake ignores the variable.)
   local targets=(zeroplan test_cuda_host test_cuda_kernels test_cuda_backend)
   [ $bench = ON ] && targets+=(bench_cuda_gemm bench_cuda_copies bench_cuda_collectives)
   time cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || { note_fail build; return 1; }
@@ -163,7 +166,7 @@ def get(d, *path):
 def gb(x): return "" if x is None else f"{x/1e9:.2f}"
 def pct(a, b): return "" if a is None or b is None or b == 0 else f"{100*(a-b)/b:+.1f}%"
 print("# GPU check results\n")
-print("| plan | predicted peak GB (datasheet) | predicted peak GB (calibrated) | measured peak GB (engine) | measured device-level GB | error | predicted compute s (datasheet) | predicted compute s (calibrated) | measured compute s | error (calibrated) |")
+print("| plan | predicted peak GB (datasheet) | predicted peak GB (calibrated) | measured peak GB (engine) | measured device-level GB | error | predicted compute s (datasheet) | predicted compute s (calibrated) | measured step s | error (calibrated) |")
 print("|---|---|---|---|---|---|---|---|---|---|")
 for p in sorted(glob.glob(os.path.join(res, "validate_*.json"))):
     name = os.path.basename(p)[len("validate_"):-5]
@@ -173,9 +176,9 @@ for p in sorted(glob.glob(os.path.join(res, "validate_*.json"))):
     pk = get(pred, "memory", "gpu", "peak")
     pkc = get(c, "recommendation", "memory", "gpu", "peak")
     mk = get(v, "measured", "memory", "gpu", "peak")
-    dev = get(v, "measured", "memory", "gpu", "device_used_peak")
+    dev = get(v, "measured", "memory", "gpu", "device_used_peak")  # cudaMemGetInfo peak, when validate reports it
     tc = get(pred, "time", "compute_s"); tcc = get(c, "recommendation", "time", "compute_s")
-    mt = get(v, "measured", "time", "compute_s")
+    mt = get(v, "measured", "time", "step_s")  # forward + backward + optimizer, engine-timed
     print(f"| {name} | {gb(pk)} | {gb(pkc)} | {gb(mk)} | {gb(dev)} | {pct(pkc, mk)} | {tc or ''} | {tcc or ''} | {mt or ''} | {pct(tcc, mt)} |")
 print("\n## PyTorch baseline\n")
 print("| run | step s (median) | tokens/s | max allocated GB | max reserved GB |")
