@@ -63,10 +63,11 @@ __global__ void rmsnorm_fwd_kernel(const bf16* __restrict__ x, const bf16* __res
 // dx = rstd * (g - xhat * mean(g * xhat)), g = dy * w, xhat = x * rstd; dw = sum_rows dy * xhat.
 // Each block handles `rows_per_block` rows; each thread owns columns j = tid + k*blockDim and keeps
 // their dw partial sums in shared memory (h floats), added once per block into dw_scratch.
-__global__ void rmsnorm_bwd_kernel(const bf16* __restrict__ dy, const bf16* __restrict__ x,
-                                   const bf16* __restrict__ w, const float* __restrict__ rstd,
-                                   bf16* __restrict__ dx, float* __restrict__ dw_scratch, int64_t T,
-                                   int64_t h, int64_t rows_per_block, bool accumulate_dx) {
+// dy and dx may alias (each element is read, then written, by the same thread, after the row's
+// reduction), so they are not __restrict__.
+__global__ void rmsnorm_bwd_kernel(const bf16* dy, const bf16* __restrict__ x, const bf16* __restrict__ w,
+                                   const float* __restrict__ rstd, bf16* dx, float* __restrict__ dw_scratch,
+                                   int64_t T, int64_t h, int64_t rows_per_block, bool accumulate_dx) {
   extern __shared__ float dw_part[];  // [h]
   __shared__ float red[32];
   for (int64_t j = threadIdx.x; j < h; j += blockDim.x) dw_part[j] = 0.f;
