@@ -421,5 +421,35 @@ TEST(TimeModel, MultiNodeCommunicationIsSlowerOverTheNetwork) {
   }
 }
 
+// A model known only by its count (--params 1e9) on the test GPU, one GPU, micro-batch 1 of 1000
+// tokens: forward 2 * 1e9 * 1000 FLOPs at 312e12 * 0.8 (large-GEMM efficiency) = 8.0128 ms;
+// backward twice that = 16.0256 ms; GPU Adam over 1e9 parameters at 30 bytes each from
+// 2039e9 * 0.8 B/s = 18.3914 ms. Model FLOPs 6 * 1e9 * 1000 = 6e12 per step.
+TEST(TimeModel, ComputeArithmeticForAParameterCountModel) {
+  Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  w.model = models::model_from_param_count(1'000'000'000);
+  w.train.seq_len = 1000;
+  const ModelStats s = compute_model_stats(w);
+  const StepTime t = estimate_time(w, s, config(0, 1, 1));
+  EXPECT_NEAR(t.forward_s, 2e12 / (312e12 * 0.8), 1e-9);
+  EXPECT_NEAR(t.backward_s, 4e12 / (312e12 * 0.8), 1e-9);
+  EXPECT_NEAR(t.optimizer_s, 30e9 / (2039e9 * 0.8), 1e-9);
+  EXPECT_NEAR(t.step_s, t.forward_s + t.backward_s + t.optimizer_s, 1e-12);
+  EXPECT_DOUBLE_EQ(t.flops_per_step, 6e12);
+}
+
+TEST(TimeModel, SmallBucketsCostMoreTimeForTheSameBytes) {
+  // The built-in PCIe 4 curve: busbw grows with message size, so 5e7-element buckets (100 MB) take
+  // longer in total than 5e8-element ones (1 GB) for the same gradient bytes.
+  const Workload w = workload_7b(1, 4, hw::find_link("pcie4"));
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig small = config(2, 1, 1), large = small;
+  small.reduce_bucket_size = 50'000'000;
+  large.reduce_bucket_size = 500'000'000;
+  const StepTime a = estimate_time(w, s, small), b = estimate_time(w, s, large);
+  EXPECT_EQ(a.comm_bytes_per_rank, b.comm_bytes_per_rank);
+  EXPECT_GT(a.communication_s, b.communication_s);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
