@@ -4,18 +4,19 @@
 //  - weight GEMMs: 2*m*n*k FLOPs each (Kaplan et al. 2020 §2.1); backward = input-grad GEMM +
 //    weight-grad GEMM of the same size (2x forward), frozen weights (LoRA) only the input grad.
 //  - attention core: QK^T and PV are 2 GEMMs of 2*s*s*d FLOPs per head and sequence, i.e.
-//    4*b*s^2*(heads*head_dim) per layer (FlashAttention-2, Dao 2023, §4.1 FLOP count). Convention:
-//    with causal flash attention we count what the kernel computes, half of it (FA2 §4.1: "causal
-//    ... divided by 2"); eager attention computes the full masked square. Backward: FA2 §4.1 counts
-//    2.5x forward (5 GEMMs instead of 2, including the recomputed QK^T); eager backward 2x.
+//    4*b*s^2*(heads*head_dim) per layer (the FLOP count of FlashAttention-2's benchmarks, Dao 2023,
+//    §4.1). Convention: with causal flash attention we count what the kernel computes, half of the
+//    square (FA2's benchmarks divide by 2 for causal; the kernel skips blocks above the diagonal);
+//    eager attention computes the full masked square. Backward: FA2's benchmarks count 2.5x the
+//    forward (5 GEMMs instead of 2: QK^T is recomputed, then dV, dP, dQ, dK); eager backward 2x.
 //  - achievable rate: peak(precision) x eff(f), eff(f) = gemm_max_efficiency * f / (f + half),
 //    f = the GEMM's FLOPs, from the GPU profile (hw::GpuProfile; small GEMMs run far below peak).
 //  - memory-bound work (norms, residuals, rotary, activation function, softmax/cross-entropy;
 //    traffic derived in compute_stats.cpp) at hbm_GBps * hbm_efficiency; backward 2x forward traffic
 //    (each element-wise op reads its saved input and the incoming gradient, writes one gradient).
 //  - recomputation: full checkpointing re-runs each decoder layer's forward in the backward;
-//    selective recomputes the attention core only (Korthikanti et al. 2022, §4 "selective
-//    activation recomputation").
+//    selective recomputes the attention core only (Korthikanti et al. 2022, "selective activation
+//    recomputation").
 //  - optimizer step on GPU (fused Adam, deepspeed/ops/csrc/adam/multi_tensor_adam.cu): per element
 //    of the rank's partition it reads fp32 param, grad, m, v (16 B) and writes param, m, v (12 B),
 //    then the 16-bit copy of the param is written (2 B): 30 bytes per partitioned parameter.
@@ -83,8 +84,9 @@ namespace {
 // runs at >= 1.3e9 parameters/s; same order. `zeroplan calibrate` should measure it.
 constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
 
-// FlashAttention-2 (Dao 2023) abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100";
-// the forward reaches the top of that range, the backward the bottom (§4.1, Figures 5-6).
+// FlashAttention-2 (Dao 2023) abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100".
+// ASSUMPTION within that range: the forward may reach its top, the backward (more GEMMs with
+// dependencies, atomics-free but with more shared-memory traffic) is capped at its bottom.
 constexpr double kFlashForwardMaxEfficiency = 0.73;
 constexpr double kFlashBackwardMaxEfficiency = 0.50;
 
@@ -154,8 +156,7 @@ ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t mic
   const bool flash = w.train.attention == Attention::Flash;
   const double attn_f =
       4.0 * static_cast<double>(micro) * sl * sl * static_cast<double>(s.attn_width) * (flash ? 0.5 : 1.0);
-  // FlashAttention-2 (Dao 2023, abstract and §4.1) reaches 50-73% of peak on A100: the forward at
-  // the upper end, the backward at the lower end; cap the GEMM-curve efficiency accordingly.
+  // FlashAttention-2 reaches 50-73% of peak on A100 (kFlash*MaxEfficiency): cap the GEMM curve.
   t.attn_fwd = std::max(gemm_time(attn_f, peak, g), attn_f / (peak * kFlashForwardMaxEfficiency));
   const double attn_bwd_f = attn_f * (flash ? 2.5 : 2.0);
   const double attn_bwd =
