@@ -3,8 +3,9 @@
 //    Models", §2.1: 2N forward FLOPs per token, one multiply-add = 2 FLOPs).
 //  - Model FLOPs for MFU: PaLM (Chowdhery et al. 2022), Appendix B: 6N + 12*L*H*Q*T per token
 //    (N parameters, L layers, H heads, Q head dim, T sequence length), no recomputation counted.
-//    N here is the parameters a token touches (MoE: active parameters), including embeddings as
-//    PaLM's N does. Under LoRA the frozen base weights need no weight-gradient GEMM, so the model
+//    N here is the parameters a token touches (MoE: active parameters), embeddings included: our
+//    stated convention (excluding the input-embedding lookup, as some authors do, lowers N by V*h).
+//    Under LoRA the frozen base weights need no weight-gradient GEMM, so the model
 //    FLOPs the job must do are 4*N_frozen + 6*N_trainable (our stated extension of PaLM's 6N).
 //  - Element-wise traffic of a Llama-style layer, derived here per token (elements read + written):
 //      2 RMSNorms        2 x (read h + write h)                 = 4h
