@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 
 #include <memory>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/plan_json.h"
@@ -26,7 +26,9 @@ namespace {
 
 using nlohmann::json;
 
-std::string gb(int64_t bytes) { return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9); }
+std::string gb(int64_t bytes) {
+  return fmt::format("{:.1f} GB", static_cast<double>(bytes) / 1e9);
+}
 
 std::string describe(const planner::Workload& w, const planner::Plan& p) {
   const auto& z = p.zero;
@@ -34,10 +36,11 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
   if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
     off = fmt::format("offload optimizer {}, parameters {}{}", planner::to_string(z.offload_optimizer),
                       planner::to_string(z.offload_param), z.pin_memory ? " (pinned)" : " (pageable)");
-  return fmt::format("ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, seq {}, checkpointing {}, {}",
-                     z.stage, planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
-                     z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len,
-                     planner::to_string(z.checkpointing), off);
+  return fmt::format(
+      "ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, seq {}, checkpointing {}, {}",
+      z.stage, planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
+      z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len, planner::to_string(z.checkpointing),
+      off);
 }
 
 CommandResult run_check(const PlanFlags& flags, const std::string& path) {
@@ -56,9 +59,10 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   // does not fit, it also evaluates full checkpointing so the user sees whether that is the fix.
   std::optional<planner::Plan> with_ckpt;
   if (flags.checkpointing.empty()) {
-    rc.issues.push_back({configs::Severity::Info, "",
-                         "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-                         "pass --checkpointing full if your script enables gradient_checkpointing"});
+    rc.issues.push_back(
+        {configs::Severity::Info, "",
+         "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
+         "pass --checkpointing full if your script enables gradient_checkpointing"});
     if (!predicted.fits) {
       planner::ZeroConfig z = rc.zero;
       z.checkpointing = planner::Checkpointing::Full;
@@ -80,7 +84,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
 
   const bool rejected = configs::has_errors(rc.issues);
   const CommandResult code = (rejected || !predicted.fits) ? 1 : 0;
-  const std::string verdict = rejected ? "DeepSpeed would refuse this config (see the errors above)"
+  const std::string verdict = rejected         ? "DeepSpeed would refuse this config (see the errors above)"
                               : predicted.fits ? "fits"
                                                : "does not fit in GPU memory";
 
@@ -122,30 +126,35 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   if (rc.issues.empty()) {
     s += "Issues: none\n";
   } else {
-    s += fmt::format("Issues ({} errors, {} warnings, {} notes):\n", configs::count_severity(rc.issues, configs::Severity::Error),
+    s += fmt::format("Issues ({} errors, {} warnings, {} notes):\n",
+                     configs::count_severity(rc.issues, configs::Severity::Error),
                      configs::count_severity(rc.issues, configs::Severity::Warning),
                      configs::count_severity(rc.issues, configs::Severity::Info));
     for (const auto& i : rc.issues) s += "  " + configs::format_issue(i) + "\n";
   }
-  s += fmt::format("Prediction: peak {} per GPU of {} usable ({} total); step {:.2f} s, {:.0f} tokens/s, MFU {:.0f}%\n",
-                   gb(predicted.memory.peak), gb(predicted.capacity_bytes), gb(w.cluster.gpu.memory_bytes),
-                   predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
+  s += fmt::format(
+      "Prediction: peak {} per GPU of {} usable ({} total); step {:.2f} s, {:.0f} tokens/s, MFU {:.0f}%\n",
+      gb(predicted.memory.peak), gb(predicted.capacity_bytes), gb(w.cluster.gpu.memory_bytes),
+      predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
   s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
                    gb(predicted.memory.host_pinned_per_node));
   if (with_ckpt)
-    s += fmt::format("  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
-                     gb(with_ckpt->memory.peak), with_ckpt->fits ? "fits" : "still does not fit", with_ckpt->time.step_s);
+    s += fmt::format(
+        "  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
+        gb(with_ckpt->memory.peak), with_ckpt->fits ? "fits" : "still does not fit", with_ckpt->time.step_s);
   if (!sr.recommendation) {
     s += "zeroplan finds no plan that fits this global batch: " + sr.no_fit_reason + "\n";
   } else if (changes.empty()) {
     s += "zeroplan's recommended plan is this config.\n";
   } else {
     const auto& rec = *sr.recommendation;
-    s += fmt::format("zeroplan's recommended plan for global batch {} (peak {}, step {:.2f} s, {:.0f} tokens/s) changes:\n",
-                     rc.train_batch_size, gb(rec.memory.peak), rec.time.step_s, rec.tokens_per_s);
+    s += fmt::format(
+        "zeroplan's recommended plan for global batch {} (peak {}, step {:.2f} s, {:.0f} tokens/s) "
+        "changes:\n",
+        rc.train_batch_size, gb(rec.memory.peak), rec.time.step_s, rec.tokens_per_s);
     for (const auto& c : changes) s += "  " + configs::format_change(c) + "\n";
-    s += "  (write it with: zeroplan --model ... --gpus ... --global-batch " + std::to_string(rc.train_batch_size) +
-         " --emit ds_config.json)\n";
+    s += "  (write it with: zeroplan --model ... --gpus ... --global-batch " +
+         std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
   }
   s += "Verdict: " + verdict + "\n";
   fmt::print("{}", s);
@@ -156,11 +165,13 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
 
 void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result) {
   auto path = std::make_shared<std::string>();
-  auto* sub = app.add_subcommand(
-      "check",
-      "Read an existing DeepSpeed config (ds_config.json): resolve \"auto\" as the HF Trainer would, report unknown "
-      "keys, wrong types and known traps, predict its memory and step time, and show what zeroplan would change. "
-      "Exit 0 fits, 1 does not fit or DeepSpeed would refuse it, 2 unreadable input.");
+  auto* sub =
+      app.add_subcommand("check",
+                         "Read an existing DeepSpeed config (ds_config.json): resolve \"auto\" as the HF "
+                         "Trainer would, report unknown "
+                         "keys, wrong types and known traps, predict its memory and step time, and show what "
+                         "zeroplan would change. "
+                         "Exit 0 fits, 1 does not fit or DeepSpeed would refuse it, 2 unreadable input.");
   sub->add_option("config", *path, "Path of the DeepSpeed config JSON")->required();
   sub->fallthrough();
   sub->callback([&flags, &result, path] { result = run_check(flags, *path); });

@@ -29,7 +29,9 @@ const json* find(const json& obj, std::initializer_list<const char*> path) {
   return cur;
 }
 
-bool is_auto(const json* v) { return v && v->is_string() && v->get<std::string>() == "auto"; }
+bool is_auto(const json* v) {
+  return v && v->is_string() && v->get<std::string>() == "auto";
+}
 
 // An integer value, or nullopt when absent, "auto", null or of a wrong type (the validator has
 // already reported wrong types; the caller falls back to DeepSpeed's default).
@@ -55,7 +57,9 @@ Offload parse_device(const json* section) {
   return s == "cpu" ? Offload::CPU : s == "nvme" ? Offload::NVMe : Offload::None;
 }
 
-std::string human_bytes(double b) { return fmt::format("{:.1f} GB", b / 1e9); }
+std::string human_bytes(double b) {
+  return fmt::format("{:.1f} GB", b / 1e9);
+}
 
 class Reader {
  public:
@@ -110,25 +114,29 @@ class Reader {
       mb = hf_micro;
       if (!t.micro_batch)
         add(Severity::Info, "train_micro_batch_size_per_gpu",
-            fmt::format("\"auto\" resolved to {} (TrainingArguments' default per_device_train_batch_size)", hf_micro),
+            fmt::format("\"auto\" resolved to {} (TrainingArguments' default per_device_train_batch_size)",
+                        hf_micro),
             "pass --micro-batch to use your value");
     }
     if (is_auto(ga_v)) {
       ga = hf_accum;
       if (!t.grad_accum && !t.global_batch)
         add(Severity::Info, "gradient_accumulation_steps",
-            fmt::format("\"auto\" resolved to {} (TrainingArguments' default)", hf_accum), "pass --grad-accum to use your value");
+            fmt::format("\"auto\" resolved to {} (TrainingArguments' default)", hf_accum),
+            "pass --grad-accum to use your value");
     }
     if (is_auto(tb_v)) tb = world * mb.value_or(hf_micro) * ga.value_or(hf_accum);
 
     // A flag that disagrees with a number in the file: the HF Trainer refuses the mismatch
     // (trainer_config_finalize raises "Please correct the following DeepSpeed config values that
     // mismatch TrainingArguments values"); plain DeepSpeed uses the file. zeroplan uses the file.
-    const auto mismatch = [&](const char* key, const json* v, std::optional<int64_t> flag, const char* flag_name) {
+    const auto mismatch = [&](const char* key, const json* v, std::optional<int64_t> flag,
+                              const char* flag_name) {
       const auto cv = as_int(v);
       if (cv && flag && *cv != *flag)
         add(Severity::Warning, key,
-            fmt::format("the file says {} but {} says {}; the HF Trainer refuses this mismatch, DeepSpeed alone uses the "
+            fmt::format("the file says {} but {} says {}; the HF Trainer refuses this mismatch, DeepSpeed "
+                        "alone uses the "
                         "file's value (zeroplan does too)",
                         *cv, flag_name, *flag),
             fmt::format("make them agree or write \"auto\""));
@@ -162,7 +170,8 @@ class Reader {
     }
     if (*mb <= 0 || *ga <= 0 || *tb <= 0) {
       add(Severity::Error, "train_batch_size",
-          fmt::format("batch sizes work out to train_batch_size {}, micro-batch {}, accumulation {} on {} GPUs; DeepSpeed "
+          fmt::format("batch sizes work out to train_batch_size {}, micro-batch {}, accumulation {} on {} "
+                      "GPUs; DeepSpeed "
                       "asserts each is greater than 0",
                       *tb, *mb, *ga, world),
           fmt::format("train_batch_size must be at least {} (one sequence per GPU)", world));
@@ -171,7 +180,8 @@ class Reader {
       tb = *mb * *ga * world;
     } else if (*tb != *mb * *ga * world) {
       add(Severity::Error, "train_batch_size",
-          fmt::format("train_batch_size {} != micro-batch {} x gradient_accumulation_steps {} x {} GPUs = {}; DeepSpeed "
+          fmt::format("train_batch_size {} != micro-batch {} x gradient_accumulation_steps {} x {} GPUs = "
+                      "{}; DeepSpeed "
                       "refuses this ('Check batch related parameters')",
                       *tb, *mb, *ga, world, *mb * *ga * world),
           fmt::format("set train_batch_size to {} or write \"auto\"", *mb * *ga * world));
@@ -183,7 +193,8 @@ class Reader {
     set_resolved({"train_batch_size"}, *tb);
     set_resolved({"train_micro_batch_size_per_gpu"}, *mb);
     set_resolved({"gradient_accumulation_steps"}, *ga);
-    if (is_auto(find(cfg_, {"gradient_clipping"}))) set_resolved({"gradient_clipping"}, 1.0);  // max_grad_norm default
+    if (is_auto(find(cfg_, {"gradient_clipping"})))
+      set_resolved({"gradient_clipping"}, 1.0);  // max_grad_norm default
   }
 
   // fp16 / bf16: runtime/config.py get_fp16_enabled, get_bfloat16_enabled ("bfloat16" is the old
@@ -199,15 +210,18 @@ class Reader {
       return as_bool(v).value_or(false);
     };
     const bool fp16 = enabled("fp16", Precision::FP16);
-    const bool bf16 = enabled("bf16", Precision::BF16) || (!cfg_.contains("bf16") && enabled("bfloat16", Precision::BF16));
+    const bool bf16 =
+        enabled("bf16", Precision::BF16) || (!cfg_.contains("bf16") && enabled("bfloat16", Precision::BF16));
     if (fp16 && bf16)
       add(Severity::Error, "fp16.enabled",
-          "fp16 and bf16 are both enabled; DeepSpeed asserts 'bfloat16 and fp16 modes cannot be simultaneously enabled'",
+          "fp16 and bf16 are both enabled; DeepSpeed asserts 'bfloat16 and fp16 modes cannot be "
+          "simultaneously enabled'",
           "keep one of them");
     r_.precision = bf16 ? Precision::BF16 : fp16 ? Precision::FP16 : Precision::FP32;
     if (r_.precision == Precision::FP32)
-      add(Severity::Info, "", "neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32 (16 bytes/param of model "
-                              "states stay, but no 16-bit copies and fp32 GEMMs)");
+      add(Severity::Info, "",
+          "neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32 (16 bytes/param of model "
+          "states stay, but no 16-bit copies and fp32 GEMMs)");
     if (fp16 && as_bool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false) &&
         zero_stage_raw() != 2)
       add(Severity::Error, "fp16.fp16_master_weights_and_grads",
@@ -222,7 +236,8 @@ class Reader {
   }
 
   // A zero_optimization size: number, "auto" (HF fill or dropped), alias, or DeepSpeed's default.
-  int64_t zero_size(const json& zo, const char* key, const char* alias, int64_t dflt, std::optional<double> hf_fill) {
+  int64_t zero_size(const json& zo, const char* key, const char* alias, int64_t dflt,
+                    std::optional<double> hf_fill) {
     const json* v = find(zo, {key});
     if (!v && alias) v = find(zo, {alias});
     if (is_auto(v)) {
@@ -236,10 +251,11 @@ class Reader {
         const auto filled = static_cast<int64_t>(std::floor(*hf_fill));
         if (static_cast<double>(filled) != *hf_fill)
           add(Severity::Warning, std::string("zero_optimization.") + key,
-              fmt::format("the HF Trainer fills 0.9 x hidden_size^2 = {:.1f} here; transformers releases that do not "
-                          "round it write a fraction, which DeepSpeed >= 0.15 (pydantic 2) rejects "
-                          "('Input should be a valid integer', DeepSpeed #6525)",
-                          *hf_fill),
+              fmt::format(
+                  "the HF Trainer fills 0.9 x hidden_size^2 = {:.1f} here; transformers releases that do not "
+                  "round it write a fraction, which DeepSpeed >= 0.15 (pydantic 2) rejects "
+                  "('Input should be a valid integer', DeepSpeed #6525)",
+                  *hf_fill),
               fmt::format("write {} instead of \"auto\"", filled));
         set_resolved({"zero_optimization", key}, filled);
         return filled;
@@ -264,15 +280,18 @@ class Reader {
     // HF fills reduce_bucket_size = h^2 at every stage; the stage-3 sizes only for stage 3
     // (transformers/integrations/deepspeed.py trainer_config_finalize).
     z.reduce_bucket_size = zero_size(zo, "reduce_bucket_size", nullptr, z.reduce_bucket_size, h * h);
-    z.allgather_bucket_size = zero_size(zo, "allgather_bucket_size", nullptr, z.allgather_bucket_size, std::nullopt);
-    z.prefetch_bucket_size = zero_size(zo, "stage3_prefetch_bucket_size", "prefetch_bucket_size", z.prefetch_bucket_size,
-                                       s3 ? std::optional<double>(0.9 * h * h) : std::nullopt);
+    z.allgather_bucket_size =
+        zero_size(zo, "allgather_bucket_size", nullptr, z.allgather_bucket_size, std::nullopt);
+    z.prefetch_bucket_size =
+        zero_size(zo, "stage3_prefetch_bucket_size", "prefetch_bucket_size", z.prefetch_bucket_size,
+                  s3 ? std::optional<double>(0.9 * h * h) : std::nullopt);
     z.param_persistence_threshold =
-        zero_size(zo, "stage3_param_persistence_threshold", "param_persistence_threshold", z.param_persistence_threshold,
-                  s3 ? std::optional<double>(10 * h) : std::nullopt);
-    z.max_live_parameters =
-        zero_size(zo, "stage3_max_live_parameters", "max_live_parameters", z.max_live_parameters, std::nullopt);
-    z.max_reuse_distance = zero_size(zo, "stage3_max_reuse_distance", "max_reuse_distance", z.max_reuse_distance, std::nullopt);
+        zero_size(zo, "stage3_param_persistence_threshold", "param_persistence_threshold",
+                  z.param_persistence_threshold, s3 ? std::optional<double>(10 * h) : std::nullopt);
+    z.max_live_parameters = zero_size(zo, "stage3_max_live_parameters", "max_live_parameters",
+                                      z.max_live_parameters, std::nullopt);
+    z.max_reuse_distance =
+        zero_size(zo, "stage3_max_reuse_distance", "max_reuse_distance", z.max_reuse_distance, std::nullopt);
     z.sub_group_size = zero_size(zo, "sub_group_size", nullptr, z.sub_group_size, std::nullopt);
     // overlap_comm: None -> True for stage 3 only (runtime/zero/config.py overlap_comm_valid).
     z.overlap_comm = as_bool(find(zo, {"overlap_comm"})).value_or(s3);
@@ -290,20 +309,24 @@ class Reader {
       z.offload_param = Offload::CPU;
     if (z.offload_param != Offload::None && stage < 3) {
       add(Severity::Warning, "zero_optimization.offload_param",
-          fmt::format("parameter offload is only implemented for ZeRO stage 3; at stage {} DeepSpeed ignores it", stage),
+          fmt::format(
+              "parameter offload is only implemented for ZeRO stage 3; at stage {} DeepSpeed ignores it",
+              stage),
           "remove it, or use stage 3");
       z.offload_param = Offload::None;
     }
     if (z.offload_optimizer != Offload::None && stage == 0) {
       add(Severity::Warning, "zero_optimization.offload_optimizer",
-          "optimizer offload needs ZeRO stage 1, 2 or 3; with stage 0 DeepSpeed builds no ZeRO optimizer and ignores it",
+          "optimizer offload needs ZeRO stage 1, 2 or 3; with stage 0 DeepSpeed builds no ZeRO optimizer and "
+          "ignores it",
           "set \"stage\" to 1 or more");
       z.offload_optimizer = Offload::None;
     }
     const auto ratio = oo ? find(*oo, {"ratio"}) : nullptr;
     if (ratio && ratio->is_number() && ratio->get<double>() < 1.0 && stage != 3)
       add(Severity::Error, "zero_optimization.offload_optimizer.ratio",
-          "DeepSpeed asserts 'Partial offloading only supported for ZeRO Stage 3'", "remove \"ratio\" or use stage 3");
+          "DeepSpeed asserts 'Partial offloading only supported for ZeRO Stage 3'",
+          "remove \"ratio\" or use stage 3");
     // pin_memory: DeepSpeed's default is False (runtime/zero/offload_config.py).
     const json* pin_src = z.offload_optimizer != Offload::None ? oo : op;
     bool pin = pin_src ? as_bool(find(*pin_src, {"pin_memory"})).value_or(false) : false;
@@ -326,7 +349,8 @@ class Reader {
         add(Severity::Error, key, "NVMe offload without \"nvme_path\": DeepSpeed has no directory to swap to",
             "set it to a directory on a local NVMe drive");
       else if (p->is_string() && p->get<std::string>() == kNvmePathPlaceholder)
-        add(Severity::Error, key, "still the placeholder zeroplan writes", "set it to a directory on a local NVMe drive");
+        add(Severity::Error, key, "still the placeholder zeroplan writes",
+            "set it to a directory on a local NVMe drive");
     };
     nvme_path("offload_optimizer", z.offload_optimizer);
     nvme_path("offload_param", z.offload_param);
@@ -339,12 +363,14 @@ class Reader {
         for (const auto& t : layer.tensors) largest = std::max(largest, t.numel());
       const int64_t part = ceil_div(largest, w_.cluster.world_size());
       const auto bs = as_int(find(*zo, {"offload_param", "buffer_size"}));
-      const int64_t buffer = bs.value_or(key_default("zero_optimization.offload_param.buffer_size")->get<int64_t>());
+      const int64_t buffer =
+          bs.value_or(key_default("zero_optimization.offload_param.buffer_size")->get<int64_t>());
       if (buffer <= part)
         add(Severity::Error, "zero_optimization.offload_param.buffer_size",
-            fmt::format("{} elements, but the largest parameter partition has {} (largest tensor {} over {} GPUs); "
-                        "DeepSpeed asserts 'More elements ... than buffer size'",
-                        buffer, part, largest, w_.cluster.world_size()),
+            fmt::format(
+                "{} elements, but the largest parameter partition has {} (largest tensor {} over {} GPUs); "
+                "DeepSpeed asserts 'More elements ... than buffer size'",
+                buffer, part, largest, w_.cluster.world_size()),
             fmt::format("set it above {}", part));
     }
 
@@ -353,9 +379,10 @@ class Reader {
         add(Severity::Warning,
             z.offload_optimizer != Offload::None ? "zero_optimization.offload_optimizer.pin_memory"
                                                  : "zero_optimization.offload_param.pin_memory",
-            fmt::format("offload without pinned host memory: host<->GPU copies run at pageable speed ({:.0f} GB/s on "
-                        "{} instead of {:.0f} GB/s pinned)",
-                        w_.cluster.gpu.host_pageable_GBps, w_.cluster.gpu.name, w_.cluster.gpu.host_pinned_GBps),
+            fmt::format(
+                "offload without pinned host memory: host<->GPU copies run at pageable speed ({:.0f} GB/s on "
+                "{} instead of {:.0f} GB/s pinned)",
+                w_.cluster.gpu.host_pageable_GBps, w_.cluster.gpu.name, w_.cluster.gpu.host_pinned_GBps),
             "set \"pin_memory\": true if the host has the RAM");
     }
 
@@ -363,7 +390,8 @@ class Reader {
     // "overlap_comm uses 4.5x the allgather_bucket_size and reduce_bucket_size values ... 5e8 ...
     // requires 9GB" (= 4.5 x 2 bytes x (reduce + allgather)).
     if ((z.stage == 1 || z.stage == 2) && z.overlap_comm && gpu_mem > 0) {
-      const double footprint = 4.5 * 2.0 * static_cast<double>(z.reduce_bucket_size + z.allgather_bucket_size);
+      const double footprint =
+          4.5 * 2.0 * static_cast<double>(z.reduce_bucket_size + z.allgather_bucket_size);
       // Warn above 15% of the GPU: the 9 GB of the defaults is 37% of a 24 GB GPU.
       if (footprint > 0.15 * static_cast<double>(gpu_mem))
         add(Severity::Warning, "zero_optimization.overlap_comm",
@@ -386,10 +414,12 @@ class Reader {
           if (t.numel() <= small_limit && t.numel() > z.param_persistence_threshold) ++gathered;
       if (gathered >= w_.model.num_layers && gathered > 0)
         add(Severity::Warning, "zero_optimization.stage3_param_persistence_threshold",
-            fmt::format("{} leaves {} small tensors (norm weights, biases of at most {} elements) partitioned: each is "
-                        "all-gathered separately in every forward and backward, ~{} latency-bound collectives per "
-                        "micro-step (DeepSpeed #1174, #5047)",
-                        z.param_persistence_threshold, gathered, small_limit, 2 * gathered),
+            fmt::format(
+                "{} leaves {} small tensors (norm weights, biases of at most {} elements) partitioned: each "
+                "is "
+                "all-gathered separately in every forward and backward, ~{} latency-bound collectives per "
+                "micro-step (DeepSpeed #1174, #5047)",
+                z.param_persistence_threshold, gathered, small_limit, 2 * gathered),
             fmt::format("use 10 x hidden_size = {}, the HF Trainer's \"auto\"", small_limit));
     }
   }
@@ -434,7 +464,8 @@ nlohmann::json change_to_json(const ConfigChange& c) {
 
 std::string format_change(const ConfigChange& c) {
   const auto show = [](const json& v) { return v.is_null() ? std::string("(not set)") : v.dump(); };
-  return fmt::format("{}: {}{} -> {}", c.key, show(c.from), c.from_default ? " (DeepSpeed default)" : "", show(c.to));
+  return fmt::format("{}: {}{} -> {}", c.key, show(c.from), c.from_default ? " (DeepSpeed default)" : "",
+                     show(c.to));
 }
 
 std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann::json& user_config,
@@ -459,7 +490,8 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
     bool from_default = false;
     const auto g = given.find(k);
     if (g != given.end()) {
-      a = (g->second.is_string() && g->second.get<std::string>() == "auto" && from.count(k)) ? from[k] : g->second;
+      a = (g->second.is_string() && g->second.get<std::string>() == "auto" && from.count(k)) ? from[k]
+                                                                                             : g->second;
     } else if (const auto d = key_default(k)) {
       a = *d;
       from_default = true;
@@ -473,8 +505,9 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
     out.push_back(ConfigChange{k, a, b, from_default});
   }
   if (user_plan.zero.checkpointing != recommended.zero.checkpointing)
-    out.push_back(ConfigChange{"TrainingArguments.gradient_checkpointing (" + planner::to_string(user_plan.zero.checkpointing) +
-                                   " -> " + planner::to_string(recommended.zero.checkpointing) + ")",
+    out.push_back(ConfigChange{"TrainingArguments.gradient_checkpointing (" +
+                                   planner::to_string(user_plan.zero.checkpointing) + " -> " +
+                                   planner::to_string(recommended.zero.checkpointing) + ")",
                                user_plan.zero.checkpointing != planner::Checkpointing::None,
                                recommended.zero.checkpointing == planner::Checkpointing::Full, false});
   return out;

@@ -21,7 +21,7 @@ inline constexpr int64_t kHfDefaultMicroBatch = 8;
 inline constexpr int64_t kHfDefaultGradAccum = 1;
 
 struct ReadConfig {
-  nlohmann::json resolved;  // the user's config with every "auto" replaced by its value
+  nlohmann::json resolved;   // the user's config with every "auto" replaced by its value
   planner::ZeroConfig zero;  // stage, offload, batch, every knob (absent -> DeepSpeed's code default)
   planner::Precision precision = planner::Precision::FP32;
   int64_t train_batch_size = 0;
@@ -40,9 +40,9 @@ planner::Workload workload_for_config(const planner::Workload& w, const ReadConf
 
 // One key-by-key difference between two configs in DeepSpeed terms.
 struct ConfigChange {
-  std::string key;       // dotted path, or "TrainingArguments.gradient_checkpointing"
-  nlohmann::json from;   // null when absent
-  nlohmann::json to;     // null when the recommended config does not set it
+  std::string key;            // dotted path, or "TrainingArguments.gradient_checkpointing"
+  nlohmann::json from;        // null when absent
+  nlohmann::json to;          // null when the recommended config does not set it
   bool from_default = false;  // `from` is DeepSpeed's default (the user's file does not set it)
 };
 nlohmann::json change_to_json(const ConfigChange& c);

@@ -74,8 +74,13 @@ std::string describe_types(const std::vector<std::string>& types) {
   std::string s;
   for (const auto& t : types) {
     if (!s.empty()) s += " or ";
-    s += t == "int" ? "an integer" : t == "number" ? "a number" : t == "bool" ? "true/false"
-         : t == "object" ? "an object" : t == "array" ? "a list" : t == "path" ? "a path string" : "a string";
+    s += t == "int"      ? "an integer"
+         : t == "number" ? "a number"
+         : t == "bool"   ? "true/false"
+         : t == "object" ? "an object"
+         : t == "array"  ? "a list"
+         : t == "path"   ? "a path string"
+                         : "a string";
   }
   return s;
 }
@@ -101,7 +106,8 @@ class Validator {
         const std::string canonical = (*it)["alias_of"].get<std::string>();
         if (value.contains(canonical))
           add(Severity::Warning, p,
-              fmt::format("both '{}' and its alias '{}' are set; pydantic keeps only one of them", canonical, k),
+              fmt::format("both '{}' and its alias '{}' are set; pydantic keeps only one of them", canonical,
+                          k),
               fmt::format("keep only \"{}\"", canonical));
       }
       node(*child, v, p, drops_auto);
@@ -118,29 +124,36 @@ class Validator {
       if (parent_drops_auto) {
         const std::string def = schema.contains("default") ? short_json(schema["default"]) : "its default";
         add(Severity::Warning, path,
-            fmt::format("\"auto\" is not filled in by the HF Trainer here; DeepSpeed drops it and uses {}", def),
+            fmt::format("\"auto\" is not filled in by the HF Trainer here; DeepSpeed drops it and uses {}",
+                        def),
             "write the value you want");
       } else {
         add(Severity::Error, path,
-            "\"auto\" is only filled in by the HF Trainer for batch sizes, gradient_clipping, fp16/bf16.enabled, "
-            "the optimizer/scheduler params and three zero_optimization sizes; DeepSpeed reads it here as the string \"auto\"",
+            "\"auto\" is only filled in by the HF Trainer for batch sizes, gradient_clipping, "
+            "fp16/bf16.enabled, "
+            "the optimizer/scheduler params and three zero_optimization sizes; DeepSpeed reads it here as "
+            "the string \"auto\"",
             "write the value you want");
       }
       return;
     }
     if (v.is_null()) {
       if (!schema.value("nullable", false))
-        add(Severity::Error, path, "is null; DeepSpeed needs " + describe_types(types_of(schema)), "remove the key or give a value");
+        add(Severity::Error, path, "is null; DeepSpeed needs " + describe_types(types_of(schema)),
+            "remove the key or give a value");
       return;
     }
     const auto types = types_of(schema);
-    const bool ok = std::any_of(types.begin(), types.end(), [&](const std::string& t) { return matches_type(t, v); });
+    const bool ok =
+        std::any_of(types.begin(), types.end(), [&](const std::string& t) { return matches_type(t, v); });
     if (!ok) {
       std::string hint;
-      if (v.is_string() && (types[0] == "int" || types[0] == "number")) hint = "write it as a JSON number, without quotes";
+      if (v.is_string() && (types[0] == "int" || types[0] == "number"))
+        hint = "write it as a JSON number, without quotes";
       if (v.is_number_float() && types[0] == "int") hint = "DeepSpeed needs a whole number here";
       if (v.is_string() && types[0] == "bool") hint = "write true or false, without quotes";
-      add(Severity::Error, path, fmt::format("is {}, expected {}", short_json(v), describe_types(types)), hint);
+      add(Severity::Error, path, fmt::format("is {}, expected {}", short_json(v), describe_types(types)),
+          hint);
       return;
     }
     if (v.is_boolean() && std::find(types.begin(), types.end(), "bool") != types.end() &&
@@ -160,16 +173,19 @@ class Validator {
           const std::string near = nearest_name(v.get<std::string>(), names);
           if (!near.empty()) hint = fmt::format("did you mean \"{}\"?", near);
         }
-        add(Severity::Error, path, fmt::format("is {}, but DeepSpeed accepts only {}", short_json(v), allowed.dump()), hint);
+        add(Severity::Error, path,
+            fmt::format("is {}, but DeepSpeed accepts only {}", short_json(v), allowed.dump()), hint);
         return;
       }
     }
     if (v.is_number()) {
       const double d = v.get<double>();
       if (schema.contains("min") && d < schema["min"].get<double>())
-        add(Severity::Error, path, fmt::format("is {}, below DeepSpeed's minimum {}", short_json(v), schema["min"].dump()));
+        add(Severity::Error, path,
+            fmt::format("is {}, below DeepSpeed's minimum {}", short_json(v), schema["min"].dump()));
       else if (schema.contains("max") && d > schema["max"].get<double>())
-        add(Severity::Error, path, fmt::format("is {}, above DeepSpeed's maximum {}", short_json(v), schema["max"].dump()));
+        add(Severity::Error, path,
+            fmt::format("is {}, above DeepSpeed's maximum {}", short_json(v), schema["max"].dump()));
     }
     if (v.is_object() && schema.contains("unknown_keys")) object(schema, v, path);
   }
@@ -199,7 +215,8 @@ class Validator {
           hint);
     else
       add(Severity::Warning, path,
-          fmt::format("unknown key; DeepSpeed {} silently ignores it, so it has no effect", deepspeed_keys_version()),
+          fmt::format("unknown key; DeepSpeed {} silently ignores it, so it has no effect",
+                      deepspeed_keys_version()),
           hint);
   }
 
@@ -229,14 +246,17 @@ const nlohmann::json& deepspeed_key_table() {
   return table;
 }
 
-std::string deepspeed_keys_version() { return deepspeed_key_table()["deepspeed_version"].get<std::string>(); }
+std::string deepspeed_keys_version() {
+  return deepspeed_key_table()["deepspeed_version"].get<std::string>();
+}
 
 const nlohmann::json* key_schema(std::string_view dotted_path) {
   const json* node = &deepspeed_key_table()["root"];
   size_t start = 0;
   while (start <= dotted_path.size()) {
     const size_t dot = dotted_path.find('.', start);
-    const std::string part(dotted_path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
+    const std::string part(
+        dotted_path.substr(start, dot == std::string_view::npos ? std::string_view::npos : dot - start));
     const auto keys = node->find("keys");
     if (keys == node->end()) return nullptr;
     const auto it = keys->find(part);
@@ -265,7 +285,9 @@ std::vector<std::string> valid_key_paths() {
 std::vector<Issue> validate_keys(const nlohmann::json& config) {
   std::vector<Issue> issues;
   if (!config.is_object()) {
-    issues.push_back(Issue{Severity::Error, "", fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), ""});
+    issues.push_back(
+        Issue{Severity::Error, "",
+              fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), ""});
     return issues;
   }
   Validator(issues).object(deepspeed_key_table()["root"], config, "");

@@ -44,13 +44,16 @@ constexpr int64_t kParamMaxInCpu = 1'000'000'000;
 // (0.9, 0.999), eps 1e-8, weight_decay 1e-2; PyTorch docs) and DeepSpeed WarmupLR's defaults
 // (runtime/lr_schedules.py WarmupLR.__init__: warmup_min_lr 0, warmup_max_lr 1e-3,
 // warmup_num_steps 1000). Users set their own learning rate; these are placeholders that run.
-constexpr double kAdamLr = 1e-3, kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8, kAdamWeightDecay = 1e-2;
+constexpr double kAdamLr = 1e-3, kAdamBeta1 = 0.9, kAdamBeta2 = 0.999, kAdamEps = 1e-8,
+                 kAdamWeightDecay = 1e-2;
 constexpr double kWarmupMinLr = 0.0, kWarmupMaxLr = 1e-3;
 constexpr int64_t kWarmupNumSteps = 1000;
 
 // HF Trainer's fill values (transformers/integrations/deepspeed.py trainer_config_finalize):
 // reduce_bucket_size h^2; stage 3: stage3_prefetch_bucket_size 0.9 h^2, persistence 10 h.
-bool trainer_fills(int64_t value, double trainer_value) { return static_cast<double>(value) == trainer_value; }
+bool trainer_fills(int64_t value, double trainer_value) {
+  return static_cast<double>(value) == trainer_value;
+}
 
 int64_t largest_param_numel(const planner::Workload& w) {
   if (w.model.params_only) return 0;
@@ -95,25 +98,29 @@ std::string stem_of(const std::string& path) {
 std::string plan_summary(const planner::Workload& w, const planner::Plan& p) {
   const auto& z = p.zero;
   std::string off;
-  if (z.offload_optimizer != Offload::None) off += ", optimizer offload " + planner::to_string(z.offload_optimizer);
+  if (z.offload_optimizer != Offload::None)
+    off += ", optimizer offload " + planner::to_string(z.offload_optimizer);
   if (z.offload_param != Offload::None) off += ", parameter offload " + planner::to_string(z.offload_param);
-  return fmt::format("{} on {}x{}x{}: ZeRO-{}{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, "
-                     "seq {}, checkpointing {}",
-                     w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, z.stage, off,
-                     planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
-                     z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len,
-                     planner::to_string(z.checkpointing));
+  return fmt::format(
+      "{} on {}x{}x{}: ZeRO-{}{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, "
+      "seq {}, checkpointing {}",
+      w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, z.stage, off,
+      planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
+      z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len, planner::to_string(z.checkpointing));
 }
 
 std::string shell_quote(const std::string& s) {
-  if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+") == std::string::npos)
+  if (s.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-./=:,+") ==
+      std::string::npos)
     return s;
   std::string r = "'";
   for (char c : s) r += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return r + "'";
 }
 
-std::string py_string(const std::string& s) { return json(s).dump(); }  // a valid Python string literal
+std::string py_string(const std::string& s) {
+  return json(s).dump();
+}  // a valid Python string literal
 
 }  // namespace
 
@@ -124,8 +131,8 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool h
 json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const ConfigOptions& o) {
   const auto& z = p.zero;
   const int64_t world = w.cluster.world_size();
-  ZP_CHECK(z.micro_batch > 0 && z.grad_accum > 0 && world > 0, "plan has micro {} accum {} world {}", z.micro_batch,
-           z.grad_accum, world);
+  ZP_CHECK(z.micro_batch > 0 && z.grad_accum > 0 && world > 0, "plan has micro {} accum {} world {}",
+           z.micro_batch, z.grad_accum, world);
   ZP_CHECK(z.stage >= 0 && z.stage <= 3, "plan has ZeRO stage {}", z.stage);
   // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1) and parameters only with stage 3.
   ZP_CHECK(z.stage >= 1 || z.offload_optimizer == Offload::None, "stage-0 plan with optimizer offload");
@@ -140,11 +147,16 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
   c["gradient_accumulation_steps"] = auto_or(z.grad_accum);
   c["gradient_clipping"] = auto_or(kGradientClipping);
   switch (p.precision) {
-    case Precision::BF16: c["bf16"] = {{"enabled", auto_or(true)}}; break;
+    case Precision::BF16:
+      c["bf16"] = {{"enabled", auto_or(true)}};
+      break;
     case Precision::FP16:
-      c["fp16"] = {{"enabled", auto_or(true)},         {"loss_scale", kLossScale},
-                   {"initial_scale_power", kInitialScalePower}, {"loss_scale_window", kLossScaleWindow},
-                   {"hysteresis", kHysteresis},        {"min_loss_scale", kMinLossScale}};
+      c["fp16"] = {{"enabled", auto_or(true)},
+                   {"loss_scale", kLossScale},
+                   {"initial_scale_power", kInitialScalePower},
+                   {"loss_scale_window", kLossScaleWindow},
+                   {"hysteresis", kHysteresis},
+                   {"min_loss_scale", kMinLossScale}};
       break;
     case Precision::FP32:
       // Both explicit: without "fp16": {"enabled": false} the HF Trainer loads the model in fp16
@@ -183,7 +195,8 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     zo["stage3_gather_16bit_weights_on_model_save"] = true;
     if (z.offload_optimizer != Offload::None)
       zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
-    if (z.offload_param != Offload::None) zo["offload_param"] = offload_section(z.offload_param, z.pin_memory, true, w);
+    if (z.offload_param != Offload::None)
+      zo["offload_param"] = offload_section(z.offload_param, z.pin_memory, true, w);
   }
   c["zero_optimization"] = zo;
 
@@ -208,29 +221,36 @@ std::string launch_command(const planner::Workload& w, const std::string& config
   if (w.cluster.nodes == 1)
     return fmt::format("deepspeed --num_gpus {} train.py --deepspeed {}", w.cluster.gpus_per_node, cfg);
   return fmt::format("deepspeed --hostfile {} --num_nodes {} --num_gpus {} train.py --deepspeed {}",
-                     shell_quote(stem_of(config_path) + ".hostfile"), w.cluster.nodes, w.cluster.gpus_per_node, cfg);
+                     shell_quote(stem_of(config_path) + ".hostfile"), w.cluster.nodes,
+                     w.cluster.gpus_per_node, cfg);
 }
 
 std::string hostfile(const planner::Workload& w) {
-  std::string s = "# DeepSpeed hostfile generated by zeroplan: one line per node, \"HOST slots=GPUS\".\n"
-                  "# Replace nodeN with the hostnames reachable by passwordless ssh from the first node.\n";
-  for (int n = 1; n <= w.cluster.nodes; ++n) s += fmt::format("node{} slots={}\n", n, w.cluster.gpus_per_node);
+  std::string s =
+      "# DeepSpeed hostfile generated by zeroplan: one line per node, \"HOST slots=GPUS\".\n"
+      "# Replace nodeN with the hostnames reachable by passwordless ssh from the first node.\n";
+  for (int n = 1; n <= w.cluster.nodes; ++n)
+    s += fmt::format("node{} slots={}\n", n, w.cluster.gpus_per_node);
   return s;
 }
 
-std::string launch_script(const planner::Workload& w, const std::string& config_path, const std::string& hostfile_path) {
-  std::string s = "#!/usr/bin/env bash\n# Generated by zeroplan. Replace train.py with your training script.\n"
-                  "# With the HF Trainer, --deepspeed is the TrainingArguments flag. A script that calls\n"
-                  "# deepspeed.initialize() with deepspeed.add_config_arguments(parser) takes\n"
-                  "# `--deepspeed --deepspeed_config CONFIG` instead.\n";
+std::string launch_script(const planner::Workload& w, const std::string& config_path,
+                          const std::string& hostfile_path) {
+  std::string s =
+      "#!/usr/bin/env bash\n# Generated by zeroplan. Replace train.py with your training script.\n"
+      "# With the HF Trainer, --deepspeed is the TrainingArguments flag. A script that calls\n"
+      "# deepspeed.initialize() with deepspeed.add_config_arguments(parser) takes\n"
+      "# `--deepspeed --deepspeed_config CONFIG` instead.\n";
   if (w.cluster.nodes > 1)
-    s += fmt::format("# Multi-node: edit {} (one line per node), run this on the first node.\n", hostfile_path);
+    s += fmt::format("# Multi-node: edit {} (one line per node), run this on the first node.\n",
+                     hostfile_path);
   s += "set -euo pipefail\n";
   s += launch_command(w, config_path) + " \"$@\"\n";
   return s;
 }
 
-std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p, const std::string& config_path) {
+std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p,
+                                  const std::string& config_path) {
   const auto& z = p.zero;
   std::string s = "# Generated by zeroplan: HF TrainingArguments matching " + config_path + ".\n";
   s += "# The Trainer checks these against the DeepSpeed config (and fills its \"auto\" values from them).\n";
@@ -249,26 +269,34 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
       s += "    gradient_checkpointing=True,\n";
       break;
     case planner::Checkpointing::Selective:
-      s += "    # The plan assumes selective recomputation (Korthikanti et al. 2022 §4.2: only the attention\n"
-           "    # score/softmax tensors are recomputed). The HF Trainer has no switch for it; FlashAttention/SDPA\n"
-           "    # (attn_implementation=\"flash_attention_2\" or \"sdpa\") never stores those tensors, which gives the same saving.\n"
-           "    gradient_checkpointing=False,\n";
+      s +=
+          "    # The plan assumes selective recomputation (Korthikanti et al. 2022 §4.2: only the attention\n"
+          "    # score/softmax tensors are recomputed). The HF Trainer has no switch for it; "
+          "FlashAttention/SDPA\n"
+          "    # (attn_implementation=\"flash_attention_2\" or \"sdpa\") never stores those tensors, which "
+          "gives the same saving.\n"
+          "    gradient_checkpointing=False,\n";
       break;
-    case planner::Checkpointing::None: s += "    gradient_checkpointing=False,\n"; break;
+    case planner::Checkpointing::None:
+      s += "    gradient_checkpointing=False,\n";
+      break;
   }
   s += fmt::format("    deepspeed={},\n", py_string(config_path));
   s += ")\n";
   if (w.train.method != planner::Method::Full)
-    s += fmt::format("# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
-                     planner::to_string(w.train.method), w.train.lora_rank);
+    s += fmt::format(
+        "# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
+        planner::to_string(w.train.method), w.train.lora_rank);
   return s;
 }
 
-std::string accelerate_config(const planner::Workload& w, const planner::Plan& p, const std::string& config_path) {
+std::string accelerate_config(const planner::Workload& w, const planner::Plan& p,
+                              const std::string& config_path) {
   const bool multi = w.cluster.nodes > 1;
-  std::string s = "# Generated by zeroplan: `accelerate launch --config_file THIS_FILE train.py`.\n"
-                  "# Mixed precision, batch sizes and ZeRO settings come from the DeepSpeed config file;\n"
-                  "# accelerate refuses duplicates of them here.\n";
+  std::string s =
+      "# Generated by zeroplan: `accelerate launch --config_file THIS_FILE train.py`.\n"
+      "# Mixed precision, batch sizes and ZeRO settings come from the DeepSpeed config file;\n"
+      "# accelerate refuses duplicates of them here.\n";
   s += "compute_environment: LOCAL_MACHINE\n";
   s += "debug: false\n";
   s += "deepspeed_config:\n";
@@ -295,20 +323,25 @@ std::vector<std::string> emit_warnings(const planner::Workload& w, const planner
   std::vector<std::string> out;
   const auto& z = p.zero;
   if (z.offload_optimizer == Offload::NVMe || (z.stage == 3 && z.offload_param == Offload::NVMe))
-    out.push_back(fmt::format("the config offloads to NVMe: replace \"nvme_path\": \"{}\" with a directory on a local "
-                              "NVMe drive before running",
-                              kNvmePathPlaceholder));
+    out.push_back(
+        fmt::format("the config offloads to NVMe: replace \"nvme_path\": \"{}\" with a directory on a local "
+                    "NVMe drive before running",
+                    kNvmePathPlaceholder));
   if (w.cluster.nodes > 1)
-    out.push_back("multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the first)");
+    out.push_back(
+        "multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the "
+        "first)");
   return out;
 }
 
-std::vector<EmittedFile> emitted_files(const planner::Workload& w, const planner::Plan& p, const EmitOptions& o) {
+std::vector<EmittedFile> emitted_files(const planner::Workload& w, const planner::Plan& p,
+                                       const EmitOptions& o) {
   if (o.path.empty()) throw UserError("--emit needs a file name, e.g. --emit ds_config.json");
   const std::string stem = stem_of(o.path);
   // The snippets name the config by the file name the user gave (relative paths stay relative).
   std::vector<EmittedFile> files;
-  files.push_back({o.path, deepspeed_config(w, p, ConfigOptions{o.hf_auto, o.with_optimizer}).dump(2) + "\n"});
+  files.push_back(
+      {o.path, deepspeed_config(w, p, ConfigOptions{o.hf_auto, o.with_optimizer}).dump(2) + "\n"});
   files.push_back({stem + ".launch.sh", launch_script(w, o.path, stem + ".hostfile")});
   if (w.cluster.nodes > 1) files.push_back({stem + ".hostfile", hostfile(w)});
   files.push_back({stem + ".training_args.py", training_args_snippet(w, p, o.path)});
@@ -323,7 +356,8 @@ std::string emit_files(const planner::Workload& w, const planner::Plan& p, const
   std::vector<std::string> existing;
   std::error_code ec;
   for (const auto& f : files) {
-    if (fs::is_directory(f.path, ec)) throw_user_error("output path '{}' is a directory; give a file name", f.path);
+    if (fs::is_directory(f.path, ec))
+      throw_user_error("output path '{}' is a directory; give a file name", f.path);
     if (fs::exists(f.path, ec)) existing.push_back(f.path);
   }
   if (!existing.empty() && !o.force) {

@@ -34,10 +34,13 @@ nlohmann::json deepspeed_config(const planner::Workload& w, const planner::Plan&
 
 // Snippets that refer to the config at `config_path` (as the user will pass it on the command line).
 std::string launch_command(const planner::Workload& w, const std::string& config_path);
-std::string launch_script(const planner::Workload& w, const std::string& config_path, const std::string& hostfile_path);
+std::string launch_script(const planner::Workload& w, const std::string& config_path,
+                          const std::string& hostfile_path);
 std::string hostfile(const planner::Workload& w);  // one "nodeN slots=G" line per node
-std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p, const std::string& config_path);
-std::string accelerate_config(const planner::Workload& w, const planner::Plan& p, const std::string& config_path);
+std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p,
+                                  const std::string& config_path);
+std::string accelerate_config(const planner::Workload& w, const planner::Plan& p,
+                              const std::string& config_path);
 
 // Warnings the user must act on before running (e.g. the NVMe path placeholder).
 std::vector<std::string> emit_warnings(const planner::Workload& w, const planner::Plan& p);
@@ -49,7 +52,8 @@ struct EmittedFile {
 };
 // The files for `o.path`: ds_config.json, <stem>.launch.sh, <stem>.training_args.py,
 // <stem>.accelerate.yaml and, for several nodes, <stem>.hostfile.
-std::vector<EmittedFile> emitted_files(const planner::Workload& w, const planner::Plan& p, const EmitOptions& o);
+std::vector<EmittedFile> emitted_files(const planner::Workload& w, const planner::Plan& p,
+                                       const EmitOptions& o);
 
 // Writes emitted_files() atomically (temporary file + rename, common/atomic_file.h). Refuses, before
 // writing anything, when any target exists and !o.force; if a later write fails, files this call

@@ -6,9 +6,12 @@ namespace zeroplan::configs {
 
 std::string_view severity_name(Severity s) {
   switch (s) {
-    case Severity::Error: return "error";
-    case Severity::Warning: return "warning";
-    case Severity::Info: return "info";
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Info:
+      return "info";
   }
   return "unknown";
 }
@@ -28,10 +31,13 @@ std::string format_issue(const Issue& i) {
   return s;
 }
 
-bool has_errors(const std::vector<Issue>& issues) { return count_severity(issues, Severity::Error) > 0; }
+bool has_errors(const std::vector<Issue>& issues) {
+  return count_severity(issues, Severity::Error) > 0;
+}
 
 size_t count_severity(const std::vector<Issue>& issues, Severity s) {
-  return static_cast<size_t>(std::count_if(issues.begin(), issues.end(), [s](const Issue& i) { return i.severity == s; }));
+  return static_cast<size_t>(
+      std::count_if(issues.begin(), issues.end(), [s](const Issue& i) { return i.severity == s; }));
 }
 
 }  // namespace zeroplan::configs

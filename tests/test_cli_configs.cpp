@@ -42,19 +42,22 @@ TEST(CliCheck, MalformedMissingAndNonObjectFilesExit2WithOneLine) {
     EXPECT_EQ(r.stderr_lines(), 1) << r.err;
     EXPECT_TRUE(r.out.empty()) << r.out;
   }
-  const auto r = run_cli({"check", d.file("ok.json", "{\"train_micro_batch_size_per_gpu\": 1}"), "--gpus", "4xA40"});
+  const auto r =
+      run_cli({"check", d.file("ok.json", "{\"train_micro_batch_size_per_gpu\": 1}"), "--gpus", "4xA40"});
   EXPECT_EQ(r.exit_code, 2);  // no model
   EXPECT_THAT(r.err, HasSubstr("--model"));
 }
 
 TEST(CliCheck, UnknownKeysAndWrongTypesAreReportedAndExit1) {
   Dir d;
-  const auto p = d.file("ds.json", R"({"train_micro_batch_size_per_gpu": "2", "gradient_accumulation_steps": 4,
+  const auto p =
+      d.file("ds.json", R"({"train_micro_batch_size_per_gpu": "2", "gradient_accumulation_steps": 4,
       "bf16": {"enabled": true}, "zero_optimization": {"stage": 3, "overlap_com": true}})");
   const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--json"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const json j = json::parse(r.out);
-  for (auto k : {"config", "issues", "predicted", "recommended_changes", "fits"}) EXPECT_TRUE(j.contains(k)) << k;
+  for (auto k : {"config", "issues", "predicted", "recommended_changes", "fits"})
+    EXPECT_TRUE(j.contains(k)) << k;
   bool typo = false, type = false;
   for (const auto& i : j["issues"]) {
     if (i["key"] == "zero_optimization.overlap_com") {
@@ -93,12 +96,12 @@ TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
       "gradient_accumulation_steps": "auto", "gradient_clipping": "auto", "bf16": {"enabled": "auto"},
       "zero_optimization": {"stage": 3, "reduce_bucket_size": "auto", "stage3_prefetch_bucket_size": "auto",
       "stage3_param_persistence_threshold": "auto", "offload_optimizer": {"device": "cpu", "pin_memory": true}}})");
-  const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--micro-batch", "2", "--grad-accum", "4",
-                          "--checkpointing", "full", "--json"});
+  const auto r = run_cli({"check", p, "--model", "13b", "--gpus", "4xA40", "--micro-batch", "2",
+                          "--grad-accum", "4", "--checkpointing", "full", "--json"});
   ASSERT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
   const json j = json::parse(r.out);
   EXPECT_EQ(j["config"]["train_batch_size"], 2 * 4 * 4);
-  EXPECT_EQ(j["config"]["zero_optimization"]["reduce_bucket_size"], 5120 * 5120);  // h^2
+  EXPECT_EQ(j["config"]["zero_optimization"]["reduce_bucket_size"], 5120 * 5120);            // h^2
   EXPECT_EQ(j["config"]["zero_optimization"]["stage3_param_persistence_threshold"], 51200);  // 10 h
   EXPECT_EQ(j["predicted"]["micro_batch"], 2);
   EXPECT_EQ(j["predicted"]["grad_accum"], 4);
@@ -109,8 +112,8 @@ TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
 TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
   Dir d;
   // Checkpointing is fixed because it is not part of ds_config.json (check is told the same below).
-  const std::vector<std::string> args = {"--model", "7b", "--gpus", "4xA40", "--stage", "2", "--checkpointing", "full",
-                                         "--emit", "ds.json"};
+  const std::vector<std::string> args = {"--model",         "7b",   "--gpus", "4xA40",  "--stage", "2",
+                                         "--checkpointing", "full", "--emit", "ds.json"};
   auto r = run_cli(args, d.path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (auto f : {"ds.json", "ds.launch.sh", "ds.training_args.py", "ds.accelerate.yaml"})
@@ -122,20 +125,22 @@ TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
   EXPECT_EQ(r.stderr_lines(), 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--force"));
   EXPECT_EQ(slurp(d.path + "/ds.json"), before);
-  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--checkpointing", "full", "--emit", "ds.json",
-               "--force"},
+  r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--checkpointing", "full", "--emit",
+               "ds.json", "--force"},
               d.path);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(slurp(d.path + "/ds.json"))["zero_optimization"]["stage"], 3);
   // The emitted config checks clean and fits.
-  const auto c = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40", "--checkpointing", "full"});
+  const auto c =
+      run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40", "--checkpointing", "full"});
   EXPECT_EQ(c.exit_code, 0) << c.out << c.err;
   EXPECT_THAT(c.out, HasSubstr("Verdict: fits"));
   // Without --checkpointing, check assumes none, says so, and shows what full checkpointing gives.
   const auto n = run_cli({"check", d.path + "/ds.json", "--model", "7b", "--gpus", "4xA40", "--json"});
   const json nj = json::parse(n.out);
   bool noted = false;
-  for (const auto& i : nj["issues"]) noted |= i["message"].get<std::string>().find("checkpointing") != std::string::npos;
+  for (const auto& i : nj["issues"])
+    noted |= i["message"].get<std::string>().find("checkpointing") != std::string::npos;
   EXPECT_TRUE(noted);
   if (!nj["fits"].get<bool>()) {
     EXPECT_TRUE(nj.contains("predicted_with_full_checkpointing"));

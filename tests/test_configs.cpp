@@ -72,7 +72,8 @@ TEST(DeepSpeedKeys, TableNamesItsVersionAndCodeDefaults) {
   // runtime/constants.py FP16_INITIAL_SCALE_POWER_DEFAULT = 16.
   EXPECT_EQ(key_default("fp16.initial_scale_power")->get<int>(), 16);
   // The pydantic field name is accepted beside the alias (populate_by_name=True).
-  EXPECT_EQ(key_schema("zero_optimization.prefetch_bucket_size"), key_schema("zero_optimization.stage3_prefetch_bucket_size"));
+  EXPECT_EQ(key_schema("zero_optimization.prefetch_bucket_size"),
+            key_schema("zero_optimization.stage3_prefetch_bucket_size"));
   EXPECT_EQ(key_schema("zero_optimization.no_such_key"), nullptr);
 }
 
@@ -81,10 +82,12 @@ TEST(DeepSpeedKeys, TableAgreesWithPlannerZeroConfigDefaults) {
   const auto z = planner::ZeroConfig::deepspeed_defaults(2);
   EXPECT_EQ(key_default("zero_optimization.reduce_bucket_size")->get<int64_t>(), z.reduce_bucket_size);
   EXPECT_EQ(key_default("zero_optimization.allgather_bucket_size")->get<int64_t>(), z.allgather_bucket_size);
-  EXPECT_EQ(key_default("zero_optimization.stage3_prefetch_bucket_size")->get<int64_t>(), z.prefetch_bucket_size);
+  EXPECT_EQ(key_default("zero_optimization.stage3_prefetch_bucket_size")->get<int64_t>(),
+            z.prefetch_bucket_size);
   EXPECT_EQ(key_default("zero_optimization.stage3_param_persistence_threshold")->get<int64_t>(),
             z.param_persistence_threshold);
-  EXPECT_EQ(key_default("zero_optimization.stage3_max_live_parameters")->get<int64_t>(), z.max_live_parameters);
+  EXPECT_EQ(key_default("zero_optimization.stage3_max_live_parameters")->get<int64_t>(),
+            z.max_live_parameters);
   EXPECT_EQ(key_default("zero_optimization.stage3_max_reuse_distance")->get<int64_t>(), z.max_reuse_distance);
   EXPECT_EQ(key_default("zero_optimization.sub_group_size")->get<int64_t>(), z.sub_group_size);
   EXPECT_EQ(key_default("zero_optimization.contiguous_gradients")->get<bool>(), z.contiguous_gradients);
@@ -92,7 +95,8 @@ TEST(DeepSpeedKeys, TableAgreesWithPlannerZeroConfigDefaults) {
 }
 
 TEST(DeepSpeedKeys, MisspelledZeroKeyIsAnErrorWithTheNearestKey) {
-  const json c = {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 2}, {"reduce_bucket_sze", 5e8}}}};
+  const json c = {{"train_micro_batch_size_per_gpu", 1},
+                  {"zero_optimization", {{"stage", 2}, {"reduce_bucket_sze", 5e8}}}};
   const auto issues = validate_keys(c);
   const Issue* i = find_issue(issues, "zero_optimization.reduce_bucket_sze");
   ASSERT_NE(i, nullptr) << dump_issues(issues);
@@ -138,7 +142,8 @@ TEST(DeepSpeedKeys, WrongTypesAndRanges) {
   ASSERT_NE(find_issue(issues, "zero_optimization.reduce_bucket_size"), nullptr);
   EXPECT_EQ(find_issue(issues, "zero_optimization.allgather_bucket_size"), nullptr);
   ASSERT_NE(find_issue(issues, "zero_optimization.offload_optimizer.device"), nullptr);
-  EXPECT_THAT(find_issue(issues, "zero_optimization.offload_optimizer.device")->suggestion, HasSubstr("\"cpu\""));
+  EXPECT_THAT(find_issue(issues, "zero_optimization.offload_optimizer.device")->suggestion,
+              HasSubstr("\"cpu\""));
   ASSERT_NE(find_issue(issues, "zero_optimization.offload_optimizer.ratio"), nullptr);
   for (const auto& i : issues) EXPECT_EQ(i.severity, Severity::Error) << format_issue(i);
 }
@@ -146,7 +151,8 @@ TEST(DeepSpeedKeys, WrongTypesAndRanges) {
 TEST(DeepSpeedKeys, AutoWhereNothingFillsIt) {
   const json c = {{"train_batch_size", "auto"},
                   {"steps_per_print", "auto"},
-                  {"zero_optimization", {{"stage", 3}, {"stage3_max_live_parameters", "auto"}, {"reduce_bucket_size", "auto"}}}};
+                  {"zero_optimization",
+                   {{"stage", 3}, {"stage3_max_live_parameters", "auto"}, {"reduce_bucket_size", "auto"}}}};
   const auto issues = validate_keys(c);
   EXPECT_EQ(find_issue(issues, "train_batch_size"), nullptr);  // the HF Trainer fills it
   EXPECT_EQ(find_issue(issues, "zero_optimization.reduce_bucket_size"), nullptr);
@@ -158,9 +164,10 @@ TEST(DeepSpeedKeys, AutoWhereNothingFillsIt) {
 }
 
 TEST(DeepSpeedKeys, DeprecatedOpaqueAndAliasKeys) {
-  const json c = {{"train_micro_batch_size_per_gpu", 1},
-                  {"tensorboard", {{"enabled", true}, {"whatever", 1}}},
-                  {"zero_optimization", {{"stage", 3}, {"cpu_offload", true}, {"prefetch_bucket_size", 1000}}}};
+  const json c = {
+      {"train_micro_batch_size_per_gpu", 1},
+      {"tensorboard", {{"enabled", true}, {"whatever", 1}}},
+      {"zero_optimization", {{"stage", 3}, {"cpu_offload", true}, {"prefetch_bucket_size", 1000}}}};
   const auto issues = validate_keys(c);
   ASSERT_EQ(issues.size(), 1u) << dump_issues(issues);
   EXPECT_EQ(issues[0].path, "zero_optimization.cpu_offload");
@@ -194,7 +201,8 @@ TEST(Emit, EveryStageOffloadPrecisionAndStylePassesTheKeyCheck) {
   for (const auto& c : all_cases())
     for (bool hf_auto : {false, true})
       for (bool with_opt : {false, true}) {
-        const json cfg = deepspeed_config(w, plan(c.stage, c.opt, c.param, c.prec), ConfigOptions{hf_auto, with_opt});
+        const json cfg =
+            deepspeed_config(w, plan(c.stage, c.opt, c.param, c.prec), ConfigOptions{hf_auto, with_opt});
         const auto issues = validate_keys(cfg);
         EXPECT_TRUE(issues.empty()) << cfg.dump(2) << "\n" << dump_issues(issues);
         ++n;
@@ -212,8 +220,12 @@ TEST(Emit, BatchArithmeticAndPrecisionSections) {
   EXPECT_EQ(c["gradient_accumulation_steps"], 8);
   EXPECT_TRUE(c["train_batch_size"].is_number_integer());
   // runtime/constants.py FP16_*_DEFAULT: loss_scale 0 (dynamic), 16, 1000, 2, 1.
-  EXPECT_EQ(c["fp16"], json({{"enabled", true}, {"loss_scale", 0}, {"initial_scale_power", 16},
-                              {"loss_scale_window", 1000}, {"hysteresis", 2}, {"min_loss_scale", 1}}));
+  EXPECT_EQ(c["fp16"], json({{"enabled", true},
+                             {"loss_scale", 0},
+                             {"initial_scale_power", 16},
+                             {"loss_scale_window", 1000},
+                             {"hysteresis", 2},
+                             {"min_loss_scale", 1}}));
   EXPECT_FALSE(c.contains("bf16"));
   EXPECT_EQ(c["zero_optimization"]["offload_optimizer"], json({{"device", "cpu"}, {"pin_memory", true}}));
   EXPECT_FALSE(c.contains("optimizer"));
@@ -221,7 +233,8 @@ TEST(Emit, BatchArithmeticAndPrecisionSections) {
 }
 
 TEST(Emit, HfAutoUsesAutoOnlyWhereTheTrainerFillsTheSameValue) {
-  const auto w = workload("13b", "4xA40");  // hidden 5120: h^2 = 26,214,400; 0.9 h^2 = 23,592,960; 10 h = 51,200
+  const auto w =
+      workload("13b", "4xA40");  // hidden 5120: h^2 = 26,214,400; 0.9 h^2 = 23,592,960; 10 h = 51,200
   auto p = plan(3);
   p.zero.reduce_bucket_size = 26'214'400;
   p.zero.prefetch_bucket_size = 23'592'960;
@@ -249,16 +262,19 @@ TEST(Emit, NvmeSectionsCarryThePlaceholderAndABufferLargeEnough) {
   EXPECT_FALSE(emit_warnings(w, plan(3, Offload::NVMe, Offload::NVMe)).empty());
   // Four GPUs: partition 32,768,000 < 1e8, DeepSpeed's default stays.
   w = workload("7b", "4xA40");
-  EXPECT_EQ(deepspeed_config(w, plan(3, Offload::None, Offload::NVMe), false)["zero_optimization"]["offload_param"]["buffer_size"],
+  EXPECT_EQ(deepspeed_config(w, plan(3, Offload::None, Offload::NVMe),
+                             false)["zero_optimization"]["offload_param"]["buffer_size"],
             100'000'000);
 }
 
 TEST(Emit, LaunchCommandsAndSnippets) {
   const auto w1 = workload("13b", "4xA40");
-  EXPECT_EQ(launch_command(w1, "ds_config.json"), "deepspeed --num_gpus 4 train.py --deepspeed ds_config.json");
+  EXPECT_EQ(launch_command(w1, "ds_config.json"),
+            "deepspeed --num_gpus 4 train.py --deepspeed ds_config.json");
   const auto w2 = workload("13b", "2x8xH100");
-  EXPECT_EQ(launch_command(w2, "out/ds.json"),
-            "deepspeed --hostfile out/ds.hostfile --num_nodes 2 --num_gpus 8 train.py --deepspeed out/ds.json");
+  EXPECT_EQ(
+      launch_command(w2, "out/ds.json"),
+      "deepspeed --hostfile out/ds.hostfile --num_nodes 2 --num_gpus 8 train.py --deepspeed out/ds.json");
   EXPECT_EQ(hostfile(w2).find("node1 slots=8\nnode2 slots=8\n") != std::string::npos, true);
   const std::string ta = training_args_snippet(w1, plan(3), "ds_config.json");
   EXPECT_THAT(ta, HasSubstr("per_device_train_batch_size=2,"));
@@ -300,7 +316,8 @@ TEST(EmitFiles, WritesAllFilesAndRefusesToOverwrite) {
   EmitOptions o{d / "ds_config.json", false, false, false};
   const std::string summary = emit_files(w, plan(2), o);
   EXPECT_THAT(summary, HasSubstr("deepspeed --num_gpus 4"));
-  for (const char* f : {"ds_config.json", "ds_config.launch.sh", "ds_config.training_args.py", "ds_config.accelerate.yaml"})
+  for (const char* f :
+       {"ds_config.json", "ds_config.launch.sh", "ds_config.training_args.py", "ds_config.accelerate.yaml"})
     EXPECT_TRUE(std::filesystem::exists(d / f)) << f;
   EXPECT_FALSE(std::filesystem::exists(d / "ds_config.hostfile"));  // one node
   EXPECT_EQ(json::parse(slurp(d / "ds_config.json")), deepspeed_config(w, plan(2), false));
@@ -344,8 +361,9 @@ TEST(EmitFiles, MultiNodeWritesAHostfile) {
 // ---------------------------------------------------------------- read back (check)
 
 bool same_zero(const planner::ZeroConfig& a, const planner::ZeroConfig& b) {
-  return a.stage == b.stage && a.offload_optimizer == b.offload_optimizer && a.offload_param == b.offload_param &&
-         a.micro_batch == b.micro_batch && a.grad_accum == b.grad_accum && a.checkpointing == b.checkpointing &&
+  return a.stage == b.stage && a.offload_optimizer == b.offload_optimizer &&
+         a.offload_param == b.offload_param && a.micro_batch == b.micro_batch &&
+         a.grad_accum == b.grad_accum && a.checkpointing == b.checkpointing &&
          a.reduce_bucket_size == b.reduce_bucket_size && a.allgather_bucket_size == b.allgather_bucket_size &&
          a.overlap_comm == b.overlap_comm && a.contiguous_gradients == b.contiguous_gradients &&
          a.reduce_scatter == b.reduce_scatter && a.prefetch_bucket_size == b.prefetch_bucket_size &&
@@ -412,20 +430,24 @@ TEST(ReadConfig, HfAutoResolution) {
 TEST(ReadConfig, FractionalPrefetchFillIsFlagged) {
   // Llama-2-7B: hidden 4096, 0.9 x 4096^2 = 15,099,494.4 -> DeepSpeed #6525 with unrounded fills.
   auto w = workload("7b", "4xA40");
-  const json c = {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", "auto"}}}};
+  const json c = {{"train_micro_batch_size_per_gpu", 1},
+                  {"zero_optimization", {{"stage", 3}, {"stage3_prefetch_bucket_size", "auto"}}}};
   const ReadConfig r = read_deepspeed_config(c, w);
   EXPECT_EQ(r.zero.prefetch_bucket_size, 15'099'494);
   const Issue* i = find_issue(r.issues, "zero_optimization.stage3_prefetch_bucket_size");
   ASSERT_NE(i, nullptr);
   EXPECT_THAT(i->message, HasSubstr("6525"));
   // Below stage 3 the Trainer does not fill it and DeepSpeed drops "auto": the code default 5e7.
-  const json c2 = {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 2}, {"stage3_prefetch_bucket_size", "auto"}}}};
+  const json c2 = {{"train_micro_batch_size_per_gpu", 1},
+                   {"zero_optimization", {{"stage", 2}, {"stage3_prefetch_bucket_size", "auto"}}}};
   EXPECT_EQ(read_deepspeed_config(c2, w).zero.prefetch_bucket_size, 50'000'000);
 }
 
 TEST(ReadConfig, AutoWithoutFlagsUsesTrainingArgumentsDefaults) {
   const auto w = workload("13b", "4xA40");
-  const json c = {{"train_batch_size", "auto"}, {"train_micro_batch_size_per_gpu", "auto"}, {"gradient_accumulation_steps", "auto"}};
+  const json c = {{"train_batch_size", "auto"},
+                  {"train_micro_batch_size_per_gpu", "auto"},
+                  {"gradient_accumulation_steps", "auto"}};
   const ReadConfig r = read_deepspeed_config(c, w);
   EXPECT_EQ(r.zero.micro_batch, 8);  // TrainingArguments.per_device_train_batch_size default
   EXPECT_EQ(r.zero.grad_accum, 1);
@@ -436,8 +458,10 @@ TEST(ReadConfig, AutoWithoutFlagsUsesTrainingArgumentsDefaults) {
 TEST(ReadConfig, BatchArithmeticLikeDeepSpeed) {
   const auto w = workload("13b", "4xA40");
   {  // 100 != 2 x 8 x 4 = 64
-    const ReadConfig r = read_deepspeed_config(
-        {{"train_batch_size", 100}, {"train_micro_batch_size_per_gpu", 2}, {"gradient_accumulation_steps", 8}}, w);
+    const ReadConfig r = read_deepspeed_config({{"train_batch_size", 100},
+                                                {"train_micro_batch_size_per_gpu", 2},
+                                                {"gradient_accumulation_steps", 8}},
+                                               w);
     const Issue* i = find_issue(r.issues, "train_batch_size");
     ASSERT_NE(i, nullptr);
     EXPECT_EQ(i->severity, Severity::Error);
@@ -450,7 +474,8 @@ TEST(ReadConfig, BatchArithmeticLikeDeepSpeed) {
     EXPECT_FALSE(has_errors(r.issues));
   }
   {  // train_batch_size and micro: accumulation = 64 / 2 / 4 = 8
-    const ReadConfig r = read_deepspeed_config({{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}}, w);
+    const ReadConfig r =
+        read_deepspeed_config({{"train_batch_size", 64}, {"train_micro_batch_size_per_gpu", 2}}, w);
     EXPECT_EQ(r.zero.grad_accum, 8);
   }
   {  // 6 / 4 GPUs -> micro 1 by integer division, then 6 != 1 x 1 x 4
@@ -465,13 +490,15 @@ TEST(ReadConfig, BatchArithmeticLikeDeepSpeed) {
 
 TEST(ReadConfig, CodeDefaultsWhereKeysAreAbsent) {
   const auto w = workload("13b", "4xA40");
-  const ReadConfig r = read_deepspeed_config({{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 3}}}}, w);
+  const ReadConfig r = read_deepspeed_config(
+      {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 3}}}}, w);
   EXPECT_EQ(r.zero.prefetch_bucket_size, 50'000'000);  // code default, not the docs' 5e8
   EXPECT_EQ(r.zero.param_persistence_threshold, 100'000);
   EXPECT_EQ(r.zero.reduce_bucket_size, 500'000'000);
   EXPECT_TRUE(r.zero.overlap_comm);
   EXPECT_EQ(r.precision, Precision::FP32);  // neither fp16 nor bf16 enabled
-  const ReadConfig r2 = read_deepspeed_config({{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 2}}}}, w);
+  const ReadConfig r2 = read_deepspeed_config(
+      {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 2}}}}, w);
   EXPECT_FALSE(r2.zero.overlap_comm);  // None -> False below stage 3
   const ReadConfig r0 = read_deepspeed_config({{"train_micro_batch_size_per_gpu", 1}}, w);
   EXPECT_EQ(r0.zero.stage, 0);
@@ -496,12 +523,17 @@ TEST(ReadConfig, Traps) {
     EXPECT_EQ(r.zero.offload_param, Offload::None);
   }
   {  // NVMe without a path, and with zeroplan's placeholder
-    const auto r = with({{"zero_optimization", {{"stage", 3}, {"offload_optimizer", {{"device", "nvme"}, {"pin_memory", true}}}}}});
+    const auto r =
+        with({{"zero_optimization",
+               {{"stage", 3}, {"offload_optimizer", {{"device", "nvme"}, {"pin_memory", true}}}}}});
     ASSERT_NE(find_issue(r.issues, "zero_optimization.offload_optimizer.nvme_path"), nullptr);
-    EXPECT_EQ(find_issue(r.issues, "zero_optimization.offload_optimizer.nvme_path")->severity, Severity::Error);
-    const auto r2 = with({{"zero_optimization",
-                           {{"stage", 3},
-                            {"offload_param", {{"device", "nvme"}, {"nvme_path", kNvmePathPlaceholder}, {"pin_memory", true}}}}}});
+    EXPECT_EQ(find_issue(r.issues, "zero_optimization.offload_optimizer.nvme_path")->severity,
+              Severity::Error);
+    const auto r2 =
+        with({{"zero_optimization",
+               {{"stage", 3},
+                {"offload_param",
+                 {{"device", "nvme"}, {"nvme_path", kNvmePathPlaceholder}, {"pin_memory", true}}}}}});
     EXPECT_NE(find_issue(r2.issues, "zero_optimization.offload_param.nvme_path"), nullptr);
   }
   {  // offload without pinned memory (DeepSpeed's default pin_memory is False)
@@ -514,7 +546,10 @@ TEST(ReadConfig, Traps) {
     EXPECT_NE(find_issue(r.issues, "zero_optimization.overlap_comm"), nullptr);
     // 2e8 buckets: 3.6 GB, 7% -> quiet
     const auto r2 = with({{"zero_optimization",
-                           {{"stage", 2}, {"overlap_comm", true}, {"reduce_bucket_size", 2e8}, {"allgather_bucket_size", 2e8}}}});
+                           {{"stage", 2},
+                            {"overlap_comm", true},
+                            {"reduce_bucket_size", 2e8},
+                            {"allgather_bucket_size", 2e8}}}});
     EXPECT_EQ(find_issue(r2.issues, "zero_optimization.overlap_comm"), nullptr);
   }
   {  // persistence threshold 0: Llama-2-13B's 40 x 2 layer norms + the final norm (5120 elements each)
@@ -530,7 +565,8 @@ TEST(ReadConfig, Traps) {
   {  // optimizer offload with stage 0, partial offload below stage 3
     const auto r = with({{"zero_optimization", {{"stage", 0}, {"offload_optimizer", {{"device", "cpu"}}}}}});
     EXPECT_EQ(r.zero.offload_optimizer, Offload::None);
-    const auto r2 = with({{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.5}}}}}});
+    const auto r2 = with(
+        {{"zero_optimization", {{"stage", 2}, {"offload_optimizer", {{"device", "cpu"}, {"ratio", 0.5}}}}}});
     EXPECT_TRUE(has_errors(r2.issues));
   }
   {  // deprecated cpu_offload: true means optimizer offload to CPU
@@ -544,7 +580,8 @@ TEST(ReadConfig, NvmeParamBufferTooSmallForTheLargestTensor) {
   const auto w = workload("7b", "1xA40");
   const json c = {{"train_micro_batch_size_per_gpu", 1},
                   {"zero_optimization",
-                   {{"stage", 3}, {"offload_param", {{"device", "nvme"}, {"nvme_path", "/nvme"}, {"pin_memory", true}}}}}};
+                   {{"stage", 3},
+                    {"offload_param", {{"device", "nvme"}, {"nvme_path", "/nvme"}, {"pin_memory", true}}}}}};
   const auto r = read_deepspeed_config(c, w);
   const Issue* i = find_issue(r.issues, "zero_optimization.offload_param.buffer_size");
   ASSERT_NE(i, nullptr);

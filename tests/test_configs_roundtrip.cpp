@@ -38,7 +38,8 @@ planner::Plan reevaluate(const planner::Workload& w, const planner::Plan& p, con
   flags.train.precision = p.precision;
   flags.train.checkpointing = p.zero.checkpointing;
   const ReadConfig r = read_deepspeed_config(cfg, flags);
-  for (const auto& i : r.issues) EXPECT_NE(i.severity, Severity::Error) << format_issue(i) << "\n" << cfg.dump(2);
+  for (const auto& i : r.issues)
+    EXPECT_NE(i.severity, Severity::Error) << format_issue(i) << "\n" << cfg.dump(2);
   const planner::Workload wc = workload_for_config(flags, r);
   return planner::evaluate_plan(wc, planner::compute_model_stats(wc), r.zero, margin);
 }
@@ -75,8 +76,9 @@ TEST(ConfigRoundTrip, EveryStageAndOffloadModeReproducesThePrediction) {
       const planner::Plan p = planner::evaluate_plan(wp, stats, z, 0.05);
       json cfg = deepspeed_config(wp, p, hf_auto);
       fill_nvme_paths(cfg);
-      expect_same_prediction(p, reevaluate(wp, p, cfg, 0.05),
-                             "stage " + std::to_string(c.stage) + (hf_auto ? " hf_auto" : "") + "\n" + cfg.dump(2));
+      expect_same_prediction(
+          p, reevaluate(wp, p, cfg, 0.05),
+          "stage " + std::to_string(c.stage) + (hf_auto ? " hf_auto" : "") + "\n" + cfg.dump(2));
     }
 }
 
