@@ -182,7 +182,12 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
   const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
 
   // ---- measured vs predicted
-  const auto cat = [&](Category c) { return m.device.at_peak[static_cast<int>(c)]; };
+  // Categories are compared in the same phase: the measured bytes live at the measured maximum of
+  // the phase in which the planner predicts its peak (the planner's categories are those of its
+  // peak phase). The measured overall peak and its phase are reported beside.
+  const int cmp_phase = plan.memory.peak_phase;
+  const auto& cmp = m.device.phase_at_peak[static_cast<size_t>(cmp_phase)];
+  const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
   const int64_t meas_model_states =
       cat(Category::Parameters) + cat(Category::Gradients) + cat(Category::OptimizerStates);
   json meas_gpu = {{"parameters", cat(Category::Parameters)},
@@ -194,7 +199,9 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
                    {"overhead", cat(Category::Overhead)},
                    {"peak", m.device.peak},
                    {"peak_phase", std::string(exec::step_phase_name(m.device.peak_phase))},
-                   {"alignment_bytes", m.alignment_bytes}};
+                   {"categories_phase", std::string(planner::phase_name(cmp_phase))},
+                   {"alignment_bytes", m.alignment_bytes},
+                   {"reserved", m.reserved_device_bytes}};
   const auto& pm = plan.memory;
   const int64_t pred_overhead = pm.category(Category::Overhead);
   json err_gpu = {
@@ -206,7 +213,9 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
       {"buffers", rel_error(pm.category(Category::Buffers), cat(Category::Buffers))},
       {"peak", rel_error(pm.peak, m.device.peak)},
       // The cpu backend has no CUDA context or NCCL buffers: compare the peak without them too.
-      {"peak_without_overhead", rel_error(pm.peak - pred_overhead, m.device.peak - cat(Category::Overhead))}};
+      {"peak_without_overhead",
+       rel_error(pm.peak - pred_overhead,
+                 m.device.peak - m.device.at_peak[static_cast<int>(Category::Overhead)])}};
   const double meas_time = m.seconds.forward + m.seconds.backward + m.seconds.step;
   json comm_kinds = json::object();
   const char* kind_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
@@ -275,10 +284,14 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
              mb(m.device.peak), pct(err_gpu["peak"]), planner::phase_name(pm.peak_phase),
              exec::step_phase_name(m.device.peak_phase));
   fmt::print("  {:<26} {:>11} {:>10} {:>9}\n", "peak without overhead", mb(pm.peak - pred_overhead),
-             mb(m.device.peak - cat(Category::Overhead)), pct(err_gpu["peak_without_overhead"]));
+             mb(m.device.peak - m.device.at_peak[static_cast<int>(Category::Overhead)]),
+             pct(err_gpu["peak_without_overhead"]));
   fmt::print(
-      "  (categories are the bytes live at each side's peak; the cpu backend has no CUDA context/NCCL "
-      "overhead)\n");
+      "  (categories: bytes live at each side's maximum in the {} phase, where the planner puts its peak;\n"
+      "   the cpu backend has no CUDA context/NCCL overhead)\n",
+      planner::phase_name(cmp_phase));
+  fmt::print("  engine's caching pool reserved {} MB (live + cached blocks, 256-byte rounded)\n",
+             mb(m.reserved_device_bytes));
   if (m.host.peak > 0 || pm.host_per_node > 0)
     fmt::print("  host tier (offload): measured peak {} MB per rank; predicted {} MB per node\n",
                mb(m.host.peak), mb(pm.host_per_node));

@@ -145,7 +145,8 @@ class RankEngine {
         N_(comm.world_size()),
         r_(comm.rank()),
         act_(cfg.mixed_precision ? DType::BF16 : DType::F32),
-        stage_(cfg.zero.stage) {
+        stage_(cfg.zero.stage),
+        pool_(be) {
     partitioned_ = stage_ > 0 || cfg.mixed_precision;
     timer_fwd_ = be_.make_timer();
     timer_bwd_ = be_.make_timer();
@@ -158,7 +159,7 @@ class RankEngine {
  private:
   // ---- helpers
   DeviceBuffer buf(MemCategory c, int64_t numel, DType t, MemTier tier = MemTier::Device) {
-    return DeviceBuffer(be_, tracker_, tier, c, numel, t);
+    return DeviceBuffer(pool_, tracker_, tier, c, numel, t);
   }
   int64_t B() const { return cfg_.micro_batch; }
   int64_t T() const { return cfg_.seq_len; }
@@ -210,6 +211,7 @@ class RankEngine {
   const int N_, r_;
   const DType act_;
   const int stage_;
+  CachingPool pool_;  // declared before every buffer: destroyed after them
   MemoryTracker tracker_;
   std::unique_ptr<Timer> timer_fwd_, timer_bwd_, timer_step_;
 
@@ -1081,6 +1083,8 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
   meas.num_gradient_buckets = stage_ == 0 ? 0 : (stage_ == 3 ? 1 : (cfg_.zero.overlap_comm ? 2 : 1));
   if (stage_ == 0) meas.gradient_bucket_bytes = 0;
   meas.gathered_params_peak_bytes = gathered_peak_bytes_;
+  meas.reserved_device_bytes = pool_.reserved_peak(MemTier::Device);
+  meas.reserved_host_bytes = pool_.reserved_peak(MemTier::Host);
   // Export what this rank owns of the fp32 parameters (master, or the fp32 params without one).
   master_out.assign(static_cast<size_t>(lo_.total), std::nanf(""));
   std::vector<float> mine(static_cast<size_t>(part_size_));

@@ -73,6 +73,10 @@ struct RankMeasurement {
   int64_t gradient_bucket_bytes = 0;       // one reduce bucket (reduce_bucket_size x 16-bit)
   int num_gradient_buckets = 0;            // 2 with overlap_comm in stages 1/2
   int64_t gathered_params_peak_bytes = 0;  // stage 3: peak of gathered (non-persistent) params
+  // What the engine's caching pool took from the backend over the whole run (live + cached blocks,
+  // 256-byte rounded): the physical footprint, >= the logical peak; the excess is fragmentation.
+  int64_t reserved_device_bytes = 0;
+  int64_t reserved_host_bytes = 0;
 };
 
 struct RunResult {

@@ -1,5 +1,6 @@
 #include "executor/memory.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/errors.h"
@@ -100,10 +101,43 @@ DeviceBuffer::DeviceBuffer(Backend& be, MemoryTracker& tr, MemTier tier, MemCate
   tr.on_alloc(tier, c, b, aligned_size(b));
 }
 
+DeviceBuffer::DeviceBuffer(CachingPool& pool, MemoryTracker& tr, MemTier tier, MemCategory c, int64_t numel,
+                           DType dtype)
+    : be_(&pool.backend()), pool_(&pool), tr_(&tr), numel_(numel), dtype_(dtype), tier_(tier), cat_(c) {
+  const int64_t b = bytes();
+  ptr_ = pool.take(b > 0 ? b : 1, tier);
+  tr.on_alloc(tier, c, b, aligned_size(b));
+}
+
+CachingPool::~CachingPool() {
+  for (auto& [key, blocks] : free_)
+    for (void* p : blocks) be_.release(p, static_cast<MemTier>(key.first));
+}
+
+void* CachingPool::take(int64_t bytes, MemTier tier) {
+  const int64_t size = aligned_size(bytes);
+  auto it = free_.find({static_cast<int>(tier), size});
+  if (it != free_.end() && !it->second.empty()) {
+    void* p = it->second.back();
+    it->second.pop_back();
+    return p;
+  }
+  void* p = be_.allocate(size, tier);
+  const int t = static_cast<int>(tier);
+  reserved_[t] += size;
+  reserved_peak_[t] = std::max(reserved_peak_[t], reserved_[t]);
+  return p;
+}
+
+void CachingPool::give(void* p, int64_t bytes, MemTier tier) {
+  free_[{static_cast<int>(tier), aligned_size(bytes)}].push_back(p);
+}
+
 DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
   if (this != &o) {
     reset();
     be_ = std::exchange(o.be_, nullptr);
+    pool_ = std::exchange(o.pool_, nullptr);
     tr_ = std::exchange(o.tr_, nullptr);
     ptr_ = std::exchange(o.ptr_, nullptr);
     numel_ = std::exchange(o.numel_, 0);
@@ -117,7 +151,12 @@ DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
 void DeviceBuffer::reset() {
   if (ptr_ != nullptr) {
     tr_->on_free(tier_, cat_, bytes(), aligned_size(bytes()));
-    be_->release(ptr_, tier_);
+    if (pool_ != nullptr) {
+      const int64_t b = bytes();
+      pool_->give(ptr_, b > 0 ? b : 1, tier_);
+    } else {
+      be_->release(ptr_, tier_);
+    }
     ptr_ = nullptr;
     numel_ = 0;
   }

@@ -10,7 +10,10 @@
 // separately as `alignment_bytes`, never folded into a category.
 #include <array>
 #include <cstdint>
+#include <map>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "executor/backend.h"
 
@@ -61,11 +64,39 @@ class MemoryTracker {
   int64_t align_live_ = 0, align_peak_ = 0;
 };
 
+// A caching pool in front of Backend::allocate/release, in the spirit of PyTorch's caching
+// allocator: a released block is kept and handed out again for the next request of the same
+// rounded size and tier. Every micro-step allocates the same tensors in the same order, so from the
+// second one on the engine takes no memory from the device (no cudaMalloc/cudaFree, which
+// synchronises the device, in the step). `reserved` is what the pool holds from the backend (live +
+// cached): the engine's physical footprint, >= the tracker's logical bytes; the difference is the
+// pool's fragmentation.
+class CachingPool {
+ public:
+  explicit CachingPool(Backend& be) : be_(be) {}
+  CachingPool(const CachingPool&) = delete;
+  CachingPool& operator=(const CachingPool&) = delete;
+  ~CachingPool();
+  void* take(int64_t bytes, MemTier tier);
+  void give(void* p, int64_t bytes, MemTier tier);
+  Backend& backend() const { return be_; }
+  int64_t reserved(MemTier t) const { return reserved_[static_cast<int>(t)]; }
+  int64_t reserved_peak(MemTier t) const { return reserved_peak_[static_cast<int>(t)]; }
+
+ private:
+  Backend& be_;
+  // (tier, rounded size) -> cached blocks
+  std::map<std::pair<int, int64_t>, std::vector<void*>> free_;
+  std::array<int64_t, 2> reserved_{}, reserved_peak_{};
+};
+
 // One allocation of `numel` elements of `dtype`, tagged; freed by its destructor (RAII) or reset().
 class DeviceBuffer {
  public:
   DeviceBuffer() = default;
   DeviceBuffer(Backend& be, MemoryTracker& tr, MemTier tier, MemCategory c, int64_t numel, DType dtype);
+  // Through a caching pool (the engine's way).
+  DeviceBuffer(CachingPool& pool, MemoryTracker& tr, MemTier tier, MemCategory c, int64_t numel, DType dtype);
   DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
   DeviceBuffer(const DeviceBuffer&) = delete;
@@ -88,6 +119,7 @@ class DeviceBuffer {
 
  private:
   Backend* be_ = nullptr;
+  CachingPool* pool_ = nullptr;
   MemoryTracker* tr_ = nullptr;
   void* ptr_ = nullptr;
   int64_t numel_ = 0;

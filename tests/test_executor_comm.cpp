@@ -105,5 +105,21 @@ TEST(MemoryTracker, PeaksPerCategoryAndPhase) {
   EXPECT_EQ(tr.alignment_bytes_peak(), 56 + 56 + 136);
 }
 
+TEST(CachingPool, ReusesReleasedBlocksAndCountsReserved) {
+  CpuBackend be;
+  MemoryTracker tr;
+  CachingPool pool(be);
+  void* first = nullptr;
+  {
+    DeviceBuffer a(pool, tr, MemTier::Device, MemCategory::Activations, 1000, DType::F32);  // 4000 -> 4096 B
+    first = a.data();
+  }
+  DeviceBuffer b(pool, tr, MemTier::Device, MemCategory::Activations, 1000, DType::F32);
+  EXPECT_EQ(b.data(), first);  // same rounded size: the cached block comes back
+  DeviceBuffer c(pool, tr, MemTier::Device, MemCategory::Buffers, 10, DType::BF16);  // 20 -> 256 B, new block
+  EXPECT_EQ(pool.reserved(MemTier::Device), 4096 + 256);
+  EXPECT_EQ(tr.device().live_total(), 4000 + 20);  // the tracker counts requested bytes
+}
+
 }  // namespace
 }  // namespace zeroplan::exec
