@@ -117,6 +117,20 @@ std::string render_report(const Workload& w, const SearchResult& r) {
     out += "Recommended: nothing fits.\n";
   }
   for (const auto& reason : r.reasons) out += fmt::format("  - {}\n", reason);
+  if (r.recommendation && r.recommendation->time.num_collectives > 0) {
+    // The collectives behind the communication column, so each number above can be checked.
+    const StepTime& t = r.recommendation->time;
+    out +=
+        "\nCollectives of the recommended plan per step (bytes/rank: nccl-tests bus bytes each GPU sends):\n";
+    out += fmt::format("  {:<52} {:>6} {:>10} {:>13} {:>9} {:>9}\n", "collective", "calls", "max msg",
+                       "bytes/rank", "time", "exposed");
+    for (int i = 0; i < t.num_collectives; ++i) {
+      const CollectiveCost& cc = t.collectives[i];
+      out += fmt::format("  {:<52} {:>6} {:>7.1f} MB {:>10.2f} GB {:>9} {:>9}\n", cc.name, cc.count,
+                         static_cast<double>(cc.message_bytes) / 1e6,
+                         static_cast<double>(cc.bytes_per_rank) / 1e9, ms(cc.time_s), ms(cc.exposed_s));
+    }
+  }
   return out;
 }
 

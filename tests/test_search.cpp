@@ -98,6 +98,28 @@ TEST(Search, RecommendationIsTheFastestFittingPlan) {
   EXPECT_TRUE(r.no_fit_reason.empty());
 }
 
+TEST(Search, EveryReasonQuotesANumber) {
+  for (const char* gpus : {"4xA40", "2xA100-80GB", "8xRTX3090"}) {
+    const SearchResult r = search(workload("7b", gpus), SearchOptions{});
+    ASSERT_FALSE(r.reasons.empty()) << gpus;
+    for (const std::string& reason : r.reasons)
+      EXPECT_NE(reason.find_first_of("0123456789"), std::string::npos) << gpus << ": " << reason;
+  }
+}
+
+TEST(Search, ReasonsExplainWhyOtherStagesLose) {
+  // 13B on 4xA40: full fine-tuning needs offload; ZeRO-0 and ZeRO-1 cannot fit (stage 1 keeps the
+  // full 16-bit gradients, 2 x 13B x 2 bytes = 52 GB, beyond 48 GB).
+  const SearchResult r = search(workload("13b", "4xA40"), SearchOptions{});
+  ASSERT_TRUE(r.recommendation.has_value());
+  std::string all;
+  for (const auto& s : r.reasons) all += s + "\n";
+  EXPECT_NE(all.find("ZeRO-0 does not fit"), std::string::npos) << all;
+  EXPECT_NE(all.find("ZeRO-1 does not fit"), std::string::npos) << all;
+  EXPECT_NE(all.find("Offload is needed"), std::string::npos) << all;
+  EXPECT_NE(all.find("is the largest that fits"), std::string::npos) << all;
+}
+
 TEST(Search, MemoryMarginShrinksTheUsableCapacity) {
   const Workload w = workload("7b", "4xA100-80GB");
   SearchOptions tight;
