@@ -21,6 +21,7 @@ std::string gb(int64_t bytes) {
 
 std::string ms(double s) {
   if (s >= 10) return fmt::format("{:.1f} s", s);
+  if (s < 0.00995) return fmt::format("{:.1f} ms", s * 1e3);
   return fmt::format("{:.0f} ms", s * 1e3);
 }
 
