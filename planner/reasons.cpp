@@ -95,9 +95,21 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
   if (!other.fits)
     return fmt::format("ZeRO-{} does not fit: its best candidate ({}) needs {}.", k,
                        describe_config(other.zero), peak_sentence(other));
-  if (rec.tokens_per_s <= 0 || other.tokens_per_s >= rec.tokens_per_s * 0.995)
-    return fmt::format("ZeRO-{} is as fast ({}) but needs {} per GPU against {} here.", k,
-                       tps(other.tokens_per_s), gb(other.memory.peak), gb(rec.memory.peak));
+  if (rec.tokens_per_s <= 0 || other.tokens_per_s >= rec.tokens_per_s * 0.995) {
+    const int offloads_other =
+        (other.zero.offload_optimizer != Offload::None) + (other.zero.offload_param != Offload::None);
+    const int offloads_rec =
+        (rec.zero.offload_optimizer != Offload::None) + (rec.zero.offload_param != Offload::None);
+    if (offloads_other > offloads_rec)
+      return fmt::format(
+          "ZeRO-{} is about as fast ({}, {}) but only with offload ({}); zeroplan prefers fewer offloads "
+          "unless they "
+          "gain more than 3%, because host-memory pressure and CPU contention are not in the time model.",
+          k, tps(other.tokens_per_s), pct(other.tokens_per_s, rec.tokens_per_s), describe_config(other.zero));
+    return fmt::format("ZeRO-{} is about as fast ({}, {}); its peak is {} per GPU against {} here.", k,
+                       tps(other.tokens_per_s), pct(other.tokens_per_s, rec.tokens_per_s),
+                       gb(other.memory.peak), gb(rec.memory.peak));
+  }
   const double slower = (1.0 - other.tokens_per_s / rec.tokens_per_s) * 100.0;
   // Per-token time of each part, to name what makes the difference.
   auto per_tok = [](double seconds, const Plan& p) {
