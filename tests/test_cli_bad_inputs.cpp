@@ -144,6 +144,6 @@ TEST_P(BadInputTest, OneClearLineExitTwoNothingOnStdout) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, BadInputTest, ::testing::ValuesIn(catalogue()),
-                         [](const auto& info) { return info.param.label; });
+                         [](const auto& tp) { return tp.param.label; });
 
 }  // namespace

@@ -48,7 +48,9 @@ void check_plan(const json& p, int64_t world) {
   const int64_t sum = g["model_states"].get<int64_t>() + g["activations"].get<int64_t>() +
                       g["buffers"].get<int64_t>() + g["overhead"].get<int64_t>();
   EXPECT_EQ(g["peak"].get<int64_t>(), sum) << "peak must equal the categories live in the peak phase";
-  if (p["fits"].get<bool>()) EXPECT_LE(g["peak"].get<int64_t>(), g["capacity"].get<int64_t>());
+  if (p["fits"].get<bool>()) {
+    EXPECT_LE(g["peak"].get<int64_t>(), g["capacity"].get<int64_t>());
+  }
   expect_int(p["memory"]["cpu"], "per_node");
   expect_int(p["memory"]["cpu"], "pinned_per_node");
   for (auto k : {"step_s", "compute_s", "communication_s", "exposed_communication_s", "offload_s"}) expect_num(p["time"], k);
