@@ -182,9 +182,9 @@ TEST(ExecutorAccounting, CommunicationAgreesWithPlanner) {
     if (k.stage == 0 && k.mixed) {
       // BF16_Optimizer: the engine all-reduces the fp32 gradient buffer (get_grads_for_reduction
       // returns fp32_groups_gradients_flat) and update_lp_params all-gathers the bf16 partitions.
-      // Hand count: 2(N-1)/N x 4 Psi + (N-1)/N x 2 Psi. The planner's time model predicts a bf16
-      // all-reduce only (2(N-1)/N x 2 Psi): reported as a planner discrepancy.
+      // Hand count: 2(N-1)/N x 4 Psi + (N-1)/N x 2 Psi; the planner must say the same.
       EXPECT_EQ(m.comm_bytes, 2 * (N - 1) * 4 * kPsi / N + (N - 1) * 2 * kPsi / N);
+      EXPECT_EQ(m.comm_bytes, b.time.comm_bytes_per_rank);
       continue;
     }
     if (k.stage == 3) {
