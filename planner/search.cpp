@@ -286,6 +286,14 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
   const Plan* rec = nullptr;
   for (const Plan& p : result.best_per_stage)
     if (p.fits && (rec == nullptr || better(p, *rec))) rec = &p;
+  // Among stages within 0.1% of the best score (e.g. all stages on one GPU, where ZeRO changes
+  // nothing), recommend the lowest: fewer moving parts for the same predicted speed.
+  if (rec != nullptr)
+    for (const Plan& p : result.best_per_stage)
+      if (p.fits && p.zero.stage < rec->zero.stage && score(p) >= score(*rec) * 0.999) {
+        rec = &p;
+        break;
+      }
   if (rec != nullptr) result.recommendation = *rec;
   return result;
 }
