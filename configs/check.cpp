@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "common/checked.h"
+#include "common/errors.h"
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
 
@@ -28,6 +29,13 @@ const json* find(const json& obj, std::initializer_list<const char*> path) {
   }
   return cur;
 }
+
+constexpr int64_t kMaxMicroBatch = 65'536;
+constexpr int64_t kMaxGradAccum = 1'000'000;
+constexpr int64_t kMaxTrainBatch = 1'000'000'000;
+// 1e15 elements: above every bucket/threshold anyone writes (DeepSpeed's docs use sub_group_size
+// 1e12), and 16 bytes per element still fits in 64 bits.
+constexpr int64_t kMaxElements = 1'000'000'000'000'000;
 
 bool is_auto(const json* v) {
   return v && v->is_string() && v->get<std::string>() == "auto";
@@ -187,6 +195,14 @@ class Reader {
           fmt::format("set train_batch_size to {} or write \"auto\"", *mb * *ga * world));
       tb = *mb * *ga * world;
     }
+    // zeroplan's input limits (the same as the CLI flags', cli/options.cpp): far above any real run,
+    // low enough that every byte count stays inside checked 64-bit arithmetic.
+    if (*mb > kMaxMicroBatch || *ga > kMaxGradAccum || *tb > kMaxTrainBatch)
+      throw_user_error(
+          "batch sizes in the config (micro-batch {}, accumulation {}, train_batch_size {}) are beyond "
+          "zeroplan's "
+          "limits ({}, {}, {})",
+          *mb, *ga, *tb, kMaxMicroBatch, kMaxGradAccum, kMaxTrainBatch);
     r_.zero.micro_batch = *mb;
     r_.zero.grad_accum = *ga;
     r_.train_batch_size = *tb;
@@ -263,6 +279,9 @@ class Reader {
       return dflt;  // DeepSpeedConfigModel drops "auto": the default applies (validator warned)
     }
     const auto i = as_int(v);
+    if (i && *i > kMaxElements)
+      throw_user_error("zero_optimization.{} = {} is beyond zeroplan's limit of {} elements", key, *i,
+                       kMaxElements);
     return i && *i >= 0 ? *i : dflt;
   }
 

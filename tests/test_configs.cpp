@@ -575,6 +575,30 @@ TEST(ReadConfig, Traps) {
   }
 }
 
+TEST(ReadConfig, AbsurdNumbersAreUserErrorsAndWeirdShapesNeverCrash) {
+  const auto w = workload("13b", "4xA40");
+  EXPECT_THROW(read_deepspeed_config({{"train_micro_batch_size_per_gpu", 1000000}}, w), UserError);
+  EXPECT_THROW(read_deepspeed_config({{"train_batch_size", 4e12}}, w), UserError);
+  EXPECT_THROW(read_deepspeed_config({{"train_micro_batch_size_per_gpu", 1},
+                                      {"zero_optimization", {{"stage", 3}, {"reduce_bucket_size", 4e18}}}},
+                                     w),
+               UserError);
+  // Wrong shapes are reported and replaced by defaults; reading never throws for them.
+  for (const char* text :
+       {R"({"zero_optimization": "3"})", R"({"zero_optimization": {"stage": "3"}, "train_batch_size": 8})",
+        R"({"zero_optimization": {"stage": 3, "offload_optimizer": 5}, "train_micro_batch_size_per_gpu": 1})",
+        R"({"train_micro_batch_size_per_gpu": 1e30})", R"({"train_micro_batch_size_per_gpu": -3})",
+        R"({"fp16": true, "bf16": "yes", "optimizer": [], "zero_optimization": true})",
+        R"({"train_batch_size": 0})", R"([1, 2])"}) {
+    const json c = json::parse(text);
+    ReadConfig r;
+    EXPECT_NO_THROW(r = read_deepspeed_config(c, w)) << text;
+    EXPECT_TRUE(has_errors(r.issues) || !r.usable) << text << "\n" << dump_issues(r.issues);
+    EXPECT_GE(r.zero.micro_batch, 1) << text;
+    EXPECT_GE(r.zero.grad_accum, 1) << text;
+  }
+}
+
 TEST(ReadConfig, NvmeParamBufferTooSmallForTheLargestTensor) {
   // Llama-2-7B on one GPU: 131,072,000-element embedding > the 1e8 default buffer.
   const auto w = workload("7b", "1xA40");
