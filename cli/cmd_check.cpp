@@ -81,6 +81,9 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   const planner::SearchResult sr = planner::search(ws, opts);
   std::vector<configs::ConfigChange> changes;
   if (sr.recommendation) changes = configs::diff_plans(wc, config, predicted, *sr.recommendation);
+  // A recommendation is only worth proposing when the config does not fit or it is faster.
+  const bool improves =
+      sr.recommendation && (!predicted.fits || sr.recommendation->tokens_per_s > predicted.tokens_per_s);
 
   const bool rejected = configs::has_errors(rc.issues);
   const CommandResult code = (rejected || !predicted.fits) ? 1 : 0;
@@ -105,6 +108,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                 {"predicted", plan_to_json(wc, predicted)},
                 {"recommended", sr.recommendation ? plan_to_json(ws, *sr.recommendation) : json(nullptr)},
                 {"recommended_changes", ch},
+                {"recommendation_improves", improves},
                 {"exit_code", code}};
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
     if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
@@ -146,6 +150,11 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
     s += "zeroplan finds no plan that fits this global batch: " + sr.no_fit_reason + "\n";
   } else if (changes.empty()) {
     s += "zeroplan's recommended plan is this config.\n";
+  } else if (!improves) {
+    s += fmt::format(
+        "zeroplan's search finds nothing faster for global batch {} (its best: {:.0f} tokens/s, this "
+        "config: {:.0f} tokens/s).\n",
+        rc.train_batch_size, sr.recommendation->tokens_per_s, predicted.tokens_per_s);
   } else {
     const auto& rec = *sr.recommendation;
     s += fmt::format(

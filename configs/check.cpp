@@ -523,6 +523,34 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
     if (!a.is_null() && !b.is_null() && same_value(a, b)) continue;
     out.push_back(ConfigChange{k, a, b, from_default});
   }
+  // A section the recommendation drops entirely (e.g. offload_param) is one line, not one per key.
+  std::vector<ConfigChange> collapsed;
+  std::map<std::string, bool> dropped_sections;
+  for (const auto& c : out) {
+    if (!c.to.is_null()) continue;
+    const auto dot = c.key.rfind('.');
+    if (dot == std::string::npos) continue;
+    const std::string section = c.key.substr(0, dot);
+    bool kept = false;
+    for (const auto& [k, _] : to) kept |= k.rfind(section + ".", 0) == 0;
+    if (!kept && section.find('.') != std::string::npos) dropped_sections[section] = true;
+  }
+  for (const auto& c : out) {
+    const auto dot = c.key.rfind('.');
+    const std::string section = dot == std::string::npos ? "" : c.key.substr(0, dot);
+    if (!dropped_sections.count(section)) {
+      collapsed.push_back(c);
+      continue;
+    }
+    if (dropped_sections[section]) {
+      json user_section;
+      for (const auto& [k, v] : given)
+        if (k.rfind(section + ".", 0) == 0) user_section[k.substr(section.size() + 1)] = v;
+      collapsed.push_back(ConfigChange{section, user_section, json(), false});
+      dropped_sections[section] = false;  // emitted once
+    }
+  }
+  out = std::move(collapsed);
   if (user_plan.zero.checkpointing != recommended.zero.checkpointing)
     out.push_back(ConfigChange{"TrainingArguments.gradient_checkpointing (" +
                                    planner::to_string(user_plan.zero.checkpointing) + " -> " +

@@ -612,6 +612,18 @@ TEST(ReadConfig, NvmeParamBufferTooSmallForTheLargestTensor) {
   EXPECT_THAT(i->message, HasSubstr("131072000"));
 }
 
+TEST(Diff, ADroppedSectionIsOneLine) {
+  const auto w = workload("13b", "4xA40");
+  const auto user = plan(3, Offload::CPU, Offload::CPU);
+  const auto rec = plan(3, Offload::CPU, Offload::None);
+  const json user_cfg = deepspeed_config(w, user, false);
+  const auto changes = diff_plans(w, user_cfg, user, rec);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(changes[0].key, "zero_optimization.offload_param");
+  EXPECT_EQ(changes[0].from, json({{"device", "cpu"}, {"pin_memory", true}}));
+  EXPECT_TRUE(changes[0].to.is_null());
+}
+
 TEST(Diff, ReportsKeyByKeyChanges) {
   const auto w = workload("13b", "4xA40");
   auto user = plan(3);
