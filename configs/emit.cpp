@@ -283,6 +283,8 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   }
   s += fmt::format("    deepspeed={},\n", py_string(config_path));
   s += ")\n";
+  for (const auto& warning : emit_warnings(w, p))
+    if (warning.rfind("QLoRA", 0) == 0) s += "# " + warning + "\n";
   if (w.train.method != planner::Method::Full)
     s += fmt::format(
         "# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
@@ -327,6 +329,13 @@ std::vector<std::string> emit_warnings(const planner::Workload& w, const planner
         fmt::format("the config offloads to NVMe: replace \"nvme_path\": \"{}\" with a directory on a local "
                     "NVMe drive before running",
                     kNvmePathPlaceholder));
+  // PEFT v0.10.0 release notes and docs ("Use PEFT QLoRA and DeepSpeed with ZeRO3"): QLoRA under
+  // ZeRO-3 needs bitsandbytes >= 0.43.0, accelerate >= 0.28.0, transformers > 4.38.2 and the 4-bit
+  // weights stored in the compute dtype (BitsAndBytesConfig bnb_4bit_quant_storage).
+  if (w.train.method == planner::Method::QLoRA && z.stage == 3)
+    out.push_back(
+        "QLoRA with ZeRO-3 needs bitsandbytes>=0.43.0, accelerate>=0.28.0, transformers>4.38.2 and "
+        "BitsAndBytesConfig(bnb_4bit_quant_storage=torch.bfloat16) so the 4-bit weights can be partitioned");
   if (w.cluster.nodes > 1)
     out.push_back(
         "multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the "
