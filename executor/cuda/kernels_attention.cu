@@ -342,10 +342,25 @@ void check_shape(const AttentionShape& a) {
                   "attention shape too large");
 }
 
+// The tiles live in shared memory: up to 187 KB per block (backward, head_dim 128), which Hopper
+// (227 KB per block) has, A100 (163 KB) only for head_dim <= 96 backward, and Ampere GA10x such as
+// the A40 (99 KB) only for the forward up to head_dim 64. Say so instead of failing a launch.
+void require_shared_memory(size_t bytes, int64_t head_dim, const char* pass) {
+  int dev = 0, optin = 0;
+  ZP_CUDA_CHECK(cudaGetDevice(&dev));
+  ZP_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  ZP_CUDA_REQUIRE(bytes <= static_cast<size_t>(optin),
+                  std::string("the attention ") + pass + " kernel for head_dim " + std::to_string(head_dim) +
+                      " needs " + std::to_string(bytes / 1024) +
+                      " KB of shared memory per block; this GPU offers " + std::to_string(optin / 1024) +
+                      " KB (H100/H200 offer 227 KB)");
+}
+
 template <int D>
 void fwd_impl(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v, bf16* o,
               float* lse) {
   const size_t smem = Lds<D>::fwd_bytes;
+  require_shared_memory(smem, D, "forward");
   ZP_CUDA_CHECK(cudaFuncSetAttribute(attention_fwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>((a.seq + kBr - 1) / kBr), static_cast<unsigned>(a.heads),
@@ -361,6 +376,7 @@ template <int D>
 void bwd_impl(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v,
               const bf16* dout, const float* lse, bf16* dk, bf16* dv, const AttentionBwdScratch& sc) {
   const size_t smem = Lds<D>::bwd_bytes;
+  require_shared_memory(smem, D, "backward");
   ZP_CUDA_CHECK(cudaFuncSetAttribute(attention_bwd_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>((a.seq + kBc - 1) / kBc), static_cast<unsigned>(a.kv_heads),
