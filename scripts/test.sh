@@ -35,7 +35,7 @@ for t in hf_config ds_config gpu_profile cluster_spec; do
   echo "-- fuzz_$t for ${secs}s"
   log="$work.log"
   rc=0
-  ./build-fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 "$work" \
+  ./build-fuzz/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 "$work" \
     >"$log" 2>&1 || rc=$?
   # libFuzzer exits non-zero on a crash, leak, timeout or UB report.
   grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' "$log" || true
