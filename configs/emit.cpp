@@ -333,9 +333,10 @@ std::vector<std::string> emit_warnings(const planner::Workload& w, const planner
   // ZeRO-3 needs bitsandbytes >= 0.43.0, accelerate >= 0.28.0, transformers > 4.38.2 and the 4-bit
   // weights stored in the compute dtype (BitsAndBytesConfig bnb_4bit_quant_storage).
   if (w.train.method == planner::Method::QLoRA && z.stage == 3)
-    out.push_back(
+    out.push_back(fmt::format(
         "QLoRA with ZeRO-3 needs bitsandbytes>=0.43.0, accelerate>=0.28.0, transformers>4.38.2 and "
-        "BitsAndBytesConfig(bnb_4bit_quant_storage=torch.bfloat16) so the 4-bit weights can be partitioned");
+        "BitsAndBytesConfig(bnb_4bit_quant_storage={}) so the 4-bit weights can be partitioned",
+        p.precision == Precision::FP16 ? "torch.float16" : "torch.bfloat16"));
   if (w.cluster.nodes > 1)
     out.push_back(
         "multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the "

@@ -290,6 +290,19 @@ TEST(Emit, LaunchCommandsAndSnippets) {
   EXPECT_THAT(acc, HasSubstr("zero3_init_flag: true\n"));
 }
 
+TEST(Emit, QloraWithZero3WarnsAboutItsRequirements) {
+  auto w = workload("13b", "4xA40");
+  w.train.method = planner::Method::QLoRA;
+  // PEFT v0.10.0 release notes: QLoRA + ZeRO-3 needs bitsandbytes>=0.43.0 and bnb_4bit_quant_storage.
+  const auto warnings = emit_warnings(w, plan(3));
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("bnb_4bit_quant_storage=torch.bfloat16"));
+  EXPECT_THAT(emit_warnings(w, plan(3, Offload::None, Offload::None, Precision::FP16))[0],
+              HasSubstr("torch.float16"));
+  EXPECT_THAT(training_args_snippet(w, plan(3), "ds.json"), HasSubstr("bitsandbytes>=0.43.0"));
+  EXPECT_TRUE(emit_warnings(w, plan(2)).empty());
+}
+
 class TempDir {
  public:
   TempDir() {
