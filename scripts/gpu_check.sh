@@ -12,7 +12,7 @@
 #   validate  the validation plans of issue 7 (validate --backend cuda, one-GPU rank emulation),
 #             then the planner's predictions again with the calibrated profile
 #   baseline  the PyTorch comparison (scripts/pytorch_baseline.py)
-#   bench     bench_cuda_gemm and bench_cuda_copies
+#   bench     bench_cuda_gemm, bench_cuda_copies and bench_cuda_attention
 #   all       every phase above (default)
 # Suggested split over three calls within one warm lease (the build and results/ persist while the
 # machine stays warm; each phase re-runs what it needs otherwise):
@@ -82,7 +82,7 @@ phase_build() {
   # (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 refuses package config files written for CMake < 3.5, such
   # as Debian 12's; older CMake ignores the variable.)
   local targets=(zeroplan test_cuda_host test_cuda_kernels test_cuda_backend)
-  [ $bench = ON ] && targets+=(bench_cuda_gemm bench_cuda_copies bench_cuda_collectives)
+  [ $bench = ON ] && targets+=(bench_cuda_gemm bench_cuda_copies bench_cuda_attention bench_cuda_collectives)
   time cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || { note_fail build; return 1; }
 }
 
@@ -148,6 +148,8 @@ phase_bench() {
   [ -x "$BUILD/bench/bench_cuda_gemm" ] || { echo "benchmarks were not built (libbenchmark did not load)"; return 0; }
   "$BUILD/bench/bench_cuda_gemm" --benchmark_out="$RES/bench_gemm.json" --benchmark_out_format=json || note_fail bench_gemm
   "$BUILD/bench/bench_cuda_copies" --benchmark_out="$RES/bench_copies.json" --benchmark_out_format=json || note_fail bench_copies
+  "$BUILD/bench/bench_cuda_attention" --benchmark_out="$RES/bench_attention.json" --benchmark_out_format=json ||
+    note_fail bench_attention
 }
 
 summarize() {
