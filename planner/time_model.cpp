@@ -368,6 +368,12 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   st.optimizer_s = optimizer;
   st.compute_s = st.forward_s + st.backward_s + st.recompute_s + st.optimizer_s;
   const double bwd_micro = bwd + recompute;  // what backward-time communication can hide behind
+  // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
+  // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
+  // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads reduces a bucket when full).
+  auto hideable = [&](int64_t buckets) {
+    return buckets <= 1 ? 0.0 : bwd_micro * (1.0 - 1.0 / static_cast<double>(buckets));
+  };
 
   // ---- communication
   double exposed = 0;
@@ -381,7 +387,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
         add_collective(st, timer, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
     if (z.stage == 1 && z.overlap_comm) {
       const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      exposed += std::max(last, t - bwd_micro);
+      exposed += std::max(last, t - hideable(b.count));
     } else {
       exposed += t;
     }
@@ -393,7 +399,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     double e = per_micro;
     if (z.overlap_comm) {
       const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      e = std::max(last, per_micro - bwd_micro);
+      e = std::max(last, per_micro - hideable(b.count));
     }
     exposed += e * static_cast<double>(accum);
     if (st.num_collectives > 0)
@@ -461,11 +467,11 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // overlap_comm (except the last bucket); what is hidden shares the backward's duration.
     double eb = 0;
     if (prefetch && z.overlap_comm) {
-      eb = std::max(pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro);
+      eb = std::max({pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro, trs - hideable(rb.count)});
     } else if (prefetch) {
       eb = trs + pb.first_s + std::max(0.0, tb - pb.first_s - bwd_micro);
     } else if (z.overlap_comm) {
-      eb = tb + (trs > 0 ? std::max(last_rs, trs - bwd_micro) : 0.0);
+      eb = tb + (trs > 0 ? std::max(last_rs, trs - hideable(rb.count)) : 0.0);
     } else {
       eb = tb + trs;
     }

@@ -451,5 +451,21 @@ TEST(TimeModel, SmallBucketsCostMoreTimeForTheSameBytes) {
   EXPECT_GT(a.communication_s, b.communication_s);
 }
 
+TEST(TimeModel, OneBucketCannotOverlapTheBackward) {
+  // LoRA's 39,976,960 adapter gradients fit one 5e8-element bucket, which is only full (and
+  // reduced) when the backward ends: overlap_comm hides none of it. With 14 buckets (full
+  // fine-tuning) all but the first 1/14 of the backward can hide the reduction.
+  Workload w = workload_7b(1, 4, flat_link("flat", 100, 10));
+  w.train.method = Method::LoRA;
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig z = config(2, 1, 1);
+  z.overlap_comm = true;
+  const StepTime t = estimate_time(w, s, z);
+  const CollectiveCost* ar = find(t, CollectiveKind::AllReduce, "");
+  ASSERT_NE(ar, nullptr);
+  EXPECT_EQ(ar->count, 1);
+  EXPECT_NEAR(ar->exposed_s, ar->time_s, 1e-12);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
