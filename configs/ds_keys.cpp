@@ -124,7 +124,8 @@ class Validator {
       if (parent_drops_auto) {
         const std::string def = schema.contains("default") ? short_json(schema["default"]) : "its default";
         add(Severity::Warning, path,
-            fmt::format("\"auto\" is not filled in by the HF Trainer here; DeepSpeed drops it and uses {}",
+            fmt::format("\"auto\" is not filled in by the HF Trainer here; DeepSpeed drops it and uses {} "
+                        "(accelerate launch fills a few such keys from its own config)",
                         def),
             "write the value you want");
       } else {

@@ -94,6 +94,35 @@ TEST(DeepSpeedKeys, TableAgreesWithPlannerZeroConfigDefaults) {
   EXPECT_EQ(key_default("zero_optimization.reduce_scatter")->get<bool>(), z.reduce_scatter);
 }
 
+TEST(DeepSpeedKeys, TableIsSelfConsistent) {
+  // Every node has a type or is an alias of an existing sibling; enumerations match their type;
+  // defaults have the node's type.
+  const auto paths = valid_key_paths();
+  EXPECT_GT(paths.size(), 100u);
+  for (const auto& p : paths) {
+    const json* s = key_schema(p);
+    ASSERT_NE(s, nullptr) << p;
+    ASSERT_TRUE(s->contains("type")) << p;
+    const std::string t =
+        (*s)["type"].is_array() ? (*s)["type"][0].get<std::string>() : (*s)["type"].get<std::string>();
+    const auto check = [&](const json& v) {
+      bool ok = true;
+      if (t == "int") ok = v.is_number_integer();
+      if (t == "number") ok = v.is_number();
+      if (t == "bool") ok = v.is_boolean();
+      if (t == "string") ok = v.is_string();
+      EXPECT_TRUE(ok) << p << " " << v;
+    };
+    if (s->contains("default")) check((*s)["default"]);
+    if (s->contains("one_of")) {
+      for (const auto& v : (*s)["one_of"]) check(v);
+    }
+    // An object that rejects or ignores unknown keys must list its keys.
+    if (t == "object" && s->value("unknown_keys", "opaque") != "opaque")
+      EXPECT_TRUE(s->contains("keys")) << p;
+  }
+}
+
 TEST(DeepSpeedKeys, MisspelledZeroKeyIsAnErrorWithTheNearestKey) {
   const json c = {{"train_micro_batch_size_per_gpu", 1},
                   {"zero_optimization", {{"stage", 2}, {"reduce_bucket_sze", 5e8}}}};
