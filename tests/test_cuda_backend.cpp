@@ -195,6 +195,12 @@ TEST_F(CudaBackendTest, RuntimeFactory) {
   EXPECT_THROW(make_cuda_runtime(devices + 1, -1), UserError);  // more ranks than GPUs, no emulation
   auto one = make_cuda_runtime(1, -1);
   EXPECT_FALSE(runtime_is_emulated(*one));
+  const auto rep = device_level_report(*one, 0);
+  ASSERT_TRUE(rep.has_value());
+  EXPECT_GE(rep->device_used_peak_bytes, rep->baseline_used_bytes);
+  EXPECT_GT(rep->total_bytes, rep->device_used_peak_bytes);
+  auto cpu = make_cpu_runtime(1);
+  EXPECT_FALSE(device_level_report(*cpu, 0).has_value());
 }
 
 RunConfig tiny_config() {

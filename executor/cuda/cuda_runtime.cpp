@@ -90,6 +90,21 @@ bool runtime_is_emulated(Runtime& rt) {
   return c != nullptr && c->emulated();
 }
 
+std::optional<DeviceLevelReport> device_level_report(Runtime& rt, int rank) {
+  if (dynamic_cast<CudaRuntime*>(&rt) == nullptr) return std::nullopt;
+  CudaBackend* be = as_cuda_backend(rt.backend(rank));
+  if (be == nullptr) return std::nullopt;
+  be->synchronize();  // samples the device once more
+  const CudaMemoryReport m = be->memory_report();
+  DeviceLevelReport r;
+  r.total_bytes = m.total_bytes;
+  r.device_used_peak_bytes = m.peak_used_bytes;
+  r.baseline_used_bytes = m.baseline_used_bytes;
+  r.workspace_bytes = m.workspace_bytes;
+  r.executed_flops = be->compute_counters().total();
+  return r;
+}
+
 }  // namespace cuda
 
 }  // namespace zeroplan::exec
