@@ -38,6 +38,9 @@ class Communicator {
   virtual void all_gather(const void* send, void* recv, int64_t count, DType dtype) = 0;
   virtual void broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+  // Called when this rank fails mid-run, so that ranks blocked in a collective stop waiting (thread
+  // ranks throw; NCCL may ncclCommAbort). Added by the executor helper; default: nothing.
+  virtual void abort() {}
   const CommCounters& counters() const { return counters_; }
   void reset_counters() { counters_ = {}; }
 

@@ -1171,12 +1171,27 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
         eng.run(res.ranks[i], losses[i], params[i], grads);
       } catch (...) {
         errors[i] = std::current_exception();
+        rt.communicator(ranks[i]).abort();  // release ranks waiting for this one in a collective
       }
     });
   }
   for (auto& t : threads) t.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
+  // Rethrow the original failure rather than the "another rank failed" of the ranks it released.
+  std::exception_ptr first;
+  for (auto& e : errors) {
+    if (!e) continue;
+    try {
+      std::rethrow_exception(e);
+    } catch (const InternalError& ie) {
+      if (std::string_view(ie.what()).find("another rank failed") == std::string_view::npos)
+        first = e;
+      else if (!first)
+        first = e;
+    } catch (...) {
+      first = e;
+    }
+  }
+  if (first) std::rethrow_exception(first);
   // Global loss of each step: mean over ranks and micro-steps.
   const int64_t ga = cfg.grad_accum;
   res.loss_per_step.assign(static_cast<size_t>(cfg.steps), 0.0);

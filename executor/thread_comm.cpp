@@ -14,6 +14,7 @@ ThreadWorld::ThreadWorld(int world_size)
 
 void ThreadWorld::arrive_and_wait() {
   std::unique_lock lk(mu_);
+  if (aborted_) throw InternalError("thread communicator: another rank failed");
   const int64_t gen = generation_;
   if (++waiting_ == n_) {
     waiting_ = 0;
@@ -21,7 +22,14 @@ void ThreadWorld::arrive_and_wait() {
     cv_.notify_all();
     return;
   }
-  cv_.wait(lk, [&] { return generation_ != gen; });
+  cv_.wait(lk, [&] { return generation_ != gen || aborted_; });
+  if (generation_ == gen) throw InternalError("thread communicator: another rank failed");
+}
+
+void ThreadWorld::abort() {
+  std::lock_guard lk(mu_);
+  aborted_ = true;
+  cv_.notify_all();
 }
 
 void ThreadCommunicator::all_reduce(void* buf, int64_t count, DType dtype) {

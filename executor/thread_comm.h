@@ -19,8 +19,10 @@ class ThreadWorld {
  public:
   explicit ThreadWorld(int world_size);
   int world_size() const { return n_; }
-  // Blocks until all ranks arrived (generation-counting barrier, reusable).
+  // Blocks until all ranks arrived (generation-counting barrier, reusable). Throws once the world
+  // is aborted, so no rank waits forever for one that failed.
   void arrive_and_wait();
+  void abort();
   // Slots where ranks post the pointers of the current collective.
   std::vector<const void*> send;
   std::vector<void*> recv;
@@ -31,6 +33,7 @@ class ThreadWorld {
   std::condition_variable cv_;
   int waiting_ = 0;
   int64_t generation_ = 0;
+  bool aborted_ = false;
 };
 
 class ThreadCommunicator final : public Communicator {
@@ -43,6 +46,7 @@ class ThreadCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override;
   void broadcast(void* buf, int64_t count, DType dtype, int root) override;
   void barrier() override;
+  void abort() override { world_->abort(); }
 
  private:
   std::shared_ptr<ThreadWorld> world_;

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Core>
+#include <atomic>
+#include <chrono>
 #include <thread>
 #include <vector>
 
+#include "common/errors.h"
 #include "executor/cpu_backend.h"
 #include "executor/memory.h"
 #include "executor/thread_comm.h"
@@ -103,6 +106,28 @@ TEST(MemoryTracker, PeaksPerCategoryAndPhase) {
   EXPECT_EQ(tr.host().peak, 40);
   // 256-byte allocation granularity: 200 -> 256 and 120 -> 256, at most 56 + 56 + 136 bytes extra.
   EXPECT_EQ(tr.alignment_bytes_peak(), 56 + 56 + 136);
+}
+
+// A rank that fails releases the others from their collective instead of leaving them waiting.
+TEST(ThreadComm, AbortReleasesWaitingRanks) {
+  auto world = std::make_shared<ThreadWorld>(3);
+  std::atomic<int> released{0};
+  std::vector<std::thread> ts;
+  for (int r = 1; r < 3; ++r)
+    ts.emplace_back([&, r] {
+      ThreadCommunicator c(world, r);
+      std::vector<float> a(4, 1.0f);
+      try {
+        c.all_reduce(a.data(), 4, DType::F32);  // rank 0 never joins
+      } catch (const InternalError&) {
+        released++;
+      }
+    });
+  ThreadCommunicator c0(world, 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  c0.abort();
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(released.load(), 2);
 }
 
 TEST(CachingPool, ReusesReleasedBlocksAndCountsReserved) {
