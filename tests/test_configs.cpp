@@ -118,8 +118,9 @@ TEST(DeepSpeedKeys, TableIsSelfConsistent) {
       for (const auto& v : (*s)["one_of"]) check(v);
     }
     // An object that rejects or ignores unknown keys must list its keys.
-    if (t == "object" && s->value("unknown_keys", "opaque") != "opaque")
+    if (t == "object" && s->value("unknown_keys", "opaque") != "opaque") {
       EXPECT_TRUE(s->contains("keys")) << p;
+    }
   }
 }
 
