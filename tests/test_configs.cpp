@@ -498,6 +498,18 @@ TEST(ReadConfig, AutoWithoutFlagsUsesTrainingArgumentsDefaults) {
   EXPECT_NE(find_issue(r.issues, "train_micro_batch_size_per_gpu"), nullptr);
 }
 
+TEST(ReadConfig, FlagThatDisagreesWithTheFileIsAWarningAndTheFileWins) {
+  auto w = workload("13b", "4xA40");
+  w.train.micro_batch = 4;
+  const ReadConfig r =
+      read_deepspeed_config({{"train_micro_batch_size_per_gpu", 2}, {"gradient_accumulation_steps", 1}}, w);
+  EXPECT_EQ(r.zero.micro_batch, 2);  // DeepSpeed alone reads the file
+  const Issue* i = find_issue(r.issues, "train_micro_batch_size_per_gpu");
+  ASSERT_NE(i, nullptr);
+  EXPECT_EQ(i->severity, Severity::Warning);  // the HF Trainer would refuse the mismatch
+  EXPECT_THAT(i->message, HasSubstr("--micro-batch"));
+}
+
 TEST(ReadConfig, BatchArithmeticLikeDeepSpeed) {
   const auto w = workload("13b", "4xA40");
   {  // 100 != 2 x 8 x 4 = 64
