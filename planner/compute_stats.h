@@ -44,7 +44,10 @@ struct FetchPass {
   int64_t bytes_per_rank = 0;   // bus-factor bytes each rank sends
   int64_t largest_message = 0;  // bytes of the largest gather
   double time_s = 0;
-  double first_s = 0;           // the first fetch of the pass (nothing to hide it behind)
+  // The fetch that starts the pass (nothing to hide it behind): the first module in forward order
+  // for the forward pass, the last one (in forward order) for the backward pass, which runs in
+  // reverse.
+  double first_s = 0;
   int64_t partition_bytes = 0;  // this rank's share of everything fetched (offload_param H2D)
 };
 struct Stage3Fetches {

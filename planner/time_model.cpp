@@ -232,10 +232,12 @@ Buckets buckets_of(int64_t elems, int64_t bucket, int64_t elem_bytes) {
   return b;
 }
 
-void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t times) {
+// Adds `times` fetches of one module size, called in forward order. `reverse`: the pass runs
+// backwards, so its first fetch is the last one added.
+void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t times, bool reverse) {
   if (times <= 0) return;
   const double t = collective_time_s(topo, CollectiveKind::AllGather, message);
-  if (p.calls == 0) p.first_s = t;
+  if (p.calls == 0 || reverse) p.first_s = t;
   p.calls += times;
   p.bytes_per_rank += times * bus_bytes_per_rank(CollectiveKind::AllGather, topo.ranks, message);
   p.largest_message = std::max(p.largest_message, message);
@@ -278,8 +280,8 @@ Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpe
     for (int64_t e : g.numels) {
       if (e <= persistence_threshold) continue;    // ds_persist: stays whole on every rank
       const int64_t padded = (e + n - 1) / n * n;  // partition_parameters.py pads to ceil(e/n)
-      add_fetch(out.forward, topo, padded * elem_bytes, g.repeat);
-      add_fetch(out.backward, topo, padded * elem_bytes, g.repeat - kept);
+      add_fetch(out.forward, topo, padded * elem_bytes, g.repeat, false);
+      add_fetch(out.backward, topo, padded * elem_bytes, g.repeat - kept, true);
     }
   }
   return out;
