@@ -97,9 +97,8 @@ class NcclCommunicator final : public Communicator {
     ZP_NCCL_CHECK(ncclBroadcast(buf, buf, static_cast<size_t>(count), to_nccl(dtype), root, comm_,
                                 be_.current_stream()));
   }
-  // A rank that failed mid-run releases its peers stuck in a collective (executor/communicator.h's
-  // abort(); declared here without `override` until that virtual is in the interface).
-  void abort() { abort_comm(); }
+  // A rank that failed mid-run releases its peers stuck in a collective (executor/communicator.h).
+  void abort() override { abort_comm(); }
   void barrier() override {
     // A one-element all-reduce that every rank must join, then wait for it (with the timeout).
     be_.activate();
