@@ -71,6 +71,25 @@ TEST(ConfigRoundTrip, EveryStageAndOffloadModeReproducesThePrediction) {
       z.micro_batch = 1;
       z.grad_accum = 4;
       z.checkpointing = planner::Checkpointing::Full;
+      // Knobs away from DeepSpeed's defaults where DeepSpeed reads them at this stage, so a knob
+      // the emitter forgets (or the reader mis-defaults) changes the prediction.
+      if (c.stage >= 1) {
+        z.reduce_bucket_size = 123'000'000;
+        z.overlap_comm = !z.overlap_comm;
+        z.contiguous_gradients = false;
+      }
+      if (c.stage == 1 || c.stage == 2) {
+        z.allgather_bucket_size = 234'000'000;
+        z.reduce_scatter = false;
+      }
+      if (c.stage == 3) {
+        z.prefetch_bucket_size = 34'500'000;
+        z.param_persistence_threshold = 456'789;
+        z.max_live_parameters = 567'000'000;
+        z.max_reuse_distance = 678'000'000;
+        z.sub_group_size = 789'000'000;
+      }
+      if (c.opt != Offload::None || c.param != Offload::None) z.pin_memory = false;
       planner::Workload wp = w;
       wp.train.checkpointing = z.checkpointing;
       const planner::Plan p = planner::evaluate_plan(wp, stats, z, 0.05);
