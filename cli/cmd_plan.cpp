@@ -22,6 +22,7 @@ CommandResult run_plan(const PlanFlags& flags) {
   if (!flags.compare.empty() && to_lower(flags.compare) != "deepspeed")
     throw_user_error("--compare '{}' is not known; the only estimator to compare with is 'deepspeed'", flags.compare);
   if (flags.hf_auto && flags.emit.empty()) throw UserError("--hf-auto only applies with --emit PATH");
+  if (flags.emit_optimizer && flags.emit.empty()) throw UserError("--emit-optimizer only applies with --emit PATH");
   const planner::Workload w = build_workload(flags);
 
   const planner::SearchResult r = planner::search(w, opts);
@@ -34,6 +35,7 @@ CommandResult run_plan(const PlanFlags& flags) {
     eo.path = flags.emit;
     eo.hf_auto = flags.hf_auto;
     eo.force = flags.force;
+    eo.with_optimizer = flags.emit_optimizer;
     emitted = configs::emit_files(w, *chosen, eo);
   }
 
@@ -51,6 +53,7 @@ CommandResult run_plan(const PlanFlags& flags) {
       out["reason"] = r.no_fit_reason;
     for (const auto& p : r.best_per_stage) out["plans"].push_back(plan_to_json(w, p));
     for (const auto& warning : w.model.warnings) out["warnings"].push_back(warning);
+    if (!emitted.empty()) out["emitted"] = {{"path", flags.emit}, {"summary", emitted}};
     fmt::print("{}\n", out.dump(2));
   } else {
     for (const auto& warning : w.model.warnings) fmt::print(stderr, "zeroplan: warning: {}\n", warning);

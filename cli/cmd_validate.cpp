@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/plan_json.h"
@@ -239,6 +240,25 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
                      {"optimizer_s", m.seconds.step},
                      {"step_s", meas_time}}},
                    {"loss_per_step", res.loss_per_step}};
+  // cuda: what the GPU itself reports (cudaMemGetInfo peak: engine tensors + CUDA context, cuBLASLt
+  // workspace, kernel scratch, NCCL buffers, rounding), compared with the predicted peak, which
+  // includes the planner's overhead category; and the achieved TFLOP/s of the measured step.
+  std::optional<int64_t> device_peak;
+  double achieved_tflops = 0;
+#ifdef ZEROPLAN_HAVE_CUDA
+  if (const auto dl = exec::cuda::device_level_report(*rt, m.rank)) {
+    device_peak = dl->device_used_peak_bytes;
+    const double flops_per_step = dl->executed_flops / static_cast<double>(steps);
+    achieved_tflops = meas_time > 0 ? flops_per_step / meas_time / 1e12 : 0.0;
+    measured["device"] = {{"total_bytes", dl->total_bytes},
+                          {"used_peak_bytes", dl->device_used_peak_bytes},
+                          {"baseline_used_bytes", dl->baseline_used_bytes},
+                          {"workspace_bytes", dl->workspace_bytes},
+                          {"executed_flops_per_step", flops_per_step},
+                          {"achieved_tflops", achieved_tflops}};
+  }
+#endif
+  if (device_peak) err_gpu["device_peak"] = rel_error(pm.peak, *device_peak);
   json error = {{"memory", {{"gpu", err_gpu}}},
                 {"communication",
                  {{"bytes_per_rank_per_step", rel_error(static_cast<double>(plan.time.comm_bytes_per_rank),
@@ -321,6 +341,11 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
         "  (cpu backend: {} thread ranks share this machine's cores, so measured times are wall times of a\n"
         "   time-shared rank and the naive kernels are not tuned; compare times on the cuda backend)\n",
         world);
+  if (device_peak)
+    fmt::print(
+        "\ndevice-level peak (cudaMemGetInfo, context and libraries included): {} MB against the predicted "
+        "peak {} MB ({}); achieved {:.1f} TFLOP/s in the measured step\n",
+        mb(*device_peak), mb(pm.peak), pct(err_gpu["device_peak"]), achieved_tflops);
   fmt::print("\nloss per step:");
   for (double l : res.loss_per_step) fmt::print(" {:.4f}", l);
   fmt::print("\n");

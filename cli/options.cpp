@@ -143,6 +143,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--emit", f.emit, "Write the plan as a DeepSpeed config (plus launch command and snippets) to this path")
       ->group(o);
   app.add_flag("--hf-auto", f.hf_auto, "With --emit: write \"auto\" where the HF Trainer fills values in")->group(o);
+  app.add_flag("--emit-optimizer", f.emit_optimizer,
+               "With --emit: add AdamW optimizer and WarmupLR scheduler sections (the HF Trainer fills them otherwise)")
+      ->group(o);
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }
 

@@ -31,6 +31,7 @@ struct PlanFlags {
   std::string compare;               // --compare deepspeed
   std::string emit;                  // --emit ds_config.json
   bool hf_auto = false;
+  bool emit_optimizer = false;       // --emit-optimizer: add optimizer + scheduler sections
   bool force = false;
 };
 
