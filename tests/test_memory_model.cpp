@@ -386,12 +386,14 @@ TEST(MemoryModelBuffers, LargestGradientIsTransientInStages2And3) {
   w.model = llama2_7b_spec();
   w.cluster = cluster(1, 4);
   for (int stage : {2, 3}) {
-    const Buffer* b = find_buffer(estimate(w, stage), "largest parameter gradient (transient)");
+    const auto m = estimate(w, stage);  // find_buffer points into it: keep it alive
+    const Buffer* b = find_buffer(m, "largest parameter gradient (transient)");
     ASSERT_NE(b, nullptr) << stage;
     EXPECT_EQ(b->bytes, 262'144'000);
     EXPECT_EQ(b->phases, kBackward);
   }
-  EXPECT_EQ(find_buffer(estimate(w, 1), "largest parameter gradient (transient)"), nullptr);
+  const auto m1 = estimate(w, 1);
+  EXPECT_EQ(find_buffer(m1, "largest parameter gradient (transient)"), nullptr);
 }
 
 TEST(MemoryModelBuffers, OffloadParamKeepsOnlyPersistentParametersOnTheGpu) {
