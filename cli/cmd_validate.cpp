@@ -165,7 +165,9 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
       throw_user_error(
           "the cpu backend runs one thread per rank; {} ranks is more than {} (use e.g. --gpus 4xCPU)", world,
           kMaxThreadRanks);
-    rt = exec::make_cpu_runtime(world);
+    // Each thread rank's device tier is capped at the profile's memory (8 GiB for CPU, or --gpu-mem),
+    // so a plan that does not fit runs out of memory here as it would on the GPU.
+    rt = exec::make_cpu_runtime(world, w.cluster.gpu.memory_bytes);
   } else {
 #ifdef ZEROPLAN_HAVE_CUDA
     rt = exec::make_cuda_runtime(world, emulate);
@@ -179,7 +181,31 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
 
   const planner::ModelStats stats = planner::compute_model_stats(w);
   const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
-  const exec::RunResult res = exec::run_training(rc, *rt);
+  exec::RunResult res;
+  try {
+    res = exec::run_training(rc, *rt);
+  } catch (const exec::OutOfMemory& oom) {
+    // An OOM is an answer, not a crash: where it happened against what the planner predicted.
+    const std::string phase = oom.phase.empty() ? "setup" : oom.phase;
+    if (f.json) {
+      fmt::print("{}\n", json{{"predicted", plan_to_json(w, plan)},
+                              {"measured",
+                               {{"out_of_memory",
+                                 {{"phase", phase},
+                                  {"tier", oom.tier},
+                                  {"held_bytes", oom.live_bytes},
+                                  {"requested_bytes", oom.requested_bytes},
+                                  {"message", oom.what()}}}}}}
+                                .dump(2));
+    } else {
+      fmt::print(
+          "ran out of {} memory in phase {} at {} bytes held (asking for {} more); the plan predicted a peak of {} "
+          "bytes ({}).\n  {}\n",
+          oom.tier, phase, oom.live_bytes, oom.requested_bytes, plan.memory.peak,
+          plan.fits ? "predicted to fit" : "predicted not to fit", oom.what());
+    }
+    return 1;
+  }
   const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
 
   // ---- measured vs predicted

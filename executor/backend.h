@@ -17,6 +17,7 @@
 //    (cpu) runs it synchronously.
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <span>
 #include <string>
 #include <vector>
@@ -37,6 +38,19 @@ enum class CopyKind : uint8_t { DeviceToDevice, HostToDevice, DeviceToHost, Host
 enum class Stream : uint8_t { Compute, Comm };
 
 // Accumulating phase timer. cuda: a pair of events per begin/end; seconds() synchronizes.
+// An allocation the device (or pinned host memory) could not satisfy. The engine adds the phase and
+// the bytes it held at that moment, and `zeroplan validate` reports it as a result ("ran out of
+// memory in phase X at Y bytes; the plan predicted peak Z"), not as a crash.
+class OutOfMemory : public std::runtime_error {
+ public:
+  OutOfMemory(const std::string& what, int64_t requested, std::string tier_name)
+      : std::runtime_error(what), requested_bytes(requested), tier(std::move(tier_name)) {}
+  int64_t requested_bytes = 0;
+  std::string tier;           // "device", "pinned host", ...
+  std::string phase;          // filled by the engine: "forward", "backward", "step" (or "setup")
+  int64_t live_bytes = -1;    // device bytes the engine held when the allocation failed
+};
+
 class Timer {
  public:
   virtual ~Timer() = default;
@@ -166,7 +180,9 @@ class Runtime {
 };
 
 // executor/cpu_backend.cpp
-std::unique_ptr<Runtime> make_cpu_runtime(int world_size);
+// `device_budget_bytes` > 0 gives each thread rank a device-tier capacity, like a GPU's memory (the
+// CPU profile's memory_bytes, or --gpu-mem): an allocation beyond it throws OutOfMemory.
+std::unique_ptr<Runtime> make_cpu_runtime(int world_size, int64_t device_budget_bytes = 0);
 // executor/cuda/ (only when built with ZEROPLAN_HAVE_CUDA): emulate_rank < 0 drives world_size
 // local GPUs; emulate_rank >= 0 runs that one rank on GPU 0.
 std::unique_ptr<Runtime> make_cuda_runtime(int world_size, int emulate_rank);

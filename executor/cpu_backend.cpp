@@ -55,9 +55,9 @@ class CpuTimer final : public Timer {
 
 class CpuRuntime final : public Runtime {
  public:
-  explicit CpuRuntime(int n) : world_(std::make_shared<ThreadWorld>(n)) {
+  CpuRuntime(int n, int64_t budget) : world_(std::make_shared<ThreadWorld>(n)) {
     for (int r = 0; r < n; ++r) {
-      backends_.push_back(std::make_unique<CpuBackend>());
+      backends_.push_back(std::make_unique<CpuBackend>(budget));
       comms_.push_back(std::make_unique<ThreadCommunicator>(world_, r));
     }
   }
@@ -78,19 +78,35 @@ class CpuRuntime final : public Runtime {
 
 }  // namespace
 
-std::unique_ptr<Runtime> make_cpu_runtime(int world_size) {
-  return std::make_unique<CpuRuntime>(world_size);
+std::unique_ptr<Runtime> make_cpu_runtime(int world_size, int64_t device_budget_bytes) {
+  return std::make_unique<CpuRuntime>(world_size, device_budget_bytes);
 }
 
-void* CpuBackend::allocate(int64_t bytes, MemTier) {
+void* CpuBackend::allocate(int64_t bytes, MemTier tier) {
+  const int64_t size = aligned_size(bytes);
+  const bool device = tier == MemTier::Device;
+  if (device && budget_ > 0 && device_live_ + size > budget_)
+    throw OutOfMemory(fmt::format("out of device memory: asked for {} bytes with {} of {} bytes in use (the "
+                                  "thread rank's budget: the CPU profile's memory or --gpu-mem)",
+                                  size, device_live_, budget_),
+                      size, "device");
   // Untouched pages of a large allocation cost no physical memory (Linux overcommit), like
   // torch.empty on the host: a 5e8-element default bucket is cheap until written.
-  void* p =
-      std::aligned_alloc(static_cast<size_t>(kAllocAlignment), static_cast<size_t>(aligned_size(bytes)));
+  void* p = std::aligned_alloc(static_cast<size_t>(kAllocAlignment), static_cast<size_t>(size));
   if (p == nullptr) throw std::bad_alloc();
+  if (device) {
+    device_live_ += size;
+    device_sizes_[p] = size;
+  }
   return p;
 }
-void CpuBackend::release(void* p, MemTier) {
+void CpuBackend::release(void* p, MemTier tier) {
+  if (tier == MemTier::Device) {
+    if (auto it = device_sizes_.find(p); it != device_sizes_.end()) {
+      device_live_ -= it->second;
+      device_sizes_.erase(it);
+    }
+  }
   std::free(p);
 }
 void CpuBackend::copy(void* dst, const void* src, int64_t bytes, CopyKind) {

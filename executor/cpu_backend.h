@@ -4,6 +4,7 @@
 // are both ordinary memory here; the engine still accounts them apart. Scratch for widening GEMM
 // operands is the backend's workspace (like cuBLAS's) and is not part of the engine's accounting.
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "executor/backend.h"
@@ -12,6 +13,9 @@ namespace zeroplan::exec {
 
 class CpuBackend final : public Backend {
  public:
+  // device_budget_bytes > 0: the device tier holds at most that many bytes (an emulated GPU's
+  // capacity); exceeding it throws OutOfMemory. 0: unlimited.
+  explicit CpuBackend(int64_t device_budget_bytes = 0) : budget_(device_budget_bytes) {}
   std::string name() const override { return "cpu"; }
   void* allocate(int64_t bytes, MemTier tier) override;
   void release(void* p, MemTier tier) override;
@@ -55,6 +59,9 @@ class CpuBackend final : public Backend {
 
  private:
   std::vector<float> wa_, wb_, wc_;  // GEMM widening workspace
+  int64_t budget_ = 0;               // device-tier capacity (0 = unlimited)
+  int64_t device_live_ = 0;          // device-tier bytes allocated (aligned sizes)
+  std::unordered_map<void*, int64_t> device_sizes_;
 };
 
 }  // namespace zeroplan::exec

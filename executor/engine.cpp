@@ -153,6 +153,9 @@ class RankEngine {
     timer_step_ = be_.make_timer();
   }
 
+  // Where the engine was when something failed (for OutOfMemory reports).
+  std::string_view current_phase() const { return setup_done_ ? step_phase_name(tracker_.phase()) : "setup"; }
+  int64_t device_live_bytes() const { return tracker_.device().live_total(); }
   void run(RankMeasurement& meas, std::vector<double>& micro_losses, std::vector<float>& master_out,
            std::vector<float>& first_grads);
 
@@ -213,6 +216,7 @@ class RankEngine {
   const int stage_;
   CachingPool pool_;  // declared before every buffer: destroyed after them
   MemoryTracker tracker_;
+  bool setup_done_ = false;
   std::unique_ptr<Timer> timer_fwd_, timer_bwd_, timer_step_;
 
   // stages 0-2: padded flat buffer and this rank's partition [part_lo_, part_lo_ + part_size_)
@@ -1036,6 +1040,7 @@ void RankEngine::boundary(int step) {
 void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, std::vector<float>& master_out,
                      std::vector<float>& first_grads) {
   setup();
+  setup_done_ = true;
   first_grads_ = &first_grads;
   capture_ = cfg_.capture_first_grads;
   CommCounters at_last{};
@@ -1168,7 +1173,13 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
     threads.emplace_back([&, i] {
       try {
         RankEngine eng(cfg, lo, rt.backend(ranks[i]), rt.communicator(ranks[i]));
-        eng.run(res.ranks[i], losses[i], params[i], grads);
+        try {
+          eng.run(res.ranks[i], losses[i], params[i], grads);
+        } catch (OutOfMemory& oom) {
+          oom.phase = eng.current_phase();
+          oom.live_bytes = eng.device_live_bytes();
+          throw;
+        }
       } catch (...) {
         errors[i] = std::current_exception();
         rt.communicator(ranks[i]).abort();  // release ranks waiting for this one in a collective

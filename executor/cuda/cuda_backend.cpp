@@ -26,10 +26,11 @@ constexpr int64_t kAdamPiece = int64_t{4} << 20;
   size_t free_b = 0, total_b = 0;
   (void)cudaGetLastError();
   (void)cudaMemGetInfo(&free_b, &total_b);
-  throw CudaError(
+  throw OutOfMemory(
       fmt::format("out of {} memory: asked for {:.3f} GiB with {:.3f} GiB of {:.3f} GiB free on the device",
                   tier, static_cast<double>(bytes) / (1 << 30), static_cast<double>(free_b) / (1 << 30),
-                  static_cast<double>(total_b) / (1 << 30)));
+                  static_cast<double>(total_b) / (1 << 30)),
+      bytes, tier);
 }
 
 bool on_host(const void* p) {
