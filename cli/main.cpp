@@ -3,13 +3,17 @@
 // Exit codes: 0 success; 1 the answer is "no" (nothing fits, a checked config does not fit, a
 // validation missed its tolerance); 2 a user error (one line on stderr, nothing on stdout);
 // 3 an internal error (a bug: please report it with the command line).
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <new>
 
 #include "cli/commands.h"
 #include "cli/options.h"
+#include "common/atomic_file.h"
 #include "common/errors.h"
 
 namespace {
@@ -42,10 +46,21 @@ int fail(int code, const std::string& msg) {
   return code;
 }
 
+// Ctrl-C / SIGTERM: no partial output file (the temporary of a write in progress is removed), one
+// line on stderr, exit 130/143 as shells expect. Only async-signal-safe calls.
+extern "C" void on_signal(int sig) {
+  zeroplan::remove_pending_temporary_file();
+  const char msg[] = "\nzeroplan: interrupted\n";
+  (void)!::write(2, msg, sizeof(msg) - 1);
+  ::_exit(128 + sig);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace zeroplan;
+  std::signal(SIGINT, on_signal);
+  std::signal(SIGTERM, on_signal);
   CLI::App app{
       "zeroplan: per-GPU memory, step time and the best DeepSpeed ZeRO configuration for a model on a cluster.\n"
       "Default action: plan, e.g. `zeroplan --model 13b --gpus 4xA40`.",

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <string>
@@ -12,6 +13,23 @@
 #include "common/errors.h"
 
 namespace zeroplan {
+namespace {
+// The temporary file of the write in progress (one at a time: the CLI writes sequentially), kept in
+// static storage so a signal handler can unlink it without allocating.
+char g_pending[4096] = {0};
+volatile std::sig_atomic_t g_has_pending = 0;
+
+void set_pending(const std::string& p) {
+  if (p.size() >= sizeof(g_pending)) return;
+  std::memcpy(g_pending, p.c_str(), p.size() + 1);
+  g_has_pending = 1;
+}
+void clear_pending() { g_has_pending = 0; }
+}  // namespace
+
+void remove_pending_temporary_file() noexcept {
+  if (g_has_pending) ::unlink(g_pending);
+}
 
 void write_file_atomically(const std::string& path, std::string_view content, bool force) {
   namespace fs = std::filesystem;
@@ -29,6 +47,10 @@ void write_file_atomically(const std::string& path, std::string_view content, bo
   std::string tmpl = (dir / ("." + target.filename().string() + ".zeroplan-XXXXXX")).string();
   const int fd = ::mkstemp(tmpl.data());
   if (fd < 0) throw_user_error("cannot write '{}': {}", path, std::strerror(errno));
+  set_pending(tmpl);
+  struct Clear {
+    ~Clear() { clear_pending(); }
+  } clear_on_exit;
   size_t off = 0;
   while (off < content.size()) {
     const ssize_t n = ::write(fd, content.data() + off, content.size() - off);

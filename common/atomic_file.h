@@ -9,4 +9,8 @@ namespace zeroplan {
 
 void write_file_atomically(const std::string& path, std::string_view content, bool force);
 
+// For a SIGINT/SIGTERM handler: removes the temporary file of a write in progress, if any.
+// Async-signal-safe (only unlink on a preallocated path).
+void remove_pending_temporary_file() noexcept;
+
 }  // namespace zeroplan
