@@ -483,6 +483,21 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
       if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
       if (rs_index < st.num_collectives) st.collectives[rs_index].exposed_s = eb * af * trs / (tb + trs);
     }
+    // After the optimizer step, the persistent parameters (numel <= stage3_param_persistence_threshold,
+    // kept whole on every rank but updated as partitions) are all-gathered again: stage3.py
+    // DeepSpeedZeroOptimizer_Stage3._post_step -> persistent_parameters[0].all_gather(...). One
+    // coalesced call per step over every rank's padded partitions (ceil(numel/N) per tensor); nothing
+    // runs after the step, so it is exposed.
+    {
+      const int64_t t = z.param_persistence_threshold;
+      const int64_t per_rank = ms.mem.trainable_tensors.partition_numel_at_or_below(t, n) +
+                               ms.mem.frozen_tensors.partition_numel_at_or_below(t, n);
+      const int64_t msg = per_rank * n * grad_bytes;
+      const double tp = add_collective(st, timer, "stage-3 persistent-parameter all-gather after step",
+                                       CollectiveKind::AllGather, 1, 1, msg, msg);
+      exposed += tp;
+      if (tp > 0) st.collectives[st.num_collectives - 1].exposed_s = tp;
+    }
     if (z.offload_param != Offload::None) {
       // Each gather first brings the rank's 16-bit partition from the host (ZeRO-Infinity);
       // prefetch overlaps it with compute like the gathers themselves.
