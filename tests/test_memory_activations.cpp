@@ -3,6 +3,7 @@
 // for a Llama-style layer, and LoRA/QLoRA counts against PEFT and the QLoRA paper.
 #include <gtest/gtest.h>
 
+#include "model_specs.h"
 #include "models/model_spec.h"
 #include "planner/memory_stats.h"
 
@@ -43,21 +44,7 @@ models::ModelSpec gpt3_spec() {
   return m;
 }
 
-// meta-llama/Llama-2-7b-hf config.json.
-models::ModelSpec llama2_7b_spec() {
-  models::ModelSpec m;
-  m.name = "llama-2-7b-test";
-  m.model_type = "llama";
-  m.hidden_size = 4096;
-  m.num_layers = 32;
-  m.num_heads = 32;
-  m.num_kv_heads = 32;
-  m.head_dim = 128;
-  m.intermediate_size = 11008;
-  m.vocab_size = 32000;
-  m.max_position_embeddings = 4096;
-  return m;
-}
+using zeroplan::testing::llama2_7b_spec;
 
 MemoryStats stats(const models::ModelSpec& m, int64_t seq, Attention att, Method method = Method::Full,
                   std::vector<std::string> targets = {}) {

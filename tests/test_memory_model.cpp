@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model_specs.h"
 #include "models/model_spec.h"
 #include "planner/explain.h"
 #include "planner/memory_model.h"
@@ -44,25 +45,7 @@ MemoryBreakdown estimate(const Workload& w, int stage, int64_t micro_batch = 1) 
   return estimate_memory(w, stats_of(w), z);
 }
 
-// A Llama-2-7B-shaped model built field by field (config.json of meta-llama/Llama-2-7b-hf: hidden
-// 4096, 32 layers, 32 heads, intermediate 11008, vocab 32000, untied embeddings, RMSNorm, SwiGLU).
-models::ModelSpec llama2_7b_spec() {
-  models::ModelSpec m;
-  m.name = "llama-2-7b-test";
-  m.model_type = "llama";
-  m.hidden_size = 4096;
-  m.num_layers = 32;
-  m.num_heads = 32;
-  m.num_kv_heads = 32;
-  m.head_dim = 128;
-  m.intermediate_size = 11008;
-  m.vocab_size = 32000;
-  m.max_position_embeddings = 4096;
-  m.norm = models::NormKind::RMSNorm;
-  m.mlp = models::MlpKind::Gated;
-  m.position = models::PositionKind::Rotary;
-  return m;
-}
+using zeroplan::testing::llama2_7b_spec;
 
 // --- Model states: ZeRO paper §5.1 formulas with K = 12 --------------------------------------------
 
