@@ -467,10 +467,21 @@ void RankEngine::accumulate_into_partition(int pid, const void* src) {
 // defaults to True): the bucket is pre-divided by N and ALL-REDUCED; each rank keeps its slices.
 void RankEngine::reduce_ipg_bucket() {
   if (ipg_elements_ == 0) return;
+  // overlap_comm: DeepSpeed reduces on its own stream (S12 reduction_stream) while the backward goes
+  // on filling the other of the two buckets. Before this bucket's reduction is issued, compute waits
+  // for the previous reduction (whose buffer it refills next, after the swap), and the communication
+  // stream waits for this bucket's gradients. cpu backend: no-ops.
+  const bool overlap = cfg_.zero.overlap_comm;
+  if (overlap) {
+    be_.wait(Stream::Compute, Stream::Comm);
+    be_.wait(Stream::Comm, Stream::Compute);
+    be_.set_stream(Stream::Comm);
+  }
   DeviceBuffer& bucket = ipg_[static_cast<size_t>(ipg_index_)];
   if (N_ > 1) be_.scale(bucket.data(), act_, ipg_elements_, 1.0f / static_cast<float>(N_));
   comm_.all_reduce(bucket.data(), ipg_elements_, act_);
   for (const auto& [pid, off] : ipg_params_) accumulate_into_partition(pid, bucket.at(off));
+  if (overlap) be_.set_stream(Stream::Compute);
   ipg_params_.clear();
   ipg_elements_ = 0;
 }
@@ -832,6 +843,7 @@ void RankEngine::backward(bool boundary_step) {
   // Backward epilogue.
   if (stage_ == 2) {
     reduce_ipg_bucket();  // S12 overlapping_partition_gradients_reduce_epilogue
+    be_.wait(Stream::Compute, Stream::Comm);  // the last reduction ends before the buckets are released
   } else if (stage_ == 3) {
     s3_reduce_bucket();
     for (size_t p = 0; p < gathered_.size(); ++p)
