@@ -10,6 +10,7 @@
 #include <random>
 #include <string>
 
+#include "test_util.h"
 #include "common/errors.h"
 #include "hwprofiles/cluster.h"
 
@@ -18,14 +19,7 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
-}
+using zeroplan::testing::error_of;
 
 struct GoodSpec {
   const char* spec;

@@ -8,20 +8,14 @@
 #include <set>
 #include <string>
 
+#include "test_util.h"
 #include "common/errors.h"
 #include "hwprofiles/gpu_profile.h"
 
 namespace zeroplan::hw {
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
-}
+using zeroplan::testing::error_of;
 
 TEST(BusBwCurve, InterpolatesInLog2BytesAndIsLatencyBoundBelowFlatAbove) {
   BusBwCurve c;

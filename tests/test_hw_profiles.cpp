@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "test_util.h"
 #include "common/errors.h"
 #include "hwprofiles/gpu_profile.h"
 
@@ -20,14 +21,7 @@ namespace {
 
 constexpr int64_t kGiB = int64_t{1} << 30;
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const UserError& e) {
-    return e.what();
-  }
-  return "<no UserError>";
-}
+using zeroplan::testing::error_of;
 
 TEST(GpuProfiles, TheFifteenProfilesOfIssue2AreBuiltIn) {
   std::set<std::string> names;
