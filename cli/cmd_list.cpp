@@ -18,14 +18,14 @@ std::string join(const std::vector<std::string>& v) {
 
 int list_models(bool json) {
   nlohmann::json arr = nlohmann::json::array();
-  std::string text = fmt::format("{:<18} {:>18} {:>7} {:>6} {:>7}  {:<14} {}\n", "name", "parameters", "layers",
-                                 "hidden", "heads", "aliases", "source");
+  std::string text = fmt::format("{:<18} {:>18} {:>7} {:>6} {:>7}  {:<14} {}\n", "name", "parameters",
+                                 "layers", "hidden", "heads", "aliases", "source");
   for (const auto& e : models::zoo()) {
     const auto m = models::load_model(e.name);
     const int64_t n = m.num_parameters();
     arr.push_back({{"name", e.name}, {"aliases", e.aliases}, {"parameters", n}, {"source", e.source}});
-    text += fmt::format("{:<18} {:>18L} {:>7} {:>6} {:>3}/{:<3}  {:<14} {}\n", e.name, n, m.num_layers, m.hidden_size,
-                        m.num_heads, m.num_kv_heads, join(e.aliases), e.source);
+    text += fmt::format("{:<18} {:>18L} {:>7} {:>6} {:>3}/{:<3}  {:<14} {}\n", e.name, n, m.num_layers,
+                        m.hidden_size, m.num_heads, m.num_kv_heads, join(e.aliases), e.source);
   }
   fmt::print("{}", json ? arr.dump(2) + "\n" : text);
   return 0;
@@ -33,8 +33,8 @@ int list_models(bool json) {
 
 int list_gpus(bool json) {
   nlohmann::json arr = nlohmann::json::array();
-  std::string text = fmt::format("{:<12} {:>8} {:>10} {:>9} {:<22} {}\n", "name", "memory", "bf16 TF/s", "HBM GB/s",
-                                 "intra-node link", "aliases");
+  std::string text = fmt::format("{:<12} {:>8} {:>10} {:>9} {:<22} {}\n", "name", "memory", "bf16 TF/s",
+                                 "HBM GB/s", "intra-node link", "aliases");
   for (const auto& g : hw::builtin_gpus()) {
     arr.push_back({{"name", g.name},
                    {"aliases", g.aliases},
@@ -42,8 +42,9 @@ int list_gpus(bool json) {
                    {"bf16_tflops", g.bf16_tflops},
                    {"hbm_GBps", g.hbm_GBps},
                    {"intra_node_link", g.intra_node.name}});
-    text += fmt::format("{:<12} {:>6.1f}GB {:>10.1f} {:>9.0f} {:<22} {}\n", g.name, static_cast<double>(g.memory_bytes) / 1e9,
-                        g.bf16_tflops, g.hbm_GBps, g.intra_node.name, join(g.aliases));
+    text += fmt::format("{:<12} {:>6.1f}GB {:>10.1f} {:>9.0f} {:<22} {}\n", g.name,
+                        static_cast<double>(g.memory_bytes) / 1e9, g.bf16_tflops, g.hbm_GBps,
+                        g.intra_node.name, join(g.aliases));
   }
   fmt::print("{}", json ? arr.dump(2) + "\n" : text);
   return 0;

@@ -20,9 +20,11 @@ CommandResult run_plan(const PlanFlags& flags) {
   // Validate everything before any output (no partial output on a user error).
   const planner::SearchOptions opts = build_search_options(flags);
   if (!flags.compare.empty() && to_lower(flags.compare) != "deepspeed")
-    throw_user_error("--compare '{}' is not known; the only estimator to compare with is 'deepspeed'", flags.compare);
+    throw_user_error("--compare '{}' is not known; the only estimator to compare with is 'deepspeed'",
+                     flags.compare);
   if (flags.hf_auto && flags.emit.empty()) throw UserError("--hf-auto only applies with --emit PATH");
-  if (flags.emit_optimizer && flags.emit.empty()) throw UserError("--emit-optimizer only applies with --emit PATH");
+  if (flags.emit_optimizer && flags.emit.empty())
+    throw UserError("--emit-optimizer only applies with --emit PATH");
   const planner::Workload w = build_workload(flags);
 
   const planner::SearchResult r = planner::search(w, opts);
@@ -30,7 +32,8 @@ CommandResult run_plan(const PlanFlags& flags) {
 
   std::string emitted;
   if (!flags.emit.empty()) {
-    if (!chosen) throw_user_error("nothing fits, so no config was written to '{}': {}", flags.emit, r.no_fit_reason);
+    if (!chosen)
+      throw_user_error("nothing fits, so no config was written to '{}': {}", flags.emit, r.no_fit_reason);
     configs::EmitOptions eo;
     eo.path = flags.emit;
     eo.hf_auto = flags.hf_auto;
@@ -59,7 +62,8 @@ CommandResult run_plan(const PlanFlags& flags) {
     for (const auto& warning : w.model.warnings) fmt::print(stderr, "zeroplan: warning: {}\n", warning);
     std::string text = planner::render_report(w, r);
     // --explain and --compare describe the recommendation, or the best plan of the fixed stage.
-    const planner::Plan* focus = chosen ? chosen : (r.best_per_stage.empty() ? nullptr : &r.best_per_stage.front());
+    const planner::Plan* focus =
+        chosen ? chosen : (r.best_per_stage.empty() ? nullptr : &r.best_per_stage.front());
     if (flags.explain && focus) text += "\n" + planner::render_explain(w, *focus);
     if (!flags.compare.empty() && focus) text += "\n" + planner::render_deepspeed_comparison(w, *focus);
     if (!emitted.empty()) text += "\n" + emitted;

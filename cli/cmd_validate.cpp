@@ -196,10 +196,11 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
                                   {"held_bytes", oom.live_bytes},
                                   {"requested_bytes", oom.requested_bytes},
                                   {"message", oom.what()}}}}}}
-                                .dump(2));
+                             .dump(2));
     } else {
       fmt::print(
-          "ran out of {} memory in phase {} at {} bytes held (asking for {} more); the plan predicted a peak of {} "
+          "ran out of {} memory in phase {} at {} bytes held (asking for {} more); the plan predicted a peak "
+          "of {} "
           "bytes ({}).\n  {}\n",
           oom.tier, phase, oom.live_bytes, oom.requested_bytes, plan.memory.peak,
           plan.fits ? "predicted to fit" : "predicted not to fit", oom.what());

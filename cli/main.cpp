@@ -62,7 +62,8 @@ int main(int argc, char** argv) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   CLI::App app{
-      "zeroplan: per-GPU memory, step time and the best DeepSpeed ZeRO configuration for a model on a cluster.\n"
+      "zeroplan: per-GPU memory, step time and the best DeepSpeed ZeRO configuration for a model on a "
+      "cluster.\n"
       "Default action: plan, e.g. `zeroplan --model 13b --gpus 4xA40`.",
       "zeroplan"};
   app.set_version_flag("--version", "zeroplan " ZEROPLAN_VERSION);
@@ -94,6 +95,7 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     return fail(3, "out of host memory");
   } catch (const std::exception& e) {
-    return fail(3, std::string("internal error: ") + e.what() + " (please report this with the command line)");
+    return fail(3,
+                std::string("internal error: ") + e.what() + " (please report this with the command line)");
   }
 }

@@ -34,29 +34,35 @@ E parse_choice(const std::string& value, std::string_view flag,
   std::string list;
   for (const auto& n : names) list += (list.empty() ? "" : "|") + n;
   const std::string near = nearest_name(value, names);
-  if (!near.empty()) throw_user_error("{} '{}' is not one of {}; did you mean '{}'?", flag, value, list, near);
+  if (!near.empty())
+    throw_user_error("{} '{}' is not one of {}; did you mean '{}'?", flag, value, list, near);
   throw_user_error("{} '{}' is not one of {}", flag, value, list);
 }
 
 planner::Offload parse_offload(const std::string& v, std::string_view flag) {
   using planner::Offload;
-  return parse_choice<Offload>(v, flag, {{"none", Offload::None}, {"cpu", Offload::CPU}, {"nvme", Offload::NVMe}});
+  return parse_choice<Offload>(v, flag,
+                               {{"none", Offload::None}, {"cpu", Offload::CPU}, {"nvme", Offload::NVMe}});
 }
 
 planner::Checkpointing parse_checkpointing(const std::string& v) {
   using planner::Checkpointing;
-  return parse_choice<Checkpointing>(
-      v, "--checkpointing",
-      {{"none", Checkpointing::None}, {"selective", Checkpointing::Selective}, {"full", Checkpointing::Full}});
+  return parse_choice<Checkpointing>(v, "--checkpointing",
+                                     {{"none", Checkpointing::None},
+                                      {"selective", Checkpointing::Selective},
+                                      {"full", Checkpointing::Full}});
 }
 
 // "512GB", "512GiB", "512e9", "1.5TB" -> bytes.
 int64_t parse_bytes(const std::string& text, std::string_view flag) {
   std::string s = to_lower(text);
   double mult = 1;
-  const std::pair<const char*, double> units[] = {{"tib", 1099511627776.0}, {"gib", 1073741824.0},
-                                                  {"mib", 1048576.0},       {"tb", 1e12},
-                                                  {"gb", 1e9},              {"mb", 1e6}};
+  const std::pair<const char*, double> units[] = {{"tib", 1099511627776.0},
+                                                  {"gib", 1073741824.0},
+                                                  {"mib", 1048576.0},
+                                                  {"tb", 1e12},
+                                                  {"gb", 1e9},
+                                                  {"mb", 1e6}};
   for (const auto& [u, m] : units) {
     if (s.size() > std::strlen(u) && s.ends_with(u)) {
       s.resize(s.size() - std::strlen(u));
@@ -102,49 +108,71 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 void add_plan_flags(CLI::App& app, PlanFlags& f) {
   auto* g = "Model and cluster";
-  app.add_option("--model,-m", f.model, "Model: alias (7b, 13b, 70b), zoo name (see `zeroplan models`) or a config.json path")
+  app.add_option("--model,-m", f.model,
+                 "Model: alias (7b, 13b, 70b), zoo name (see `zeroplan models`) or a config.json path")
       ->group(g);
-  app.add_option("--params", f.params, "Describe the model by its parameter count alone, e.g. 7.5e9 (model states only)")
+  app.add_option("--params", f.params,
+                 "Describe the model by its parameter count alone, e.g. 7.5e9 (model states only)")
       ->group(g);
-  app.add_option("--gpus,-g", f.gpus, "Cluster: 4xA40 (one node), 2x8xH100 (nodes x GPUs), or NxPROFILE.json")->group(g);
-  app.add_option("--intra-link", f.intra_link, "Override the intra-node GPU link (e.g. pcie4, nvlink3)")->group(g);
-  app.add_option("--network", f.network, "Override the inter-node network (e.g. ib-hdr-200, ib-ndr-400, roce-100)")
+  app.add_option("--gpus,-g", f.gpus, "Cluster: 4xA40 (one node), 2x8xH100 (nodes x GPUs), or NxPROFILE.json")
+      ->group(g);
+  app.add_option("--intra-link", f.intra_link, "Override the intra-node GPU link (e.g. pcie4, nvlink3)")
+      ->group(g);
+  app.add_option("--network", f.network,
+                 "Override the inter-node network (e.g. ib-hdr-200, ib-ndr-400, roce-100)")
       ->group(g);
   app.add_option("--host-mem", f.host_mem, "Host RAM per node (e.g. 512GB)")->group(g);
   app.add_option("--nvme-bw", f.nvme_bw, "NVMe bandwidth per node in GB/s (for nvme offload)")->group(g);
-  app.add_option("--nics", f.nics, "Network adapters per node used by NCCL (inter-node bandwidth = busbw x NICs)")->group(g);
-  app.add_option("--gpu-mem", f.gpu_mem, "Override usable memory per GPU (e.g. 40GB for a MIG slice, or a CPU rank budget)")
+  app.add_option("--nics", f.nics,
+                 "Network adapters per node used by NCCL (inter-node bandwidth = busbw x NICs)")
+      ->group(g);
+  app.add_option("--gpu-mem", f.gpu_mem,
+                 "Override usable memory per GPU (e.g. 40GB for a MIG slice, or a CPU rank budget)")
       ->group(g);
 
   auto* t = "Training";
   app.add_option("--stage", f.stage, "Fix the ZeRO stage (0-3) instead of searching")->group(t);
   app.add_option("--micro-batch", f.micro_batch, "Micro-batch per GPU (searched when absent)")->group(t);
   app.add_option("--seq-len", f.seq_len, "Sequence length in tokens (default 2048)")->group(t);
-  app.add_option("--grad-accum", f.grad_accum, "Gradient accumulation steps (default 1, or derived from --global-batch)")
+  app.add_option("--grad-accum", f.grad_accum,
+                 "Gradient accumulation steps (default 1, or derived from --global-batch)")
       ->group(t);
-  app.add_option("--global-batch", f.global_batch, "Global batch in sequences (= micro x accum x GPUs)")->group(t);
+  app.add_option("--global-batch", f.global_batch, "Global batch in sequences (= micro x accum x GPUs)")
+      ->group(t);
   app.add_option("--precision", f.precision, "bf16 | fp16 | fp32 (default bf16)")->group(t);
   app.add_option("--method", f.method, "full | lora | qlora (default full)")->group(t);
   app.add_option("--lora-rank", f.lora_rank, "LoRA rank r (default 16)")->group(t);
   app.add_option("--lora-targets", f.lora_targets,
                  "Comma-separated HF module names, e.g. q_proj,v_proj (default: all linear projections)")
       ->group(t);
-  app.add_option("--offload-optimizer", f.offload_optimizer, "none | cpu | nvme (searched when absent)")->group(t);
-  app.add_option("--offload-param", f.offload_param, "none | cpu | nvme (stage 3; searched when absent)")->group(t);
-  app.add_option("--checkpointing", f.checkpointing, "Activation checkpointing: none | selective | full (searched when absent)")
+  app.add_option("--offload-optimizer", f.offload_optimizer, "none | cpu | nvme (searched when absent)")
       ->group(t);
-  app.add_option("--attention", f.attention, "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")->group(t);
-  app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")->group(t);
+  app.add_option("--offload-param", f.offload_param, "none | cpu | nvme (stage 3; searched when absent)")
+      ->group(t);
+  app.add_option("--checkpointing", f.checkpointing,
+                 "Activation checkpointing: none | selective | full (searched when absent)")
+      ->group(t);
+  app.add_option("--attention", f.attention,
+                 "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")
+      ->group(t);
+  app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
+      ->group(t);
 
   auto* o = "Output";
   app.add_flag("--json", f.json, "Print one JSON object on stdout (the documented contract)")->group(o);
-  app.add_flag("--explain", f.explain, "List every buffer of the recommended (or --stage) plan with size and phase")->group(o);
-  app.add_option("--compare", f.compare, "Show another estimator beside zeroplan's prediction: deepspeed")->group(o);
-  app.add_option("--emit", f.emit, "Write the plan as a DeepSpeed config (plus launch command and snippets) to this path")
+  app.add_flag("--explain", f.explain,
+               "List every buffer of the recommended (or --stage) plan with size and phase")
       ->group(o);
-  app.add_flag("--hf-auto", f.hf_auto, "With --emit: write \"auto\" where the HF Trainer fills values in")->group(o);
+  app.add_option("--compare", f.compare, "Show another estimator beside zeroplan's prediction: deepspeed")
+      ->group(o);
+  app.add_option("--emit", f.emit,
+                 "Write the plan as a DeepSpeed config (plus launch command and snippets) to this path")
+      ->group(o);
+  app.add_flag("--hf-auto", f.hf_auto, "With --emit: write \"auto\" where the HF Trainer fills values in")
+      ->group(o);
   app.add_flag("--emit-optimizer", f.emit_optimizer,
-               "With --emit: add AdamW optimizer and WarmupLR scheduler sections (the HF Trainer fills them otherwise)")
+               "With --emit: add AdamW optimizer and WarmupLR scheduler sections (the HF Trainer fills them "
+               "otherwise)")
       ->group(o);
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }
@@ -152,20 +180,25 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 planner::Workload build_workload(const PlanFlags& f) {
   planner::Workload w;
   if (f.model.empty() && f.params.empty())
-    throw UserError("no model given; pass --model (e.g. --model 13b, see `zeroplan models`) or --params (e.g. --params 7e9)");
+    throw UserError(
+        "no model given; pass --model (e.g. --model 13b, see `zeroplan models`) or --params (e.g. --params "
+        "7e9)");
   if (!f.model.empty() && !f.params.empty()) throw UserError("pass either --model or --params, not both");
-  if (f.gpus.empty()) throw UserError("no GPUs given; pass --gpus, e.g. --gpus 4xA40 or --gpus 2x8xH100 (see `zeroplan gpus`)");
+  if (f.gpus.empty())
+    throw UserError("no GPUs given; pass --gpus, e.g. --gpus 4xA40 or --gpus 2x8xH100 (see `zeroplan gpus`)");
 
   // Cheap flag checks first, then the files they name.
   planner::TrainingSpec& t = w.train;
-  t.precision = parse_choice<planner::Precision>(
-      f.precision, "--precision",
-      {{"bf16", planner::Precision::BF16}, {"fp16", planner::Precision::FP16}, {"fp32", planner::Precision::FP32}});
+  t.precision = parse_choice<planner::Precision>(f.precision, "--precision",
+                                                 {{"bf16", planner::Precision::BF16},
+                                                  {"fp16", planner::Precision::FP16},
+                                                  {"fp32", planner::Precision::FP32}});
   t.method = parse_choice<planner::Method>(
       f.method, "--method",
       {{"full", planner::Method::Full}, {"lora", planner::Method::LoRA}, {"qlora", planner::Method::QLoRA}});
   t.attention = parse_choice<planner::Attention>(
-      f.attention, "--attention", {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
+      f.attention, "--attention",
+      {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)
@@ -192,18 +225,20 @@ planner::Workload build_workload(const PlanFlags& f) {
   const int64_t world = w.cluster.world_size();
   if (t.global_batch) {
     if (*t.global_batch % world != 0)
-      throw_user_error("--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
-                       *t.global_batch, world);
+      throw_user_error(
+          "--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
+          *t.global_batch, world);
     const int64_t per_gpu = *t.global_batch / world;
     if (t.micro_batch && per_gpu % *t.micro_batch != 0)
-      throw_user_error("--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
-                       *t.global_batch, *t.micro_batch, world);
+      throw_user_error(
+          "--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
+          *t.global_batch, *t.micro_batch, world);
     if (t.micro_batch && t.grad_accum && *t.micro_batch * *t.grad_accum != per_gpu)
       throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *t.global_batch,
                        *t.micro_batch, *t.grad_accum, world);
     if (t.grad_accum && per_gpu % *t.grad_accum != 0)
-      throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs", *t.global_batch,
-                       *t.grad_accum, world);
+      throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs",
+                       *t.global_batch, *t.grad_accum, world);
   }
 
   if (!f.params.empty()) {
@@ -225,11 +260,13 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
       throw_user_error("--stage '{}' must be 0, 1, 2 or 3", f.stage);
     o.stage = f.stage[0] - '0';
   }
-  if (!f.offload_optimizer.empty()) o.offload_optimizer = parse_offload(f.offload_optimizer, "--offload-optimizer");
+  if (!f.offload_optimizer.empty())
+    o.offload_optimizer = parse_offload(f.offload_optimizer, "--offload-optimizer");
   if (!f.offload_param.empty()) {
     o.offload_param = parse_offload(f.offload_param, "--offload-param");
     if (*o.offload_param != planner::Offload::None && o.stage && *o.stage != 3)
-      throw UserError("--offload-param needs ZeRO stage 3 (DeepSpeed ignores it below stage 3); use --stage 3");
+      throw UserError(
+          "--offload-param needs ZeRO stage 3 (DeepSpeed ignores it below stage 3); use --stage 3");
   }
   char* end = nullptr;
   const double m = std::strtod(f.memory_margin.c_str(), &end);

@@ -12,26 +12,26 @@
 namespace zeroplan::cli {
 
 struct PlanFlags {
-  std::string model;                 // --model: alias, zoo name or config.json path
-  std::string params;                // --params N (model known by its count only)
-  std::string gpus;                  // --gpus 4xA40 | 2x8xH100 | path.json
-  std::string stage;                 // --stage 0..3
+  std::string model;   // --model: alias, zoo name or config.json path
+  std::string params;  // --params N (model known by its count only)
+  std::string gpus;    // --gpus 4xA40 | 2x8xH100 | path.json
+  std::string stage;   // --stage 0..3
   std::string micro_batch, seq_len = "2048", grad_accum, global_batch;
-  std::string precision = "bf16";    // bf16|fp16|fp32
-  std::string method = "full";       // full|lora|qlora
+  std::string precision = "bf16";  // bf16|fp16|fp32
+  std::string method = "full";     // full|lora|qlora
   std::string lora_rank = "16";
-  std::string lora_targets;          // comma-separated HF module names
+  std::string lora_targets;                      // comma-separated HF module names
   std::string offload_optimizer, offload_param;  // none|cpu|nvme (searched when absent)
-  std::string checkpointing;         // none|selective|full (searched when absent)
-  std::string attention = "flash";   // flash|eager
+  std::string checkpointing;                     // none|selective|full (searched when absent)
+  std::string attention = "flash";               // flash|eager
   std::string intra_link, network, host_mem, nvme_bw, nics, gpu_mem;  // cluster overrides
   std::string memory_margin = "0.05";
   bool json = false;
   bool explain = false;
-  std::string compare;               // --compare deepspeed
-  std::string emit;                  // --emit ds_config.json
+  std::string compare;  // --compare deepspeed
+  std::string emit;     // --emit ds_config.json
   bool hf_auto = false;
-  bool emit_optimizer = false;       // --emit-optimizer: add optimizer + scheduler sections
+  bool emit_optimizer = false;  // --emit-optimizer: add optimizer + scheduler sections
   bool force = false;
 };
 

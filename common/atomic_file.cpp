@@ -24,7 +24,9 @@ void set_pending(const std::string& p) {
   std::memcpy(g_pending, p.c_str(), p.size() + 1);
   g_has_pending = 1;
 }
-void clear_pending() { g_has_pending = 0; }
+void clear_pending() {
+  g_has_pending = 0;
+}
 }  // namespace
 
 void remove_pending_temporary_file() noexcept {

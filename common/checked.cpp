@@ -17,8 +17,7 @@ int64_t parse_positive_count(std::string_view text, std::string_view what, int64
   if (!std::isfinite(v)) throw_user_error("{} '{}' is not finite; give a positive whole number", what, s);
   if (v <= 0) throw_user_error("{} must be positive, got '{}'", what, s);
   if (v != std::floor(v)) throw_user_error("{} must be a whole number, got '{}'", what, s);
-  if (v > static_cast<double>(max))
-    throw_user_error("{} '{}' is above zeroplan's limit of {}", what, s, max);
+  if (v > static_cast<double>(max)) throw_user_error("{} '{}' is above zeroplan's limit of {}", what, s, max);
   return static_cast<int64_t>(v);
 }
 

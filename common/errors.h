@@ -29,9 +29,9 @@ template <typename... Args>
 
 }  // namespace zeroplan
 
-#define ZP_CHECK(cond, ...)                                                                 \
-  do {                                                                                      \
-    if (!(cond))                                                                            \
-      throw ::zeroplan::InternalError(fmt::format("{}:{}: check '{}' failed: {}", __FILE__, \
-                                                  __LINE__, #cond, fmt::format(__VA_ARGS__))); \
+#define ZP_CHECK(cond, ...)                                                                                  \
+  do {                                                                                                       \
+    if (!(cond))                                                                                             \
+      throw ::zeroplan::InternalError(                                                                       \
+          fmt::format("{}:{}: check '{}' failed: {}", __FILE__, __LINE__, #cond, fmt::format(__VA_ARGS__))); \
   } while (0)

@@ -17,8 +17,8 @@
 //    (cpu) runs it synchronously.
 #include <cstdint>
 #include <memory>
-#include <stdexcept>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -46,9 +46,9 @@ class OutOfMemory : public std::runtime_error {
   OutOfMemory(const std::string& what, int64_t requested, std::string tier_name)
       : std::runtime_error(what), requested_bytes(requested), tier(std::move(tier_name)) {}
   int64_t requested_bytes = 0;
-  std::string tier;           // "device", "pinned host", ...
-  std::string phase;          // filled by the engine: "forward", "backward", "step" (or "setup")
-  int64_t live_bytes = -1;    // device bytes the engine held when the allocation failed
+  std::string tier;         // "device", "pinned host", ...
+  std::string phase;        // filled by the engine: "forward", "backward", "step" (or "setup")
+  int64_t live_bytes = -1;  // device bytes the engine held when the allocation failed
 };
 
 class Timer {

@@ -11,7 +11,9 @@
 namespace zeroplan::exec {
 
 enum class DType : uint8_t { F32, BF16, F16 };
-inline constexpr int64_t dtype_bytes(DType t) { return t == DType::F32 ? 4 : 2; }
+inline constexpr int64_t dtype_bytes(DType t) {
+  return t == DType::F32 ? 4 : 2;
+}
 
 enum class CollKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, kCount };
 
@@ -51,11 +53,18 @@ class Communicator {
     int64_t sent = 0;
     if (n > 1) {
       switch (k) {
-        case CollKind::AllReduce: sent = 2 * (n - 1) * full_bytes / n; break;
+        case CollKind::AllReduce:
+          sent = 2 * (n - 1) * full_bytes / n;
+          break;
         case CollKind::ReduceScatter:
-        case CollKind::AllGather: sent = (n - 1) * full_bytes / n; break;
-        case CollKind::Broadcast: sent = full_bytes; break;  // ring broadcast: every rank forwards S
-        default: break;
+        case CollKind::AllGather:
+          sent = (n - 1) * full_bytes / n;
+          break;
+        case CollKind::Broadcast:
+          sent = full_bytes;
+          break;  // ring broadcast: every rank forwards S
+        default:
+          break;
       }
     }
     counters_.calls[static_cast<int>(k)] += 1;

@@ -842,7 +842,7 @@ void RankEngine::backward(bool boundary_step) {
   tok_tgt_.reset();
   // Backward epilogue.
   if (stage_ == 2) {
-    reduce_ipg_bucket();  // S12 overlapping_partition_gradients_reduce_epilogue
+    reduce_ipg_bucket();                      // S12 overlapping_partition_gradients_reduce_epilogue
     be_.wait(Stream::Compute, Stream::Comm);  // the last reduction ends before the buckets are released
   } else if (stage_ == 3) {
     s3_reduce_bucket();

@@ -13,11 +13,11 @@ struct ClusterSpec {
   int nodes = 1;
   int gpus_per_node = 1;
   GpuProfile gpu;
-  LinkProfile intra_node;        // GPU<->GPU inside a node (defaults to gpu.intra_node)
-  LinkProfile inter_node;        // node<->node network (only used when nodes > 1)
+  LinkProfile intra_node;                  // GPU<->GPU inside a node (defaults to gpu.intra_node)
+  LinkProfile inter_node;                  // node<->node network (only used when nodes > 1)
   int64_t host_memory_bytes_per_node = 0;  // host RAM per node
-  double nvme_GBps = 0;          // NVMe read/write bandwidth per node, for ZeRO-Infinity
-  bool cpu_backend = false;      // "NxCPU": the executor's thread ranks, not a real GPU cluster
+  double nvme_GBps = 0;                    // NVMe read/write bandwidth per node, for ZeRO-Infinity
+  bool cpu_backend = false;                // "NxCPU": the executor's thread ranks, not a real GPU cluster
   // Added by hwprofiles (backward compatible): inter-node NICs per node. Inter-node busbw per node
   // is inter_node.busbw × nics_per_node (NCCL drives one ring/channel set per NIC).
   int nics_per_node = 1;
@@ -25,13 +25,13 @@ struct ClusterSpec {
 };
 
 struct ClusterOverrides {
-  std::optional<std::string> intra_link;  // --intra-link nvlink3|pcie4|...
-  std::optional<std::string> inter_link;  // --network ib-hdr-200|...
+  std::optional<std::string> intra_link;     // --intra-link nvlink3|pcie4|...
+  std::optional<std::string> inter_link;     // --network ib-hdr-200|...
   std::optional<int64_t> host_memory_bytes;  // --host-mem
   std::optional<double> nvme_GBps;           // --nvme-bw
   // Added by hwprofiles (backward compatible):
-  std::optional<int> nics_per_node;              // --nics
-  std::optional<int64_t> device_memory_bytes;    // --gpu-mem: replaces gpu.memory_bytes (MIG, CPU rank budget)
+  std::optional<int> nics_per_node;            // --nics
+  std::optional<int64_t> device_memory_bytes;  // --gpu-mem: replaces gpu.memory_bytes (MIG, CPU rank budget)
 };
 
 // Throws UserError for malformed specs ("0xA40", "4xA40x", "x8xH100", "4xA40,", "4xA4O").

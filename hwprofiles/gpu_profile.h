@@ -23,7 +23,7 @@ struct BusBwCurve {
 enum class LinkKind { NVSwitch, NVLink, PCIe, InfiniBand, RoCE, Ethernet, Host };
 
 struct LinkProfile {
-  std::string name;             // "nvlink4-nvswitch", "pcie4-x16", "ib-hdr-200"
+  std::string name;  // "nvlink4-nvswitch", "pcie4-x16", "ib-hdr-200"
   LinkKind kind = LinkKind::PCIe;
   double unidirectional_GBps = 0;  // datasheet per-GPU (or per-NIC) bandwidth, one direction
   double latency_us = 0;           // per-collective latency term (alpha)
@@ -35,23 +35,23 @@ struct LinkProfile {
   // more than its link rate); above 1 only when the switch reduces in-network (NVLink SHARP / NVLS),
   // where busbw is no longer bytes on the wire (nccl-tests issue #212, sjeaugey).
   double max_bus_factor = 1.0;
-  bool curve_is_model = false;     // true: busbw points generated from latency + peak (no measurement)
+  bool curve_is_model = false;  // true: busbw points generated from latency + peak (no measurement)
 };
 
 struct GpuProfile {
-  std::string name;                // canonical name, e.g. "A40"
+  std::string name;  // canonical name, e.g. "A40"
   std::vector<std::string> aliases;
-  int64_t memory_bytes = 0;        // usable HBM/GDDR capacity as sold (e.g. 48 GB = 48e9? see JSON)
-  double bf16_tflops = 0;          // dense (no sparsity) tensor-core peak
+  int64_t memory_bytes = 0;  // usable HBM/GDDR capacity as sold (e.g. 48 GB = 48e9? see JSON)
+  double bf16_tflops = 0;    // dense (no sparsity) tensor-core peak
   double fp16_tflops = 0;
-  double fp32_tflops = 0;          // non-tensor FP32 (TF32 is separate)
+  double fp32_tflops = 0;  // non-tensor FP32 (TF32 is separate)
   double tf32_tflops = 0;
   double hbm_GBps = 0;
-  LinkProfile intra_node;          // default GPU<->GPU link inside a node
-  LinkProfile host_link;           // GPU<->CPU (PCIe generation); pinned/pageable below
-  double host_pinned_GBps = 0;     // achievable pinned H2D/D2H
-  double host_pageable_GBps = 0;   // achievable pageable copies
-  int gpus_per_node = 8;           // typical server
+  LinkProfile intra_node;         // default GPU<->GPU link inside a node
+  LinkProfile host_link;          // GPU<->CPU (PCIe generation); pinned/pageable below
+  double host_pinned_GBps = 0;    // achievable pinned H2D/D2H
+  double host_pageable_GBps = 0;  // achievable pageable copies
+  int gpus_per_node = 8;          // typical server
   // GEMM efficiency: achieved/peak for large GEMMs, and the size at which half of that is reached
   // (small GEMMs run far below peak). eff(flops) = max_eff * f / (f + half_flops).
   double gemm_max_efficiency = 0.75;
@@ -61,9 +61,9 @@ struct GpuProfile {
   bool calibrated = false;         // true when written by `zeroplan calibrate`
   std::vector<std::string> sources;
   // Added by hwprofiles (backward compatible):
-  bool is_cpu = false;             // the "CPU" pseudo-device (executor thread ranks), not a GPU
-  bool bf16_tensor_cores = true;   // false on V100/T4: bf16_tflops is then a non-tensor-core rate
-  std::string memory_source;       // how memory_bytes was obtained (cudaMemGetInfo total / datasheet)
+  bool is_cpu = false;            // the "CPU" pseudo-device (executor thread ranks), not a GPU
+  bool bf16_tensor_cores = true;  // false on V100/T4: bf16_tflops is then a non-tensor-core rate
+  std::string memory_source;      // how memory_bytes was obtained (cudaMemGetInfo total / datasheet)
   // Cluster defaults for this GPU class (parse_cluster uses them unless overridden):
   int64_t host_memory_bytes_per_node = 0;  // typical server RAM
   std::string default_network;             // inter-node link name when nodes > 1

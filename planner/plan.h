@@ -26,14 +26,15 @@ struct Plan {
 };
 
 struct SearchOptions {
-  std::optional<int> stage;                   // --stage fixes it
-  std::optional<Offload> offload_optimizer;   // fixed when given
+  std::optional<int> stage;                  // --stage fixes it
+  std::optional<Offload> offload_optimizer;  // fixed when given
   std::optional<Offload> offload_param;
   double memory_margin = 0.05;  // keep 5% of GPU memory free: allocator fragmentation headroom
 };
 
 struct SearchResult {
-  std::vector<Plan> best_per_stage;  // best plan of each searched stage (fits or, if none fits, the least-over)
+  std::vector<Plan>
+      best_per_stage;  // best plan of each searched stage (fits or, if none fits, the least-over)
   std::optional<Plan> recommendation;
   std::vector<std::string> reasons;  // plain sentences with numbers
   std::string no_fit_reason;         // when nothing fits

@@ -12,23 +12,23 @@ const char* collective_name(CollectiveKind k);
 struct CollectiveCost {
   const char* name = "";
   CollectiveKind kind = CollectiveKind::AllReduce;
-  int64_t count = 0;             // calls per step
-  int64_t message_bytes = 0;     // bytes per call (S in nccl-tests' terms)
-  int64_t bytes_per_rank = 0;    // bytes each rank sends per step (S * bus factor * count)
-  double time_s = 0;             // total time of these calls per step
-  double exposed_s = 0;          // part not hidden behind compute
+  int64_t count = 0;           // calls per step
+  int64_t message_bytes = 0;   // bytes per call (S in nccl-tests' terms)
+  int64_t bytes_per_rank = 0;  // bytes each rank sends per step (S * bus factor * count)
+  double time_s = 0;           // total time of these calls per step
+  double exposed_s = 0;        // part not hidden behind compute
 };
 
 inline constexpr int kMaxCollectives = 12;
 
 struct StepTime {
-  double compute_s = 0;              // GPU compute (forward, backward, recompute, optimizer on GPU)
+  double compute_s = 0;  // GPU compute (forward, backward, recompute, optimizer on GPU)
   double forward_s = 0, backward_s = 0, recompute_s = 0, optimizer_s = 0;
-  double communication_s = 0;        // sum of all collectives
+  double communication_s = 0;  // sum of all collectives
   double exposed_communication_s = 0;
-  double offload_s = 0;              // exposed PCIe/NVMe transfers and CPU Adam
+  double offload_s = 0;  // exposed PCIe/NVMe transfers and CPU Adam
   double step_s = 0;
-  double flops_per_step = 0;         // model FLOPs (6*Psi per token + attention), for MFU
+  double flops_per_step = 0;  // model FLOPs (6*Psi per token + attention), for MFU
   int64_t comm_bytes_per_rank = 0;
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;

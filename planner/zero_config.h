@@ -16,17 +16,17 @@ struct ZeroConfig {
   Checkpointing checkpointing = Checkpointing::None;
 
   // deepspeed/runtime/zero/config.py (v0.16) defaults:
-  int64_t reduce_bucket_size = 500'000'000;     // ZERO_REDUCE_BUCKET_SIZE default 5e8 elements
-  int64_t allgather_bucket_size = 500'000'000;  // allgather_bucket_size default 5e8 elements
-  bool overlap_comm = false;                    // default False, set True for stage 3 (config.py validator)
-  bool contiguous_gradients = true;             // default True
-  bool reduce_scatter = true;                   // default True
-  int64_t prefetch_bucket_size = 50'000'000;    // stage3_prefetch_bucket_size default 5e7 (docs say 5e8)
+  int64_t reduce_bucket_size = 500'000'000;       // ZERO_REDUCE_BUCKET_SIZE default 5e8 elements
+  int64_t allgather_bucket_size = 500'000'000;    // allgather_bucket_size default 5e8 elements
+  bool overlap_comm = false;                      // default False, set True for stage 3 (config.py validator)
+  bool contiguous_gradients = true;               // default True
+  bool reduce_scatter = true;                     // default True
+  int64_t prefetch_bucket_size = 50'000'000;      // stage3_prefetch_bucket_size default 5e7 (docs say 5e8)
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold default 1e5
-  int64_t max_live_parameters = 1'000'000'000;  // stage3_max_live_parameters default 1e9
-  int64_t max_reuse_distance = 1'000'000'000;   // stage3_max_reuse_distance default 1e9
-  int64_t sub_group_size = 1'000'000'000;       // sub_group_size default 1e9
-  bool zero_init = true;  // HF Trainer with a stage-3 config uses zero.Init (deepspeed.zero.Init)
+  int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters default 1e9
+  int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance default 1e9
+  int64_t sub_group_size = 1'000'000'000;         // sub_group_size default 1e9
+  bool zero_init = true;   // HF Trainer with a stage-3 config uses zero.Init (deepspeed.zero.Init)
   bool pin_memory = true;  // offload_*.pin_memory (DeepSpeed default False; we emit True)
 
   // DeepSpeed's defaults for `stage` (overlap_comm is True for stage 3).

@@ -34,8 +34,9 @@ struct Fixture {
     write("wrong_types.json",
           R"({"model_type":"llama","hidden_size":"big","num_hidden_layers":32,"num_attention_heads":32,)"
           R"("intermediate_size":11008,"vocab_size":32000})");
-    write("missing_field.json",
-          R"({"model_type":"llama","hidden_size":4096,"num_attention_heads":32,"intermediate_size":11008,"vocab_size":32000})");
+    write(
+        "missing_field.json",
+        R"({"model_type":"llama","hidden_size":4096,"num_attention_heads":32,"intermediate_size":11008,"vocab_size":32000})");
     write("unknown_arch_missing.json", R"({"model_type":"frobnicator","hidden_size":4096})");
     write("negative.json",
           R"({"model_type":"llama","hidden_size":-4096,"num_hidden_layers":32,"num_attention_heads":32,)"
@@ -75,7 +76,9 @@ std::vector<BadInput> catalogue() {
       {"cluster_trailing_comma", {"--model", "7b", "--gpus", "4xA40,"}, "4xA40,"},
       {"cluster_empty", {"--model", "7b", "--gpus", ""}, "gpus"},
       {"cluster_non_ascii", {"--model", "7b", "--gpus", "4x\xE2\x82\xAC"}, "GPU"},
-      {"model_nonexistent_path", {"--model", "/nonexistent/config.json", "--gpus", "4xA40"}, "does not exist"},
+      {"model_nonexistent_path",
+       {"--model", "/nonexistent/config.json", "--gpus", "4xA40"},
+       "does not exist"},
       {"model_directory", {"--model", f.p("subdir"), "--gpus", "4xA40"}, "subdir"},
       {"model_empty_file", {"--model", f.p("empty.json"), "--gpus", "4xA40"}, "empty"},
       {"model_whitespace_file", {"--model", f.p("whitespace.json"), "--gpus", "4xA40"}, "empty"},
@@ -83,7 +86,9 @@ std::vector<BadInput> catalogue() {
       {"model_json_array", {"--model", f.p("array.json"), "--gpus", "4xA40"}, "object"},
       {"model_wrong_types", {"--model", f.p("wrong_types.json"), "--gpus", "4xA40"}, "hidden_size"},
       {"model_missing_field", {"--model", f.p("missing_field.json"), "--gpus", "4xA40"}, "num_hidden_layers"},
-      {"model_unknown_arch_missing", {"--model", f.p("unknown_arch_missing.json"), "--gpus", "4xA40"}, "num_"},
+      {"model_unknown_arch_missing",
+       {"--model", f.p("unknown_arch_missing.json"), "--gpus", "4xA40"},
+       "num_"},
       {"model_negative_size", {"--model", f.p("negative.json"), "--gpus", "4xA40"}, "hidden_size"},
       {"model_huge_size", {"--model", f.p("huge.json"), "--gpus", "4xA40"}, "hidden_size"},
       {"model_very_long_name", {"--model", std::string(100000, 'a'), "--gpus", "4xA40"}, "model"},
@@ -112,7 +117,8 @@ std::vector<BadInput> catalogue() {
       {"lora_rank_zero", with({"--method", "lora", "--lora-rank", "0"}), "--lora-rank"},
       {"lora_targets_without_lora", with({"--lora-targets", "q_proj"}), "--method"},
       {"lora_target_unknown", with({"--method", "lora", "--lora-targets", "q_proj,frob_proj"}), "frob_proj"},
-      {"lora_targets_trailing_comma", with({"--method", "lora", "--lora-targets", "q_proj,"}), "--lora-targets"},
+      {"lora_targets_trailing_comma", with({"--method", "lora", "--lora-targets", "q_proj,"}),
+       "--lora-targets"},
       {"network_unknown", {"--model", "7b", "--gpus", "2x8xH100", "--network", "ib-hdr-2000"}, "ib-hdr-200"},
       {"host_mem_bad", with({"--host-mem", "lots"}), "--host-mem"},
       {"memory_margin_bad", with({"--memory-margin", "1.5"}), "--memory-margin"},
@@ -139,7 +145,9 @@ TEST_P(BadInputTest, OneClearLineExitTwoNothingOnStdout) {
   EXPECT_LT(r.err.size(), 600u) << c.label << ": one line, not an echo of a huge input";
   const auto files_after = std::distance(fs::directory_iterator(fixture().dir), fs::directory_iterator{});
   EXPECT_EQ(files_before, files_after) << c.label << ": no file may be written";
-  EXPECT_EQ(fixture().p("existing.json").size() > 0 ? zeroplan::testing::slurp(fixture().p("existing.json")) : "", "{}")
+  EXPECT_EQ(
+      fixture().p("existing.json").size() > 0 ? zeroplan::testing::slurp(fixture().p("existing.json")) : "",
+      "{}")
       << c.label << ": an existing file must not be replaced";
 }
 

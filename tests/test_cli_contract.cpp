@@ -34,16 +34,17 @@ void expect_str(const json& j, const char* key) {
 
 void check_plan(const json& p, int64_t world) {
   for (auto k : {"zero_stage", "micro_batch", "grad_accum", "seq_len", "global_batch"}) expect_int(p, k);
-  for (auto k : {"offload_optimizer", "offload_param", "activation_checkpointing", "precision"}) expect_str(p, k);
+  for (auto k : {"offload_optimizer", "offload_param", "activation_checkpointing", "precision"})
+    expect_str(p, k);
   ASSERT_TRUE(p["fits"].is_boolean());
   EXPECT_EQ(p["global_batch"].get<int64_t>(),
             p["micro_batch"].get<int64_t>() * p["grad_accum"].get<int64_t>() * world);
   const json& g = p["memory"]["gpu"];
-  for (auto k : {"parameters", "gradients", "optimizer_states", "model_states", "activations", "buffers", "overhead",
-                 "peak", "capacity"})
+  for (auto k : {"parameters", "gradients", "optimizer_states", "model_states", "activations", "buffers",
+                 "overhead", "peak", "capacity"})
     expect_int(g, k);
-  EXPECT_EQ(g["model_states"].get<int64_t>(),
-            g["parameters"].get<int64_t>() + g["gradients"].get<int64_t>() + g["optimizer_states"].get<int64_t>());
+  EXPECT_EQ(g["model_states"].get<int64_t>(), g["parameters"].get<int64_t>() + g["gradients"].get<int64_t>() +
+                                                  g["optimizer_states"].get<int64_t>());
   // The peak is the sum of what is live in the peak phase, so it is at least each category.
   const int64_t sum = g["model_states"].get<int64_t>() + g["activations"].get<int64_t>() +
                       g["buffers"].get<int64_t>() + g["overhead"].get<int64_t>();
@@ -53,8 +54,10 @@ void check_plan(const json& p, int64_t world) {
   }
   expect_int(p["memory"]["cpu"], "per_node");
   expect_int(p["memory"]["cpu"], "pinned_per_node");
-  for (auto k : {"step_s", "compute_s", "communication_s", "exposed_communication_s", "offload_s"}) expect_num(p["time"], k);
-  EXPECT_LE(p["time"]["exposed_communication_s"].get<double>(), p["time"]["communication_s"].get<double>() + 1e-12);
+  for (auto k : {"step_s", "compute_s", "communication_s", "exposed_communication_s", "offload_s"})
+    expect_num(p["time"], k);
+  EXPECT_LE(p["time"]["exposed_communication_s"].get<double>(),
+            p["time"]["communication_s"].get<double>() + 1e-12);
   EXPECT_GT(p["time"]["step_s"].get<double>(), 0.0);
   expect_int(p["communication"], "bytes_per_rank_per_step");
   for (auto k : {"tokens_per_s", "tokens_per_s_per_gpu", "mfu"}) expect_num(p["throughput"], k);
@@ -102,9 +105,8 @@ TEST(CliContract, GlobalBatchIsHonoured) {
 
 TEST(CliContract, NothingFitsGivesNullRecommendationAndAReason) {
   // 1e12 parameters at stage 0 need 16 TB of model states on one GPU: nothing can fit.
-  const json j = run_json({"--params", "1e12", "--gpus", "1xT4", "--stage", "0", "--offload-optimizer", "none",
-                           "--json"},
-                          1);
+  const json j = run_json(
+      {"--params", "1e12", "--gpus", "1xT4", "--stage", "0", "--offload-optimizer", "none", "--json"}, 1);
   EXPECT_TRUE(j["recommendation"].is_null());
   ASSERT_TRUE(j["reason"].is_string());
   EXPECT_FALSE(j["reason"].get<std::string>().empty());
@@ -112,8 +114,10 @@ TEST(CliContract, NothingFitsGivesNullRecommendationAndAReason) {
 }
 
 TEST(CliContract, LoraReportsTrainableParameters) {
-  const json j = run_json({"--model", "7b", "--gpus", "1xA100-80GB", "--method", "lora", "--lora-rank", "16", "--json"});
-  EXPECT_EQ(j["model"]["trainable_parameters"].get<int64_t>(), 39'976'960);  // PEFT print_trainable_parameters
+  const json j =
+      run_json({"--model", "7b", "--gpus", "1xA100-80GB", "--method", "lora", "--lora-rank", "16", "--json"});
+  EXPECT_EQ(j["model"]["trainable_parameters"].get<int64_t>(),
+            39'976'960);  // PEFT print_trainable_parameters
 }
 
 TEST(CliContract, HelpAndVersionExitZero) {
@@ -128,15 +132,16 @@ TEST(CliContract, HelpAndVersionExitZero) {
 TEST(CliContract, ListsNameEveryRequiredModelAndGpu) {
   auto m = run_cli({"models"});
   ASSERT_EQ(m.exit_code, 0) << m.err;
-  for (auto name : {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3.1-8b", "llama-3.1-70b", "llama-3.1-405b",
-                    "mistral-7b", "mixtral-8x7b", "qwen2.5-7b", "qwen2.5-14b", "qwen2.5-32b", "qwen2.5-72b",
-                    "gemma-2-9b", "gemma-2-27b", "phi-3-mini", "gpt2", "gpt2-xl", "opt-1.3b", "opt-13b", "opt-30b",
-                    "opt-66b", "bloom", "falcon-7b", "falcon-40b", "gpt3-175b"})
+  for (auto name : {"llama-2-7b",     "llama-2-13b", "llama-2-70b",  "llama-3.1-8b", "llama-3.1-70b",
+                    "llama-3.1-405b", "mistral-7b",  "mixtral-8x7b", "qwen2.5-7b",   "qwen2.5-14b",
+                    "qwen2.5-32b",    "qwen2.5-72b", "gemma-2-9b",   "gemma-2-27b",  "phi-3-mini",
+                    "gpt2",           "gpt2-xl",     "opt-1.3b",     "opt-13b",      "opt-30b",
+                    "opt-66b",        "bloom",       "falcon-7b",    "falcon-40b",   "gpt3-175b"})
     EXPECT_NE(m.out.find(name), std::string::npos) << name;
   auto g = run_cli({"gpus"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
-  for (auto name : {"A40", "A100-40GB", "A100-80GB", "H100", "H100-PCIE", "H200", "L40S", "L4", "A10G", "RTX3090",
-                    "RTX4090", "V100-16GB", "V100-32GB", "T4"})
+  for (auto name : {"A40", "A100-40GB", "A100-80GB", "H100", "H100-PCIE", "H200", "L40S", "L4", "A10G",
+                    "RTX3090", "RTX4090", "V100-16GB", "V100-32GB", "T4"})
     EXPECT_NE(g.out.find(name), std::string::npos) << name;
 }
 

@@ -68,16 +68,16 @@ TEST(CliValidate, OutOfMemoryIsAResultNotACrash) {
   // Each thread rank's device tier is capped at --gpu-mem (500 MB here); the default stage-2 bucket
   // is 5e8 elements = 1e9 bytes in bf16 (DeepSpeed's reduce_bucket_size default), so the run must
   // stop when it allocates that bucket, in the backward, and say so with the planner's peak beside.
-  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU",
-                          "--stage", "2", "--seq-len", "32", "--micro-batch", "2", "--steps", "1", "--gpu-mem",
-                          "500MB"});
+  const auto r =
+      run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage",
+               "2", "--seq-len", "32", "--micro-batch", "2", "--steps", "1", "--gpu-mem", "500MB"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.out.find("ran out of device memory in phase backward"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("asking for 1000000000 more"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("predicted not to fit"), std::string::npos) << r.out;
-  const auto j = run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU",
-                          "--stage", "2", "--seq-len", "32", "--micro-batch", "2", "--steps", "1", "--gpu-mem",
-                          "500MB", "--json"});
+  const auto j =
+      run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage",
+               "2", "--seq-len", "32", "--micro-batch", "2", "--steps", "1", "--gpu-mem", "500MB", "--json"});
   EXPECT_EQ(j.exit_code, 1);
   const auto oom = nlohmann::json::parse(j.out)["measured"]["out_of_memory"];
   EXPECT_EQ(oom["phase"], "backward");

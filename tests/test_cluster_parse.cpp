@@ -10,9 +10,9 @@
 #include <random>
 #include <string>
 
-#include "test_util.h"
 #include "common/errors.h"
 #include "hwprofiles/cluster.h"
+#include "test_util.h"
 
 namespace zeroplan::hw {
 namespace {

@@ -12,9 +12,9 @@
 #include <set>
 #include <string>
 
-#include "test_util.h"
 #include "common/errors.h"
 #include "hwprofiles/gpu_profile.h"
+#include "test_util.h"
 
 namespace zeroplan::hw {
 namespace {
