@@ -12,14 +12,8 @@ namespace {
 void BM_CudaGemmBf16(benchmark::State& state) {
   auto* be = gpu0(state);
   if (be == nullptr) return;
-  exec::cuda::GemmShape s;
-  s.m = state.range(0);
-  s.n = state.range(1);
-  s.k = state.range(2);
-  s.trans_b = state.range(3) != 0;
-  s.lda = s.k;
-  s.ldb = s.trans_b ? s.k : s.n;
-  s.ldc = s.n;
+  const auto s = exec::cuda::GemmShape::row_major(state.range(0), state.range(1), state.range(2), false,
+                                                  state.range(3) != 0);
   const int reps = std::max(3, static_cast<int>(std::min(200.0, 2000.0 / (s.flops() / 1e9))));
   for (auto _ : state) state.SetIterationTime(exec::cuda::time_gemm(*be, s, reps));
   state.counters["TFLOP/s"] =

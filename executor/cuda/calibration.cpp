@@ -83,16 +83,7 @@ const char* coll_name(CollKind k) {
 std::vector<GemmShape> calibration_gemm_shapes(bool quick) {
   std::vector<GemmShape> out;
   auto add = [&](int64_t m, int64_t n, int64_t k, bool ta, bool tb) {
-    GemmShape s;
-    s.trans_a = ta;
-    s.trans_b = tb;
-    s.m = m;
-    s.n = n;
-    s.k = k;
-    s.lda = ta ? m : k;
-    s.ldb = tb ? k : n;
-    s.ldc = n;
-    out.push_back(s);
+    out.push_back(GemmShape::row_major(m, n, k, ta, tb));
   };
   for (int64_t d : {256, 512, 1024, 2048, 4096, 8192}) {
     if (quick && (d == 512 || d == 2048)) continue;

@@ -295,15 +295,7 @@ void* CudaBackend::scratch(int slot, int64_t bytes) {
 void CudaBackend::gemm(int64_t m, int64_t n, int64_t k, const void* A, bool trans_a, const void* B,
                        bool trans_b, DType ab, void* C, DType c, float alpha, float beta) {
   activate();
-  GemmShape s;
-  s.trans_a = trans_a;
-  s.trans_b = trans_b;
-  s.m = m;
-  s.n = n;
-  s.k = k;
-  s.lda = trans_a ? m : k;
-  s.ldb = trans_b ? k : n;
-  s.ldc = n;
+  const GemmShape s = GemmShape::row_major(m, n, k, trans_a, trans_b);
   gemm_->gemm(current_stream(), s, A, B, ab, C, c, alpha, beta);
   flops_.gemm_flops += s.flops();
 }

@@ -32,6 +32,20 @@ struct GemmShape {
   double flops() const {
     return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   }
+  // Densely packed row-major operands: C[m,n] = op(A) op(B), A stored [m,k] ([k,m] when trans_a),
+  // B stored [k,n] ([n,k] when trans_b); the leading dimensions follow from the shape.
+  static GemmShape row_major(int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b) {
+    GemmShape s;
+    s.trans_a = trans_a;
+    s.trans_b = trans_b;
+    s.m = m;
+    s.n = n;
+    s.k = k;
+    s.lda = trans_a ? m : k;
+    s.ldb = trans_b ? k : n;
+    s.ldc = n;
+    return s;
+  }
 };
 
 class GemmRunner {
