@@ -28,6 +28,8 @@ std::string_view hazard_name(HazardKind k) {
       return "write-after-read";
     case HazardKind::WriteAfterWrite:
       return "write-after-write";
+    case HazardKind::CollectiveOrder:
+      return "collective-order";
   }
   return "?";
 }
@@ -187,7 +189,7 @@ void StreamOrderModel::merge_around(uintptr_t lo, uintptr_t hi) {
 }
 
 void StreamOrderModel::operation(Agent agent, const char* op, const std::vector<Range>& reads,
-                                 const std::vector<Range>& writes) {
+                                 const std::vector<Range>& writes, bool collective) {
   ++next_op_;
   ++ops_[idx(agent)];
   Clock& c = vc_[idx(agent)];
@@ -204,6 +206,16 @@ void StreamOrderModel::operation(Agent agent, const char* op, const std::vector<
     const auto lo = reinterpret_cast<uintptr_t>(w.p);
     access(agent, now, op, lo, lo + static_cast<uintptr_t>(w.bytes), true);
   }
+  if (!collective) return;
+  const Access& prev = last_collective_;
+  if (prev.clock != 0 && last_collective_agent_ != agent && c[idx(last_collective_agent_)] < prev.clock) {
+    const Range& r = !writes.empty() ? writes.front() : (!reads.empty() ? reads.front() : Range{});
+    const auto lo = reinterpret_cast<uintptr_t>(r.p);
+    report(HazardKind::CollectiveOrder, op, agent, lo,
+           lo + static_cast<uintptr_t>(std::max<int64_t>(r.bytes, 0)), prev, last_collective_agent_);
+  }
+  last_collective_agent_ = agent;
+  last_collective_ = Access{now, next_op_ - 1, op};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -285,7 +297,7 @@ StreamCheckingBackend::Ranges StreamCheckingBackend::token_rows(const void* tabl
 
 void StreamCheckingBackend::collective(const char* op, const Ranges& reads, const Ranges& writes) {
   ++collectives_[static_cast<size_t>(current_)];
-  on_stream(op, reads, writes);
+  model_.operation(stream_agent(), op, reads, writes, /*collective=*/true);
 }
 
 void* StreamCheckingBackend::allocate(int64_t bytes, MemTier tier) {

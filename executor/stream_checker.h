@@ -65,6 +65,12 @@ enum class HazardKind : uint8_t {
   ReadAfterWrite,   // a read not ordered after another agent's write
   WriteAfterRead,   // a write not ordered after another agent's read (incl. reuse of a freed block)
   WriteAfterWrite,  // a write not ordered after another agent's write
+  // A collective not ordered after the previous collective of the same communicator issued on the
+  // other stream: NCCL gives no guarantee that two operations of one communicator progress
+  // concurrently, and every rank must run them in the same order, so a collective on one stream
+  // must wait for the last one on the other (NVIDIA/nccl issues #195 and #217, kwen2501: "the
+  // inter-stream order is also important"; engine.cpp compute_waits_for_comm keeps this order).
+  CollectiveOrder,
 };
 std::string_view hazard_name(HazardKind k);  // "read-after-write", ...
 
@@ -95,9 +101,10 @@ class StreamOrderModel {
     const void* p = nullptr;
     int64_t bytes = 0;
   };
-  // One operation on `agent`: checks, then records, every read then every write.
+  // One operation on `agent`: checks, then records, every read then every write. A collective is
+  // also checked against the previous collective (HazardKind::CollectiveOrder).
   void operation(Agent agent, const char* op, const std::vector<Range>& reads,
-                 const std::vector<Range>& writes);
+                 const std::vector<Range>& writes, bool collective = false);
   void wait(Agent waiter, Agent signaller);   // waiter absorbs signaller's clock
   void absorb(Agent waiter, const Clock& c);  // waiter absorbs a recorded event (a clock snapshot)
   void host_waits_all();                      // synchronize()
@@ -132,6 +139,8 @@ class StreamOrderModel {
   std::array<int64_t, kNumAgents> ops_{};
   int64_t next_op_ = 1;
   SegMap segs_;  // disjoint [start, end) -> history
+  Agent last_collective_agent_ = Agent::Compute;
+  Access last_collective_;
   std::vector<StreamViolation> violations_;
   int64_t violation_count_ = 0;
 };

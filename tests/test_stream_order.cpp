@@ -223,6 +223,28 @@ TEST_F(PlantedRace, ViolationListIsCappedButCounted) {
   EXPECT_EQ(be_.model().violation_count(), 199);
 }
 
+// Two collectives of one communicator on different streams must be ordered, even on disjoint
+// buffers (NCCL runs them in issue order on every rank only if the streams are ordered).
+TEST(StreamCheckingCommunicator, CollectivesOnBothStreamsMustBeOrdered) {
+  auto world = std::make_shared<ThreadWorld>(1);
+  ThreadCommunicator inner(world, 0);
+  CpuBackend cpu;
+  StreamCheckingBackend be(cpu);
+  StreamCheckingCommunicator comm(inner, be);
+  std::vector<float> x(8, 1.0f), y(8, 2.0f);
+  be.set_stream(Stream::Comm);
+  comm.all_reduce(x.data(), 8, DType::F32);
+  be.set_stream(Stream::Compute);
+  comm.all_reduce(y.data(), 8, DType::F32);  // disjoint data, but not ordered after the first
+  ASSERT_EQ(be.violations().size(), 1u) << list(be.violations());
+  EXPECT_EQ(be.violations()[0].kind, HazardKind::CollectiveOrder);
+  EXPECT_EQ(be.violations()[0].earlier_agent, Agent::Comm);
+  be.wait(Stream::Comm, Stream::Compute);
+  be.set_stream(Stream::Comm);
+  comm.all_reduce(x.data(), 8, DType::F32);  // ordered after the Compute one (and x's history)
+  EXPECT_EQ(be.model().violation_count(), 1);
+}
+
 TEST(StreamCheckingCommunicator, CollectivesRunOnTheCurrentStreamAndMirrorCounters) {
   auto world = std::make_shared<ThreadWorld>(1);
   ThreadCommunicator inner(world, 0);
@@ -236,9 +258,12 @@ TEST(StreamCheckingCommunicator, CollectivesRunOnTheCurrentStreamAndMirrorCounte
   comm.all_gather(x.data(), y.data(), 8, DType::F32);  // reads x, written on Comm: not ordered
   EXPECT_EQ(be.collectives_on(Stream::Comm), 1);
   EXPECT_EQ(be.collectives_on(Stream::Compute), 1);
-  ASSERT_EQ(be.violations().size(), 1u) << list(be.violations());
+  // The read of x (read-after-write) and the collective order (collective-order).
+  ASSERT_EQ(be.violations().size(), 2u) << list(be.violations());
+  EXPECT_EQ(be.violations()[0].kind, HazardKind::ReadAfterWrite);
   EXPECT_EQ(be.violations()[0].op, "all_gather");
   EXPECT_EQ(be.violations()[0].earlier_op, "all_reduce");
+  EXPECT_EQ(be.violations()[1].kind, HazardKind::CollectiveOrder);
   // Counters: the wrapper reports what the inner communicator counted (1 all-reduce, 1 all-gather).
   EXPECT_EQ(comm.counters().calls[static_cast<int>(CollKind::AllReduce)], 1);
   EXPECT_EQ(comm.counters().calls[static_cast<int>(CollKind::AllGather)], 1);
