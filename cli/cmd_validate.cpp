@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdio>
+#include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
 
@@ -15,6 +17,7 @@
 #include "common/checked.h"
 #include "common/errors.h"
 #include "executor/engine.h"
+#include "executor/mpi_comm.h"
 #include "planner/model_stats.h"
 #include "planner/search.h"
 #ifdef ZEROPLAN_HAVE_CUDA
@@ -137,7 +140,49 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
   return c;
 }
 
-CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
+// ---- multi-process runs (mpirun/srun, built with MPI): every process runs its own rank of the plan
+// (executor/mpi_comm.h). Rank 0 prints the report; the processes agree on the outcome so that all
+// exit alike, and a failure is told once, by the lowest rank that failed on its own (not one that
+// was only released by a peer's failure).
+
+// A process that ends without printing (not the reporting rank), with this exit code.
+struct QuietExit {
+  int code;
+};
+
+bool released_by_peer(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const InternalError& ie) {
+    return std::string_view(ie.what()).find("another rank failed") != std::string_view::npos;
+  } catch (...) {
+    return false;
+  }
+}
+
+exec::RunResult run_ranks(const exec::RunConfig& rc, exec::Runtime& rt, exec::MpiSession& mpi) {
+  if (!mpi.multi_process()) return exec::run_training(rc, rt);
+  exec::RunResult res;
+  std::exception_ptr err;
+  try {
+    res = exec::run_training(rc, rt);
+  } catch (...) {
+    err = std::current_exception();
+  }
+  const bool any_failed = mpi.lowest_rank_with(err != nullptr) >= 0;
+  const int reporter = mpi.lowest_rank_with(err && !released_by_peer(err));
+  if (any_failed) {
+    if (mpi.rank() == reporter) std::rethrow_exception(err);  // OOM report or main's one line
+    if (reporter < 0 && mpi.rank() == 0)
+      throw InternalError("a rank failed in a collective without reporting why");
+    throw QuietExit{1};
+  }
+  // The global loss: the mean over all ranks, which run_training can only take over its own.
+  res.loss_per_step = mpi.mean_over_processes(res.loss_per_step);
+  return res;
+}
+
+CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::MpiSession& mpi) {
   // Everything is validated before anything runs or prints.
   if (v.backend != "cpu" && v.backend != "cuda")
     throw_user_error("--backend '{}' must be cpu or cuda", v.backend);
@@ -147,6 +192,13 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
   const planner::ZeroConfig z = zero_config(f, v, w);
   const exec::RunConfig rc = run_config(w, z, steps);
   const int world = w.cluster.world_size();
+  const bool multi = mpi.multi_process();
+  if (multi && mpi.size() != world)
+    throw_user_error(
+        "mpirun started {} processes but the plan has {} ranks; start {} processes (mpirun -np {})",
+        mpi.size(), world, world, world);
+  if (multi && !v.emulate_rank.empty())
+    throw UserError("--emulate-rank runs one process on one GPU; start it without mpirun");
   int emulate = -1;
   if (!v.emulate_rank.empty()) {
     if (v.backend != "cuda") throw UserError("--emulate-rank needs --backend cuda");
@@ -167,7 +219,8 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
           kMaxThreadRanks);
     // Each thread rank's device tier is capped at the profile's memory (8 GiB for CPU, or --gpu-mem),
     // so a plan that does not fit runs out of memory here as it would on the GPU.
-    rt = exec::make_cpu_runtime(world, w.cluster.gpu.memory_bytes);
+    rt = multi ? exec::make_mpi_cpu_runtime(w.cluster.gpu.memory_bytes)
+               : exec::make_cpu_runtime(world, w.cluster.gpu.memory_bytes);
   } else {
 #ifdef ZEROPLAN_HAVE_CUDA
     rt = exec::make_cuda_runtime(world, emulate);
@@ -183,7 +236,7 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
   const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
   exec::RunResult res;
   try {
-    res = exec::run_training(rc, *rt);
+    res = run_ranks(rc, *rt, mpi);
   } catch (const exec::OutOfMemory& oom) {
     // An OOM is an answer, not a crash: where it happened against what the planner predicted.
     const std::string phase = oom.phase.empty() ? "setup" : oom.phase;
@@ -207,6 +260,7 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
     }
     return 1;
   }
+  if (multi && mpi.rank() != 0) return 0;              // rank 0 reports
   const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
 
   // ---- measured vs predicted
@@ -303,6 +357,7 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
                 {"predicted", plan_to_json(w, plan)},
                 {"measured", measured},
                 {"error", error}};
+    if (multi) out["processes"] = mpi.size();  // mpirun: one rank per process, measured = rank 0's
     fmt::print("{}\n", out.dump(2));
     return 0;
   }
@@ -312,7 +367,10 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
       "seq {},\n"
       "  checkpointing {}, offload optimizer {}, {} step{} (the last one measured; peaks reset at its "
       "start)\n\n",
-      w.model.name, f.gpus, v.backend, world, world == 1 ? "" : "s", emulated ? ", emulated on one GPU" : "",
+      w.model.name, f.gpus, v.backend, world, world == 1 ? "" : "s",
+      emulated ? ", emulated on one GPU"
+      : multi  ? fmt::format(", one process each; measured: rank 0 of {} processes", world)
+               : std::string(),
       z.stage, planner::to_string(w.train.precision), z.micro_batch, z.grad_accum, w.train.seq_len,
       planner::to_string(z.checkpointing), planner::to_string(z.offload_optimizer), steps,
       steps == 1 ? "" : "s");
@@ -365,9 +423,9 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
              pct(error["time"]["step_s"]));
   if (v.backend == "cpu")
     fmt::print(
-        "  (cpu backend: {} thread ranks share this machine's cores, so measured times are wall times of a\n"
+        "  (cpu backend: {} {} share this machine's cores, so measured times are wall times of a\n"
         "   time-shared rank and the naive kernels are not tuned; compare times on the cuda backend)\n",
-        world);
+        world, multi ? "processes" : "thread ranks");
   if (device_peak)
     fmt::print(
         "\ndevice-level peak (cudaMemGetInfo, context and libraries included): {} MB against the predicted "
@@ -377,6 +435,25 @@ CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
   for (double l : res.loss_per_step) fmt::print(" {:.4f}", l);
   fmt::print("\n");
   return 0;
+}
+
+CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
+  exec::MpiSession mpi;  // initialises MPI only under a launcher (mpirun/srun)
+  try {
+    const CommandResult r = run_validate_on(f, v, mpi);
+    std::fflush(stdout);
+    return r;
+  } catch (const QuietExit& q) {
+    mpi.abandon();
+    return q.code;
+  } catch (const UserError&) {
+    mpi.abandon();
+    if (mpi.multi_process() && mpi.rank() != 0) return 2;  // every rank has the same; rank 0 says it
+    throw;
+  } catch (...) {
+    mpi.abandon();
+    throw;
+  }
 }
 
 }  // namespace
