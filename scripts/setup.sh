@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Sets up a fresh Debian machine for zeroplan and builds it into ./build (idempotent: re-running
 # only rebuilds what changed). Dependencies are Debian packages; CUDA/NCCL are used from
-# /usr/local/cuda when nvcc is there (the CUDA backend is then compiled, even without a GPU).
+# /usr/local/cuda when nvcc is there (the CUDA backend is then compiled, even without a GPU); MPI
+# from Debian's OpenMPI.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# libopenmpi-dev + openmpi-bin: multi-process runs under mpirun (optional at build time; CMake
+# uses MPI when it finds it, and tests/test_mpi_ranks.cpp runs mpirun).
 PKGS=(cmake ninja-build g++ libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev)
+      libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
