@@ -274,6 +274,26 @@ std::vector<double> MpiSession::mean_over_processes(const std::vector<double>& v
   return mean;
 }
 
+namespace {
+bool mpi_running() {
+  int initialised = 0, finalised = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalised);
+  return initialised && !finalised;
+}
+}  // namespace
+
+int mpi_world_size() {
+  int n = 1;
+  if (mpi_running()) MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+int mpi_world_rank() {
+  int r = 0;
+  if (mpi_running()) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
 int mpi_local_rank() {
   if (const char* v = env("OMPI_COMM_WORLD_LOCAL_RANK")) return std::atoi(v);
   MPI_Comm node = MPI_COMM_NULL;
@@ -326,6 +346,12 @@ std::vector<double> MpiSession::mean_over_processes(const std::vector<double>& v
   return v;
 }
 int mpi_local_rank() {
+  return 0;
+}
+int mpi_world_size() {
+  return 1;
+}
+int mpi_world_rank() {
   return 0;
 }
 std::unique_ptr<Runtime> make_mpi_cpu_runtime(int64_t) {

@@ -63,6 +63,11 @@ class MpiSession {
   int size_ = 1;
 };
 
+// MPI_COMM_WORLD's size and this process's rank in it while MPI is initialised (by an MpiSession
+// or anyone else), else 1 and 0: how a runtime learns that it is one process of several.
+int mpi_world_size();
+int mpi_world_rank();
+
 // The node-local index of this process (for picking its GPU): Open MPI's
 // OMPI_COMM_WORLD_LOCAL_RANK when mpirun set it, else this process's rank in
 // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) (the processes sharing its memory = its node).

@@ -24,14 +24,20 @@ using zeroplan::testing::slurp;
 // touched): root allowed (CI runs as root), more processes than cores, no CPU binding (ctest runs
 // tests in parallel), shared memory + self transports only (one machine), and no single-copy
 // (CMA/ptrace) mechanism, which container seccomp profiles often forbid. `timeout` ends a hung run.
-CliResult run_mpi(int np, const std::vector<std::string>& args) {
+std::string program(int np, const std::vector<std::string>& args) {
+  std::string p = "-np " + std::to_string(np) + " " + shell_quote(ZEROPLAN_BINARY);
+  for (const auto& a : args) p += " " + shell_quote(a);
+  return p;
+}
+
+// `programs`: mpirun's program part, one `-np N binary args` or several joined by " : " (MPMD).
+CliResult run_mpirun(const std::string& programs) {
   char dir_tmpl[] = "/tmp/zeroplan-mpi-XXXXXX";
   const std::string dir = mkdtemp(dir_tmpl);
   std::string cmd = "timeout -k 5 120 " + shell_quote(ZEROPLAN_MPIEXEC) +
                     " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"
-                    " --mca btl_vader_single_copy_mechanism none -np " +
-                    std::to_string(np) + " " + shell_quote(ZEROPLAN_BINARY);
-  for (const auto& a : args) cmd += " " + shell_quote(a);
+                    " --mca btl_vader_single_copy_mechanism none " +
+                    programs;
   cmd += " </dev/null >" + dir + "/out 2>" + dir + "/err";
   const int status = std::system(cmd.c_str());
   CliResult r;
@@ -42,6 +48,10 @@ CliResult run_mpi(int np, const std::vector<std::string>& args) {
   std::remove((dir + "/err").c_str());
   rmdir(dir.c_str());
   return r;
+}
+
+CliResult run_mpi(int np, const std::vector<std::string>& args) {
+  return run_mpirun(program(np, args));
 }
 
 class MpiRanks : public ::testing::Test {
@@ -160,6 +170,26 @@ TEST_F(MpiRanks, OutOfMemoryIsReportedOnceAndEveryProcessFails) {
   json j;
   ASSERT_NO_THROW(j = json::parse(r.out)) << r.out;
   EXPECT_EQ(j["measured"]["out_of_memory"]["requested_bytes"], 1'000'000'000) << r.out;
+}
+
+TEST_F(MpiRanks, AFailingRankReleasesItsPeersAndReportsOnce) {
+  // MPMD launch: rank 1 gets a 100 MB device budget and runs out of memory at the 1 GB default
+  // bucket; rank 0 (2 GB) gets through and waits in the bucket's all-reduce for rank 1, until rank
+  // 1's failure notice releases it. Without the notice rank 0 would wait forever (timeout: 124).
+  const std::vector<std::string> args = {"validate", "--backend", "cpu",     "--model", "tiny-llama-micro",
+                                         "--gpus",   "2xCPU",     "--stage", "2",       "--seq-len",
+                                         "32",       "--steps",   "1"};
+  auto with_mem = [&](const char* mem) {
+    auto a = args;
+    a.insert(a.end(), {"--gpu-mem", mem});
+    return a;
+  };
+  const CliResult r = run_mpirun(program(1, with_mem("2GB")) + " : " + program(1, with_mem("100MB")));
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  // The report is rank 1's (the rank that failed on its own), once; rank 0 says nothing.
+  EXPECT_EQ(count_of(r.out, "ran out of device memory"), 1) << r.out;
+  EXPECT_NE(r.out.find("of 100000000 bytes in use"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.err, "another rank failed"), 0) << r.err;
 }
 
 }  // namespace
