@@ -7,6 +7,7 @@
 #include "executor/cuda/device.h"
 #include "executor/cuda/emulated_communicator.h"
 #include "executor/cuda/nccl_communicator.h"
+#include "executor/mpi_comm.h"
 
 namespace zeroplan::exec {
 
@@ -26,6 +27,10 @@ class CudaRuntime final : public Runtime {
                          world_size - 1);
       backends_.push_back(std::make_unique<cuda::CudaBackend>(0));
       comms_.push_back(std::make_unique<cuda::EmulatedCommunicator>(*backends_[0], emulate_rank, world_size));
+      return;
+    }
+    if (const int procs = mpi_world_size(); procs > 1) {
+      start_as_one_of(procs, dev.count);
       return;
     }
     if (world_size > dev.count)
@@ -51,6 +56,7 @@ class CudaRuntime final : public Runtime {
   int world_size() const override { return world_; }
   std::vector<int> local_ranks() const override {
     if (emulate_rank_ >= 0) return {emulate_rank_};
+    if (process_rank_ >= 0) return {process_rank_};
     std::vector<int> r;
     for (int i = 0; i < world_; ++i) r.push_back(i);
     return r;
@@ -60,7 +66,31 @@ class CudaRuntime final : public Runtime {
   bool emulated() const { return emulate_rank_ >= 0 && world_ > 1; }
 
  private:
+  // Multi-process (mpirun/srun, built with MPI; executor/mpi_comm.h): this process is rank
+  // MPI_Comm_rank of the plan's ranks and drives one GPU, chosen by its node-local rank; the NCCL
+  // communicator is bootstrapped over MPI (nccl_communicator.h).
+  void start_as_one_of(int procs, int visible_gpus) {
+    if (procs != world_)
+      throw_user_error("mpirun started {} processes but the plan has {} ranks", procs, world_);
+    process_rank_ = mpi_world_rank();
+    // A launcher that gives every process its own GPU (srun --gpus-per-task, CUDA_VISIBLE_DEVICES
+    // set per process) leaves one visible device; otherwise the node's processes share the node's
+    // GPUs, one each, by local rank.
+    const int local = mpi_local_rank();
+    const int device = visible_gpus == 1 ? 0 : local;
+    if (device >= visible_gpus)
+      throw_user_error(
+          "rank {} is process {} on its node, which has {} CUDA GPU(s); start at most {} processes per node "
+          "(mpirun --npernode {}, srun --ntasks-per-node {})",
+          process_rank_, local + 1, visible_gpus, visible_gpus, visible_gpus, visible_gpus);
+    backends_.push_back(std::make_unique<cuda::CudaBackend>(device));
+    comms_.push_back(cuda::make_mpi_nccl_communicator(*backends_[0], process_rank_, world_));
+  }
   size_t index(int rank) const {
+    if (process_rank_ >= 0) {
+      ZP_CHECK(rank == process_rank_, "rank {} asked of the process that is rank {}", rank, process_rank_);
+      return 0;
+    }
     if (emulate_rank_ >= 0) {
       ZP_CHECK(rank == emulate_rank_, "rank {} asked of a runtime emulating rank {}", rank, emulate_rank_);
       return 0;
@@ -69,6 +99,7 @@ class CudaRuntime final : public Runtime {
     return static_cast<size_t>(rank);
   }
   int world_, emulate_rank_;
+  int process_rank_ = -1;  // >= 0: one process of a multi-process run, driving this rank only
   std::vector<std::unique_ptr<cuda::CudaBackend>> backends_;
   std::vector<std::unique_ptr<Communicator>> comms_;
 };

@@ -161,7 +161,9 @@ std::unique_ptr<Communicator> make_mpi_nccl_communicator(CudaBackend& backend, i
 #if ZEROPLAN_HAVE_MPI
   ncclUniqueId id{};
   if (rank == 0) ZP_NCCL_CHECK(ncclGetUniqueId(&id));
-  if (MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
+  // Collective over MPI_COMM_WORLD: every process of the run calls this from its runtime's
+  // constructor (executor/cuda/cuda_runtime.cpp), before any engine thread starts.
+  if (MPI_Bcast(&id, static_cast<int>(sizeof id), MPI_BYTE, 0, MPI_COMM_WORLD) != MPI_SUCCESS)
     throw CudaError("MPI_Bcast of the NCCL unique id failed");
   backend.activate();
   ncclComm_t comm = nullptr;
