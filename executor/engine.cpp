@@ -172,6 +172,27 @@ class RankEngine {
   bool has_master() const { return cfg_.mixed_precision || stage_ > 0; }
 
   void setup();
+  // ---- streams (Backend::wait semantics). Collectives that overlap compute are issued on the Comm
+  // stream after it waited for the compute issued so far (so a caching-pool block released by
+  // compute can be reused by them); compute waits for Comm before it reads their results. Every
+  // collective issued on Compute first waits for pending Comm work as well, so the collectives of
+  // one communicator run in the order they were issued on every rank, which NCCL requires when one
+  // communicator is used from two streams (ncclGroup semantics aside, each rank must launch the
+  // same sequence).
+  void compute_waits_for_comm() {
+    if (!comm_pending_) return;
+    be_.wait(Stream::Compute, Stream::Comm);
+    comm_pending_ = false;
+    std::fill(in_flight_.begin(), in_flight_.end(), false);
+  }
+  void begin_comm_stream() {
+    be_.wait(Stream::Comm, Stream::Compute);
+    be_.set_stream(Stream::Comm);
+  }
+  void end_comm_stream() {
+    be_.set_stream(Stream::Compute);
+    comm_pending_ = true;
+  }
   // Switches the memory tracker's phase and attributes the collectives since the last switch to
   // the phase that ends.
   void enter_phase(StepPhase p) {
@@ -202,7 +223,7 @@ class RankEngine {
   void accumulate_into_partition(int pid, const void* grad_src);
   // stage 3
   void s3_fetch(int pid);
-  void s3_gather(int pid);
+  void s3_gather(int pid, bool on_comm);
   void s3_release(int pid);
   void s3_reduce_bucket();
   void s3_begin_micro_step();
@@ -246,6 +267,7 @@ class RankEngine {
   bool trace_complete_ = false;
   int trace_pos_ = 0;
   std::vector<int> most_recent_fetched_for_;  // per param: latest trace position a prefetch covered
+  std::vector<bool> in_flight_;               // per param: all-gathered on Comm, not yet waited for
   int64_t n_available_ = 0;
   int64_t gathered_live_bytes_ = 0, gathered_peak_bytes_ = 0;
 
@@ -257,6 +279,7 @@ class RankEngine {
   int64_t scalar_comm_bytes_ = 0;
   std::array<CommCounters, kNumStepPhases> comm_by_phase_{};
   CommCounters comm_mark_{};
+  bool comm_pending_ = false;  // work issued on Comm that Compute has not waited for
   bool capture_ = false;
   std::vector<float>* first_grads_ = nullptr;
 };
@@ -330,6 +353,7 @@ void RankEngine::setup() {
       }
     gathered_.resize(P.size());
     most_recent_fetched_for_.assign(P.size(), -1);
+    in_flight_.assign(P.size(), false);
     // S3 __init__: one reduce bucket (reduce_bucket_size elements, no double buffer) and the flat
     // gradient-partition buffer (sum of partition numels, gradient_accumulation_dtype; on the host,
     // fp32, with offload_optimizer).
@@ -429,6 +453,7 @@ void RankEngine::grad_ready(int pid) {
   }
   if (!extra_large_grad_) return;
   if (stage_ == 2) {
+    compute_waits_for_comm();
     if (N_ > 1) be_.scale(extra_large_grad_.data(), act_, n, 1.0f / static_cast<float>(N_));
     comm_.all_reduce(extra_large_grad_.data(), n, act_);
     accumulate_into_partition(pid, extra_large_grad_.data());
@@ -472,16 +497,13 @@ void RankEngine::reduce_ipg_bucket() {
   // for the previous reduction (whose buffer it refills next, after the swap), and the communication
   // stream waits for this bucket's gradients. cpu backend: no-ops.
   const bool overlap = cfg_.zero.overlap_comm;
-  if (overlap) {
-    be_.wait(Stream::Compute, Stream::Comm);
-    be_.wait(Stream::Comm, Stream::Compute);
-    be_.set_stream(Stream::Comm);
-  }
+  compute_waits_for_comm();
+  if (overlap) begin_comm_stream();
   DeviceBuffer& bucket = ipg_[static_cast<size_t>(ipg_index_)];
   if (N_ > 1) be_.scale(bucket.data(), act_, ipg_elements_, 1.0f / static_cast<float>(N_));
   comm_.all_reduce(bucket.data(), ipg_elements_, act_);
   for (const auto& [pid, off] : ipg_params_) accumulate_into_partition(pid, bucket.at(off));
-  if (overlap) be_.set_stream(Stream::Compute);
+  if (overlap) end_comm_stream();
   ipg_params_.clear();
   ipg_elements_ = 0;
 }
@@ -492,6 +514,7 @@ void RankEngine::reduce_ipg_bucket() {
 // piece to its gradient partition.
 void RankEngine::s3_reduce_bucket() {
   if (ipg_elements_ == 0) return;
+  compute_waits_for_comm();  // collectives in issue order (see compute_waits_for_comm)
   const int64_t eb = dtype_bytes(act_);
   int64_t S = 0;
   for (const auto& pe : ipg_params_) S += part_numels_[static_cast<size_t>(pe.first)];
@@ -536,7 +559,9 @@ void RankEngine::s3_reduce_bucket() {
 // Stage 3 parameter coordination (PPC fetch_sub_module / release_sub_module). DeepSpeed hooks every
 // module but gathers only a module's own parameters (iter_params(recurse=False)), so in a Llama the
 // unit is the leaf module, i.e. one weight: the trace is the sequence of weight uses of a micro-step.
-void RankEngine::s3_gather(int pid) {
+// `on_comm`: a prefetch, issued on the Comm stream (the caller brackets it); otherwise a demand
+// fetch on Compute.
+void RankEngine::s3_gather(int pid, bool on_comm) {
   const size_t p = static_cast<size_t>(pid);
   if (gathered_[p]) return;
   // PP AllGatherHandle: the full parameter lives in a buffer of N x ceil(n/N) elements. Persistent
@@ -544,6 +569,7 @@ void RankEngine::s3_gather(int pid) {
   gathered_[p] =
       buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
   comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
+  in_flight_[p] = on_comm;
   n_available_ += lo_.params[p].numel;
   if (!persistent_[p]) {
     gathered_live_bytes_ += gathered_[p].bytes();
@@ -552,30 +578,43 @@ void RankEngine::s3_gather(int pid) {
 }
 
 void RankEngine::s3_fetch(int pid) {
+  const size_t p = static_cast<size_t>(pid);
   if (!trace_complete_) {
     trace_.push_back(pid);  // PPC record_module: the first micro-step records the trace
   } else {
     ZP_CHECK(trace_pos_ < static_cast<int>(trace_.size()) && trace_[static_cast<size_t>(trace_pos_)] == pid,
              "stage-3 trace diverged at position {}", trace_pos_);
   }
-  s3_gather(pid);
+  if (gathered_[p]) {
+    // PPC fetch_sub_module waits on the in-flight all-gather handle of a prefetched parameter. The
+    // wait comes before the next prefetches are issued, so they overlap this module's compute.
+    if (in_flight_[p]) compute_waits_for_comm();
+  } else {
+    compute_waits_for_comm();  // collectives in issue order (see compute_waits_for_comm)
+    s3_gather(pid, /*on_comm=*/false);
+  }
   // PPC: prefetch only with a complete trace: walk the upcoming uses, gathering parameters not
-  // available, until min(max_live - available, prefetch_bucket_size) elements are in flight.
+  // available, until min(max_live - available, prefetch_bucket_size) elements are in flight. The
+  // gathers run on the Comm stream (PPC's __allgather_stream) while compute goes on.
   if (!trace_complete_ || cfg_.zero.prefetch_bucket_size <= 0) return;
   prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + 1);
   const int64_t budget =
       std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
   int64_t prefetching = 0;
+  bool opened = false;
   while (prefetch_cursor_ < static_cast<int>(trace_.size()) && prefetching < budget) {
     const int q = trace_[static_cast<size_t>(prefetch_cursor_)];
     most_recent_fetched_for_[static_cast<size_t>(q)] =
         std::max(most_recent_fetched_for_[static_cast<size_t>(q)], prefetch_cursor_);
     if (!gathered_[static_cast<size_t>(q)]) {
-      s3_gather(q);
+      if (!opened) begin_comm_stream();
+      opened = true;
+      s3_gather(q, /*on_comm=*/true);
       prefetching += lo_.params[static_cast<size_t>(q)].numel;
     }
     ++prefetch_cursor_;
   }
+  if (opened) end_comm_stream();
 }
 
 void RankEngine::s3_release(int pid) {
@@ -846,6 +885,7 @@ void RankEngine::backward(bool boundary_step) {
     be_.wait(Stream::Compute, Stream::Comm);  // the last reduction ends before the buckets are released
   } else if (stage_ == 3) {
     s3_reduce_bucket();
+    compute_waits_for_comm();  // no gathered buffer goes back to the pool while a gather writes it
     for (size_t p = 0; p < gathered_.size(); ++p)
       if (gathered_[p] && !persistent_[p]) {
         gathered_live_bytes_ -= gathered_[p].bytes();
@@ -889,6 +929,7 @@ void RankEngine::reduce_at_boundary() {
     const int64_t n = lo_.params[pid].numel;
     const void* src = grads16_.at(lo_.params[pid].flat_offset);
     if (n > cfg_.zero.reduce_bucket_size) {
+      compute_waits_for_comm();  // collectives in issue order (see compute_waits_for_comm)
       DeviceBuffer big = buf(MemCategory::Gradients, n, act_);
       be_.copy(big.data(), src, n * eb, CopyKind::DeviceToDevice);
       if (N_ > 1) be_.scale(big.data(), act_, n, 1.0f / static_cast<float>(N_));
@@ -1008,17 +1049,18 @@ void RankEngine::boundary(int step) {
     c.exp_avg = exp_avg_.as<float>() + glo;
     c.exp_avg_sq = exp_avg_sq_.as<float>() + glo;
     c.n = gn;
-    if (has_master() && !offload()) {
+    if (has_master() && act_ != DType::F32) {
+      // The optimizer writes the updated 16-bit working copy itself: on the device in the fused
+      // kernel, or -- with offload -- from the CPU Adam through the backend's pinned staging pieces,
+      // whose host-to-device copies overlap the update of the next piece (cuda_backend.cpp).
       c.param16 = params16_.at(p16_base + glo);
       c.param16_dtype = act_;
     }
     be_.adam_step(std::span<const AdamChunk>(&c, 1), ap, opt_tier());
-    if (has_master() && offload()) {
-      // CPU Adam updated the host master; the 16-bit result goes back to the device.
-      DeviceBuffer h16 = buf(MemCategory::Buffers, gn, act_, MemTier::Host);
-      for (int64_t i = 0; i < gn; ++i) store_elem(h16.data(), act_, i, master_.as<float>()[glo + i]);
-      be_.copy(params16_.at(p16_base + glo), h16.data(), gn * eb, CopyKind::HostToDevice);
-      be_.synchronize();  // before the staging buffer is released
+    if (has_master() && act_ == DType::F32) {
+      // fp32 training keeps an fp32 "working copy" (stages 1-3 partition an fp32 master too): a copy.
+      be_.copy(params16_.at(p16_base + glo), master_.at(glo), gn * 4,
+               offload() ? CopyKind::HostToDevice : CopyKind::DeviceToDevice);
     }
   }
   // zero_grad: gradients are consumed.

@@ -75,8 +75,15 @@ phase_build() {
   local bench=ON
   python3 -c "import ctypes; ctypes.CDLL('$DEPS/root/usr/lib/x86_64-linux-gnu/libbenchmark.so.1debian')" 2>/dev/null || bench=OFF
   echo "benchmarks: $bench"
+  # NCCL: the toolkit's, else the nvidia-nccl wheel that PyTorch brings (include/ + lib/libnccl.so.2).
+  local nccl_root=""
+  if [ ! -f /usr/local/cuda/include/nccl.h ]; then
+    nccl_root=$(python3 -c "import nvidia, os; print(next((os.path.join(p, 'nccl') for p in nvidia.__path__ if os.path.isfile(os.path.join(p, 'nccl', 'include', 'nccl.h'))), ''))" 2>/dev/null)
+    echo "NCCL from the wheel: ${nccl_root:-not found (single-GPU runs need none)}"
+    [ -n "$nccl_root" ] && export LD_LIBRARY_PATH=$nccl_root/lib:$LD_LIBRARY_PATH
+  fi
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZEROPLAN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    -DZEROPLAN_BENCH=$bench -DCMAKE_PREFIX_PATH="$DEPS/root/usr;$DEPS/gtest" \
+    -DZEROPLAN_BENCH=$bench -DCMAKE_PREFIX_PATH="$DEPS/root/usr;$DEPS/gtest" -DZEROPLAN_NCCL_ROOT="$nccl_root" \
     -DCMAKE_BUILD_RPATH="$DEPS/root/usr/lib/x86_64-linux-gnu" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ||
     { note_fail configure; return 1; }
   # (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 refuses package config files written for CMake < 3.5, such
