@@ -1,17 +1,21 @@
 // Host-side parts of the cuda backend that need no GPU (so they run in CI): bf16 rounding, the
 // offload tier's CPU AdamW, the GEMM-efficiency fit behind `zeroplan calibrate`, nccl-tests bus
-// factors. Expected values are computed by hand in the comments.
+// factors, the attention kernels' shared-memory sizes and tile choice. Expected values are computed by hand
+// in the comments.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <iterator>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/atomic_file.h"
 #include "common/errors.h"
+#include "executor/cuda/attention_tiles.h"
 #include "executor/cuda/calibration.h"
 #include "executor/cuda/host_adam.h"
 #include "hwprofiles/cluster.h"
@@ -209,6 +213,109 @@ TEST(CudaHostCalibration, ProfileIsAcceptedByGpus) {
 
   CalibrationMeasurements empty;
   EXPECT_THROW(calibrated_profile(base, empty), UserError);
+}
+
+// ---- attention tiles (attention_tiles.h) ----
+// Per-block opt-in shared memory (CUDA C++ Programming Guide, technical specifications per compute
+// capability): sm_86/sm_89 (A40, L40S) 99 KB, sm_80 (A100) 163 KB, sm_90 (H100/H200) 227 KB.
+constexpr int64_t kSm86Optin = 99 * 1024;   // 101376
+constexpr int64_t kSm80Optin = 163 * 1024;  // 166912
+constexpr int64_t kSm90Optin = 227 * 1024;  // 232448
+
+// Layout formula (R tile rows, D head dim; bytes):
+//   bf = R (D + 8) 2, s = R (R + 4) 4, p = R (R + 8) 2, o = R (D + 4) 4, stats = 4 R
+//   forward  = 3 bf + s + p + o + 2 stats
+//   backward = 4 bf + max(2 s, o) + 2 p + 2 o + 2 stats
+TEST(CudaHostAttentionTiles, SharedMemoryBytesByHand) {
+  using P = AttentionPass;
+  // D 64, R 64: bf 64*72*2 = 9216, s 64*68*4 = 17408, p 64*72*2 = 9216, o 64*68*4 = 17408, stats 256.
+  //   fwd 27648 + 17408 + 9216 + 17408 + 512 = 72192; bwd 36864 + 34816 + 18432 + 34816 + 512 = 125440.
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 64, 64), 72192);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 64, 64), 125440);
+  // D 64, R 32: bf 32*72*2 = 4608, s 32*36*4 = 4608, p 32*40*2 = 2560, o 32*68*4 = 8704, stats 128.
+  //   fwd 13824 + 4608 + 2560 + 8704 + 256 = 29952; bwd 18432 + max(9216, 8704) + 5120 + 17408 + 256 = 50432.
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 64, 32), 29952);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 64, 32), 50432);
+  // D 128, R 64: bf 64*136*2 = 17408, s 17408, p 9216, o 64*132*4 = 33792.
+  //   fwd 52224 + 17408 + 9216 + 33792 + 512 = 113152 (110.5 KB: over the A40's 99 KB);
+  //   bwd 69632 + max(34816, 33792) + 18432 + 67584 + 512 = 190976 (186.5 KB: over the A100's 163 KB).
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 128, 64), 113152);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 128, 64), 190976);
+  // D 128, R 32: bf 32*136*2 = 8704, s 4608, p 2560, o 32*132*4 = 16896 (the dQ tile is larger than
+  //   the two score tiles it reuses, 9216, so the region grows to 16896).
+  //   fwd 26112 + 4608 + 2560 + 16896 + 256 = 50432; bwd 34816 + 16896 + 5120 + 33792 + 256 = 90880
+  //   (88.75 KB: fits 99 KB).
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 128, 32), 50432);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 128, 32), 90880);
+  // D 256, R 64: bf 64*264*2 = 33792, s 17408, p 9216, o 64*260*4 = 66560.
+  //   fwd 101376 + 17408 + 9216 + 66560 + 512 = 195072; bwd 135168 + 66560 + 18432 + 133120 + 512 = 353792.
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 256, 64), 195072);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 256, 64), 353792);
+  // D 256, R 32: bf 32*264*2 = 16896, s 4608, p 2560, o 32*260*4 = 33280.
+  //   fwd 50688 + 4608 + 2560 + 33280 + 256 = 91392; bwd 67584 + 33280 + 5120 + 66560 + 256 = 172800.
+  EXPECT_EQ(attention_smem_bytes(P::Forward, 256, 32), 91392);
+  EXPECT_EQ(attention_smem_bytes(P::Backward, 256, 32), 172800);
+}
+
+TEST(CudaHostAttentionTiles, LargestTileThatFitsEachGpu) {
+  using P = AttentionPass;
+  struct Case {
+    int64_t d, optin;
+    int fwd, bwd;  // expected tile rows from the byte counts above (0 = nothing fits)
+  };
+  const Case cases[] = {
+      // D 64: fwd 72192 fits everywhere; bwd 125440 > 101376 -> 32 rows (50432) on sm_86.
+      {64, kSm86Optin, 64, 32},
+      {64, kSm80Optin, 64, 64},
+      {64, kSm90Optin, 64, 64},
+      // D 128: fwd 113152 > 101376 -> 32 rows (50432) on sm_86; bwd 190976 > 166912 -> 32 rows (90880)
+      // on sm_80 and sm_86; everything at 64 rows on sm_90 (190976 <= 232448).
+      {128, kSm86Optin, 32, 32},
+      {128, kSm80Optin, 64, 32},
+      {128, kSm90Optin, 64, 64},
+      // D 256 (not instantiated; the rule alone): fwd 195072 fits only sm_90, else 32 rows (91392);
+      // bwd 172800 even at 32 rows: over 166912 and 101376 -> none; sm_90 -> 32 rows.
+      {256, kSm86Optin, 32, 0},
+      {256, kSm80Optin, 32, 0},
+      {256, kSm90Optin, 64, 32},
+  };
+  for (const Case& c : cases) {
+    EXPECT_EQ(attention_tile_rows_for(P::Forward, c.d, c.optin), c.fwd)
+        << "D " << c.d << " optin " << c.optin;
+    EXPECT_EQ(attention_tile_rows_for(P::Backward, c.d, c.optin), c.bwd)
+        << "D " << c.d << " optin " << c.optin;
+  }
+  // Exactly at the limit fits; one byte under does not.
+  EXPECT_EQ(attention_tile_rows_for(P::Backward, 128, 190976), 64);
+  EXPECT_EQ(attention_tile_rows_for(P::Backward, 128, 190975), 32);
+  EXPECT_EQ(attention_tile_rows_for(P::Backward, 128, 90879), 0);
+}
+
+TEST(CudaHostAttentionTiles, SectionsDoNotOverlapAndStayAligned) {
+  for (const int64_t d : {16, 32, 64, 96, 128, 256})
+    for (const int64_t rows : {32, 64}) {
+      const AttentionSmemLayout l = attention_smem_layout(d, rows);
+      SCOPED_TRACE("D " + std::to_string(d) + " rows " + std::to_string(rows));
+      const int64_t fwd[] = {l.fwd_q, l.fwd_k, l.fwd_v, l.fwd_s,    l.fwd_p,
+                             l.fwd_o, l.fwd_m, l.fwd_l, l.fwd_bytes};
+      const int64_t fwd_size[] = {l.bf_tile, l.bf_tile, l.bf_tile, l.s_tile,
+                                  l.p_tile,  l.o_tile,  l.stats,   l.stats};
+      for (size_t i = 0; i + 1 < std::size(fwd); ++i) {
+        EXPECT_EQ(fwd[i + 1] - fwd[i], fwd_size[i]) << "forward section " << i;
+        EXPECT_EQ(fwd[i] % 128, 0) << "forward section " << i;
+      }
+      const int64_t bwd[] = {l.bwd_k,  l.bwd_v,  l.bwd_q,  l.bwd_do,  l.bwd_s,     l.bwd_dp,   l.bwd_p,
+                             l.bwd_ds, l.bwd_dk, l.bwd_dv, l.bwd_lse, l.bwd_delta, l.bwd_bytes};
+      for (size_t i = 0; i + 1 < std::size(bwd); ++i) {
+        EXPECT_LE(bwd[i], bwd[i + 1]) << "backward section " << i;
+        EXPECT_EQ(bwd[i] % 128, 0) << "backward section " << i;
+      }
+      // S and dP are adjacent; the dQ tile written over them (after dS is formed) ends before P.
+      EXPECT_EQ(l.bwd_dp - l.bwd_s, l.s_tile);
+      EXPECT_GE(l.bwd_p - l.bwd_dp, l.s_tile);
+      EXPECT_GE(l.bwd_p - l.bwd_s, l.o_tile);
+      EXPECT_EQ(l.bwd_bytes - l.bwd_delta, l.stats);
+    }
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "executor/communicator.h"  // DType
+#include "executor/cuda/attention_tiles.h"
 
 namespace zeroplan::exec::cuda {
 
@@ -50,12 +51,15 @@ void swiglu_bwd(cudaStream_t s, const bf16* dout, const bf16* gate, const bf16* 
 // ---- Causal attention, flash-style (Dao et al. 2022, FlashAttention alg. 1/2; online softmax of
 // Milakov & Gimelshein 2018): memory linear in seq (only lse [B, nh, S] is saved). ----
 // q, o [B*S, nh, d]; k, v [B*S, nkv, d]; lse [B, nh, S] fp32. scale = 1/sqrt(d). d in {16, 32, 64, 96, 128}.
+// Tiles (attention_tiles.h): 64 query x 64 key rows per block where the device's per-block shared
+// memory allows (every head dim on H100/H200), else 32 x 32 (head_dim 128 backward on A100; head_dim
+// 128 forward and head_dim >= 64 backward on A40/L40S, 99 KB); `tiles` forces one (tests run both).
 struct AttentionShape {
   int64_t batch = 0, seq = 0, heads = 0, kv_heads = 0, head_dim = 0;
 };
 bool attention_head_dim_supported(int64_t d);
 void attention_fwd(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v,
-                   bf16* o, float* lse);
+                   bf16* o, float* lse, AttentionTiles tiles = AttentionTiles::Auto);
 // dq, dk, dv as q, k, v (overwritten). Scratch: dq_accum fp32 [B*S, nh, d] (several key tiles add
 // into each query row), delta fp32 [B, nh, S] = rowsum(dO o O).
 struct AttentionBwdScratch {
@@ -65,7 +69,7 @@ struct AttentionBwdScratch {
 };
 void attention_bwd(cudaStream_t s, const AttentionShape& a, const bf16* q, const bf16* k, const bf16* v,
                    const bf16* o, const bf16* dout, const float* lse, bf16* dq, bf16* dk, bf16* dv,
-                   const AttentionBwdScratch& scratch);
+                   const AttentionBwdScratch& scratch, AttentionTiles tiles = AttentionTiles::Auto);
 
 // ---- Softmax cross-entropy, fp32 math (targets == ignore_index contribute nothing; HF uses -100) ----
 // logits [T, V] bf16; targets [T] int32; losses [T] fp32 = logsumexp(row) - row[target] (0 if ignored).
