@@ -247,13 +247,6 @@ MpiSession::~MpiSession() {
   g_initialised_here = false;
 }
 
-bool MpiSession::all_ok(bool ok) {
-  if (!active_) return ok;
-  int mine = ok ? 1 : 0, all = 0;
-  mpi_check(MPI_Allreduce(&mine, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce");
-  return all != 0;
-}
-
 int MpiSession::lowest_rank_with(bool flag) {
   if (!active_) return flag ? 0 : -1;
   int mine = flag ? rank_ : INT_MAX, lowest = INT_MAX;
@@ -336,9 +329,6 @@ MpiSession::MpiSession() {
         "install libopenmpi-dev and rebuild, or run it without a launcher (one process, thread ranks)");
 }
 MpiSession::~MpiSession() = default;
-bool MpiSession::all_ok(bool ok) {
-  return ok;
-}
 int MpiSession::lowest_rank_with(bool flag) {
   return flag ? 0 : -1;
 }

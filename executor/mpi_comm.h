@@ -4,11 +4,11 @@
 //  - MpiSession: the process's MPI_Init_thread / MPI_Finalize (RAII). It initialises MPI only when
 //    a launcher started the process (Open MPI's OMPI_COMM_WORLD_SIZE, PMI's PMI_SIZE, PMIx's
 //    PMIX_RANK in the environment), so a plain `zeroplan validate` never touches MPI.
-//  - MpiCommunicator: the engine's Communicator (executor/communicator.h) over host memory with
-//    MPI collectives, for the cpu backend. Sums follow ThreadCommunicator exactly (fp32 over ranks
-//    in the fixed order 0..N-1, rounded once to the element type), so an N-process run is
-//    bit-for-bit the N-thread-rank run of the same plan. Bytes are counted with the same
-//    nccl-tests bus factors (Communicator::count).
+//  - MpiCommunicator (in mpi_comm.cpp): the engine's Communicator (executor/communicator.h) over
+//    host memory with MPI collectives, for the cpu backend. Sums follow ThreadCommunicator exactly (fp32 over
+//    ranks in the fixed order 0..N-1, rounded once to the element type), so an N-process run is bit-for-bit
+//    the N-thread-rank run of the same plan. Bytes are counted with the same nccl-tests bus factors
+//    (Communicator::count).
 //  - make_mpi_cpu_runtime: the Runtime of one process: rank MPI_Comm_rank of MPI_Comm_size,
 //    local_ranks() == {rank}.
 // Builds without MPI (ZEROPLAN_HAVE_MPI unset) keep the same API: no session is ever active, and a
@@ -44,10 +44,8 @@ class MpiSession {
   // Several processes: each runs one rank of the plan.
   bool multi_process() const { return active_ && size_ > 1; }
 
-  // Every process passes whether it succeeded; true only when all did (MPI_Allreduce, logical
-  // and). Inactive session: returns `ok`.
-  bool all_ok(bool ok);
-  // The lowest rank whose `flag` is true, or -1 when none (MPI_Allreduce, min). Inactive: 0 or -1.
+  // The lowest rank whose `flag` is true, or -1 when none (MPI_Allreduce, min): how the processes
+  // agree whether any failed and which one reports. Inactive: 0 or -1.
   int lowest_rank_with(bool flag);
   // The process ends on an error: skip MPI_Finalize, which may wait for peers that never reach it
   // (mpirun then ends the job on the non-zero exit).
