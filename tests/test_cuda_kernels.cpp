@@ -19,6 +19,8 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "executor/cuda/cuda_check.h"
@@ -311,11 +313,15 @@ AttnRef ref_attention(const AttentionShape& a, const std::vector<float>& q, cons
   return r;
 }
 
-class CudaAttention : public CudaKernels,
-                      public ::testing::WithParamInterface<std::tuple<int, int, int, int, int>> {};
+// Parameters: (batch, seq, heads, kv_heads, head_dim) and the tile variant. Both variants run on
+// every GPU (the 32-row tiles are what A100/A40 launch for head_dim 128, see attention_tiles.h), and
+// Auto exercises the device query that picks one.
+using AttentionCase = std::tuple<std::tuple<int, int, int, int, int>, AttentionTiles>;
+class CudaAttention : public CudaKernels, public ::testing::WithParamInterface<AttentionCase> {};
 
 TEST_P(CudaAttention, ForwardAndBackwardMatchNaiveReference) {
-  const auto [B, S, H, KV, D] = GetParam();
+  const auto [shape, tiles] = GetParam();
+  const auto [B, S, H, KV, D] = shape;
   AttentionShape a{B, S, H, KV, D};
   const size_t qn = static_cast<size_t>(B * S * H * D), kn = static_cast<size_t>(B * S * KV * D);
   const auto q = random_bf16_values(qn, 41), k = random_bf16_values(kn, 42), v = random_bf16_values(kn, 43);
@@ -323,7 +329,7 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchNaiveReference) {
   const AttnRef r = ref_attention(a, q, k, v, dout);
   Dev Q(q, DType::BF16), K(k, DType::BF16), V(v, DType::BF16), O(qn, DType::BF16),
       L(static_cast<size_t>(B * H * S), DType::F32);
-  attention_fwd(s, a, Q.b(), K.b(), V.b(), O.b(), L.f());
+  attention_fwd(s, a, Q.b(), K.b(), V.b(), O.b(), L.f(), tiles);
   EXPECT_LT(rel_l2(O.host(), r.o), 1e-2);
   const auto lse = L.host();
   double max_lse_err = 0;
@@ -334,18 +340,34 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchNaiveReference) {
   AttentionBwdScratch sc;
   sc.dq_accum = scratch.f();
   sc.delta = scratch.f() + qn;
-  attention_bwd(s, a, Q.b(), K.b(), V.b(), O.b(), dO.b(), L.f(), dQ.b(), dK.b(), dV.b(), sc);
+  attention_bwd(s, a, Q.b(), K.b(), V.b(), O.b(), dO.b(), L.f(), dQ.b(), dK.b(), dV.b(), sc, tiles);
   EXPECT_LT(rel_l2(dV.host(), r.dv), 2e-2);
   EXPECT_LT(rel_l2(dK.host(), r.dk), 2e-2);
   EXPECT_LT(rel_l2(dQ.host(), r.dq), 2e-2);
 }
 
-// Sequences that end inside a 64-row tile, GQA groups of 2 and 4, MHA, and every head dim.
+std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& p) {
+  const auto& [shape, tiles] = p.param;
+  const auto [B, S, H, KV, D] = shape;
+  const char* variant = tiles == AttentionTiles::Auto     ? "auto"
+                        : tiles == AttentionTiles::Rows64 ? "rows64"
+                                                          : "rows32";
+  return "B" + std::to_string(B) + "_S" + std::to_string(S) + "_H" + std::to_string(H) + "_KV" +
+         std::to_string(KV) + "_D" + std::to_string(D) + "_" + variant;
+}
+
+// Sequences that end inside a 64-row and a 32-row tile (100, 130, 77, 1), one that fills 32-row
+// tiles but ends inside a 64-row one (96), GQA groups of 2 and 4, MHA, every head dim; each with the
+// 64-row tiles, the 32-row tiles and the device's own choice.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaAttention,
-    ::testing::Values(std::make_tuple(2, 100, 4, 2, 16), std::make_tuple(1, 64, 2, 2, 32),
-                      std::make_tuple(2, 130, 4, 1, 64), std::make_tuple(1, 77, 3, 3, 96),
-                      std::make_tuple(1, 130, 4, 2, 128), std::make_tuple(1, 1, 2, 1, 128)));
+    ::testing::Combine(::testing::Values(std::make_tuple(2, 100, 4, 2, 16), std::make_tuple(1, 64, 2, 2, 32),
+                                         std::make_tuple(2, 130, 4, 1, 64), std::make_tuple(1, 77, 3, 3, 96),
+                                         std::make_tuple(1, 130, 4, 2, 128),
+                                         std::make_tuple(2, 96, 4, 2, 128), std::make_tuple(1, 1, 2, 1, 128)),
+                       ::testing::Values(AttentionTiles::Rows64, AttentionTiles::Rows32,
+                                         AttentionTiles::Auto)),
+    attention_case_name);
 
 // ---------------------------------------------------------------- cross-entropy
 

@@ -375,16 +375,19 @@ int device_smem_optin() {
 int choose_tile_rows(AttentionPass pass, int64_t head_dim, AttentionTiles tiles) {
   const char* pass_name = pass == AttentionPass::Forward ? "forward" : "backward";
   const int optin = device_smem_optin();
-  const int rows = tiles == AttentionTiles::Auto ? attention_tile_rows_for(pass, head_dim, optin)
-                                                 : static_cast<int>(tiles);
+  const bool forced = tiles != AttentionTiles::Auto;
+  const int rows = forced ? static_cast<int>(tiles) : attention_tile_rows_for(pass, head_dim, optin);
+  ZP_CUDA_REQUIRE(rows == 0 || rows == 64 || rows == 32,
+                  "attention tiles of " + std::to_string(rows) + " rows are not instantiated (64 or 32)");
+  // Nothing fits: report the smallest tiles' need.
   const int shown = rows > 0 ? rows : kAttentionTileRows[std::size(kAttentionTileRows) - 1];
   const int64_t bytes = attention_smem_bytes(pass, head_dim, shown);
   ZP_CUDA_REQUIRE(rows > 0 && bytes <= optin,
                   std::string("the attention ") + pass_name + " kernel for head_dim " +
                       std::to_string(head_dim) + " needs " + std::to_string(bytes / 1024) +
-                      " KB of shared memory per block even with " + std::to_string(shown) +
-                      "-row tiles; this GPU offers " + std::to_string(optin / 1024) +
-                      " KB (H100/H200 offer 227 KB)");
+                      " KB of shared memory per block with " + std::to_string(shown) + "-row tiles" +
+                      (forced ? " (forced)" : ", its smallest") + "; this GPU offers " +
+                      std::to_string(optin / 1024) + " KB (H100/H200 offer 227 KB)");
   return rows;
 }
 
