@@ -101,9 +101,9 @@ planner::ZeroConfig zero_config(const PlanFlags& f, const ValidateFlags& v, cons
 }
 
 exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig& z, int steps) {
-  if (w.train.method != planner::Method::Full)
+  if (w.train.method == planner::Method::QLoRA)
     throw UserError(
-        "the executor trains all parameters; LoRA/QLoRA plans cannot be validated yet (use --method full)");
+        "the executor has no 4-bit NF4 kernels; QLoRA plans cannot be validated (use --method lora or full)");
   if (w.train.precision == planner::Precision::FP16)
     throw UserError(
         "the executor runs bf16 or fp32 (fp16 needs loss scaling, not implemented); use --precision bf16");
@@ -117,6 +117,10 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
         "--offload-param none");
   exec::RunConfig c;
   c.model = w.model;
+  if (w.train.method == planner::Method::LoRA) {
+    c.lora.rank = w.train.lora_rank;
+    c.lora.targets = w.train.lora_targets;
+  }
   c.mixed_precision = w.train.precision == planner::Precision::BF16;
   c.micro_batch = z.micro_batch;
   c.seq_len = w.train.seq_len;

@@ -34,19 +34,39 @@ struct Param {
   std::string name;
   int module = 0;  // stage-3 gather unit: 0 embed, 1..L layers, L+1 final norm, L+2 lm_head
   int64_t numel = 0;
-  int64_t flat_offset = 0;  // stages 0-2: offset in the flat 16-bit buffer
+  int64_t flat_offset = 0;  // stages 0-2: offset in the flat 16-bit buffer of its kind (trainable/frozen)
+  bool frozen = false;      // LoRA: no gradient, no optimizer state
+  int64_t fan_in = 0;       // LoRA A: in_features (its kaiming-uniform bound is 1/sqrt(fan_in))
+  bool lora_b = false;      // LoRA B: starts at zero (PEFT reset_lora_parameters)
+  int init_id = 0;          // seeds its initial values: a model weight's index in the full model's
+                            // layout, so LoRA's frozen weights start equal to full fine-tuning's
 };
 
 struct Layout {
   std::vector<Param> params;
   std::vector<std::vector<int>> modules;  // params of each module, in order
-  int64_t total = 0;
+  int64_t total = 0;                      // trainable elements
+  int64_t frozen_total = 0;               // frozen elements (LoRA)
   int64_t C = 0, L = 0, Hq = 0, Hkv = 0, D = 0, I = 0, V = 0;
   int embed = 0, final_norm = 0, lm_head = 0;
-  int layer(int64_t l, LayerParam p) const { return 1 + static_cast<int>(l) * kNumLayerParams + p; }
+  int64_t lora_rank = 0;
+  float lora_scale = 0;                                  // alpha / r
+  std::vector<std::array<int, kNumLayerParams>> layers;  // param id of each layer's weights
+  std::vector<int> lora_a, lora_b;                       // per base param: its adapter ids, or -1
+  int layer(int64_t l, LayerParam p) const { return layers[static_cast<size_t>(l)][p]; }
+  bool frozen(int pid) const { return params[static_cast<size_t>(pid)].frozen; }
 };
 
-Layout make_layout(const models::ModelSpec& m) {
+// True when `module` (q_proj ... down_proj) is a LoRA target of `lora`.
+bool lora_targets_module(const LoraSettings& lora, const std::string& module) {
+  if (lora.rank <= 0) return false;
+  if (lora.targets.empty()) return true;
+  for (const auto& t : lora.targets)
+    if (t == module || t == "all-linear") return true;
+  return false;
+}
+
+Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
   Layout lo;
   lo.C = m.hidden_size;
   lo.L = m.num_layers;
@@ -55,32 +75,58 @@ Layout make_layout(const models::ModelSpec& m) {
   lo.D = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
   lo.I = m.intermediate_size;
   lo.V = m.vocab_size;
+  const bool peft = lora.rank > 0;
+  lo.lora_rank = lora.rank;
+  lo.lora_scale = peft ? lora.alpha / static_cast<float>(lora.rank) : 0.0f;
+  int model_weights = 0, adapters = 0;
   auto add = [&](std::string name, int module, int64_t numel) {
-    lo.params.push_back(Param{std::move(name), module, numel});
+    lo.params.push_back(Param{std::move(name), module, numel, 0, peft, 0, false, model_weights++});
     if (static_cast<int>(lo.modules.size()) <= module) lo.modules.resize(static_cast<size_t>(module) + 1);
     lo.modules[static_cast<size_t>(module)].push_back(static_cast<int>(lo.params.size()) - 1);
+    lo.lora_a.push_back(-1);
+    lo.lora_b.push_back(-1);
+    return static_cast<int>(lo.params.size()) - 1;
   };
-  add("model.embed_tokens.weight", 0, lo.V * lo.C);
+  // A targeted Linear becomes PEFT's lora.Linear: base_layer, then the lora_A and lora_B
+  // ModuleDicts, registered in that order (named_parameters order).
+  auto add_linear = [&](const std::string& prefix, const std::string& module, int mod, int64_t out,
+                        int64_t in) {
+    if (!lora_targets_module(lora, module)) return add(prefix + module + ".weight", mod, out * in);
+    const int w = add(prefix + module + ".base_layer.weight", mod, out * in);
+    const int a = add(prefix + module + ".lora_A.default.weight", mod, lora.rank * in);
+    const int b = add(prefix + module + ".lora_B.default.weight", mod, out * lora.rank);
+    lo.params[static_cast<size_t>(a)].frozen = lo.params[static_cast<size_t>(b)].frozen = false;
+    --model_weights, --model_weights;  // adapters are not model weights: their own seed space
+    lo.params[static_cast<size_t>(a)].init_id = 1'000'000 + adapters++;
+    lo.params[static_cast<size_t>(b)].init_id = 1'000'000 + adapters++;
+    lo.params[static_cast<size_t>(a)].fan_in = in;
+    lo.params[static_cast<size_t>(b)].lora_b = true;
+    lo.lora_a[static_cast<size_t>(w)] = a;
+    lo.lora_b[static_cast<size_t>(w)] = b;
+    return w;
+  };
+  lo.embed = add("model.embed_tokens.weight", 0, lo.V * lo.C);
   for (int64_t l = 0; l < lo.L; ++l) {
     const int mod = 1 + static_cast<int>(l);
     const std::string p = "model.layers." + std::to_string(l) + ".";
-    add(p + "self_attn.q_proj.weight", mod, lo.Hq * lo.D * lo.C);
-    add(p + "self_attn.k_proj.weight", mod, lo.Hkv * lo.D * lo.C);
-    add(p + "self_attn.v_proj.weight", mod, lo.Hkv * lo.D * lo.C);
-    add(p + "self_attn.o_proj.weight", mod, lo.C * lo.Hq * lo.D);
-    add(p + "mlp.gate_proj.weight", mod, lo.I * lo.C);
-    add(p + "mlp.up_proj.weight", mod, lo.I * lo.C);
-    add(p + "mlp.down_proj.weight", mod, lo.C * lo.I);
-    add(p + "input_layernorm.weight", mod, lo.C);
-    add(p + "post_attention_layernorm.weight", mod, lo.C);
+    std::array<int, kNumLayerParams> ids{};
+    ids[kQ] = add_linear(p + "self_attn.", "q_proj", mod, lo.Hq * lo.D, lo.C);
+    ids[kK] = add_linear(p + "self_attn.", "k_proj", mod, lo.Hkv * lo.D, lo.C);
+    ids[kV] = add_linear(p + "self_attn.", "v_proj", mod, lo.Hkv * lo.D, lo.C);
+    ids[kO] = add_linear(p + "self_attn.", "o_proj", mod, lo.C, lo.Hq * lo.D);
+    ids[kGate] = add_linear(p + "mlp.", "gate_proj", mod, lo.I, lo.C);
+    ids[kUp] = add_linear(p + "mlp.", "up_proj", mod, lo.I, lo.C);
+    ids[kDown] = add_linear(p + "mlp.", "down_proj", mod, lo.C, lo.I);
+    ids[kLn1] = add(p + "input_layernorm.weight", mod, lo.C);
+    ids[kLn2] = add(p + "post_attention_layernorm.weight", mod, lo.C);
+    lo.layers.push_back(ids);
   }
-  lo.final_norm = static_cast<int>(lo.params.size());
-  add("model.norm.weight", static_cast<int>(lo.L) + 1, lo.C);
-  lo.lm_head = static_cast<int>(lo.params.size());
-  add("lm_head.weight", static_cast<int>(lo.L) + 2, lo.V * lo.C);
+  lo.final_norm = add("model.norm.weight", static_cast<int>(lo.L) + 1, lo.C);
+  lo.lm_head = add("lm_head.weight", static_cast<int>(lo.L) + 2, lo.V * lo.C);
   for (auto& p : lo.params) {
-    p.flat_offset = lo.total;
-    lo.total += p.numel;
+    int64_t& space = p.frozen ? lo.frozen_total : lo.total;
+    p.flat_offset = space;
+    space += p.numel;
   }
   return lo;
 }
@@ -93,12 +139,16 @@ uint64_t splitmix64(uint64_t x) {
   x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
   return x ^ (x >> 31);
 }
-float init_value(uint64_t seed, const Param& p, int pid, int64_t i) {
+// LoRA (PEFT reset_lora_parameters): lora_A kaiming_uniform_(a=sqrt(5)), whose bound
+// gain * sqrt(3 / fan_in) with gain = sqrt(2 / (1 + 5)) is 1/sqrt(fan_in); lora_B zeros.
+float init_value(uint64_t seed, const Param& p, int64_t i) {
   if (p.name.find("norm") != std::string::npos) return 1.0f;
-  const uint64_t h =
-      splitmix64(seed ^ splitmix64(static_cast<uint64_t>(pid) * 0x100000001B3ull + static_cast<uint64_t>(i)));
+  if (p.lora_b) return 0.0f;
+  const uint64_t h = splitmix64(
+      seed ^ splitmix64(static_cast<uint64_t>(p.init_id) * 0x100000001B3ull + static_cast<uint64_t>(i)));
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
-  return static_cast<float>((2.0 * u - 1.0) * 0.02 * std::sqrt(3.0));
+  const double bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.02 * std::sqrt(3.0);
+  return static_cast<float>((2.0 * u - 1.0) * bound);
 }
 
 // Training data: sequences of an affine recurrence t_{i+1} = (a t_i + c) mod V from a seeded start,
@@ -132,6 +182,7 @@ float round_to(DType t, float v) {
 struct LayerActs {
   DeviceBuffer ln1, q, k, v, att, xmid, ln2, gate, up, act;  // act dtype
   DeviceBuffer rstd1, rstd2, lse;                            // F32
+  std::array<DeviceBuffer, kNumLayerParams> xa;              // LoRA: x A^T of each adapted linear [N, r]
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -216,7 +267,9 @@ class RankEngine {
   void grad_ready(int pid);
   void layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a);
   void layer_backward(int64_t l, const void* x_in, LayerActs& a);
-  LayerActs alloc_layer_acts();
+  // dres_ += RMSNorm backward; the weight gradient goes to its slot, or (frozen) to a scratch.
+  void norm_backward(int pid, const void* dy, const void* x, const float* rstd);
+  LayerActs alloc_layer_acts(int64_t l);
 
   // stages 1/2 reduction
   void reduce_ipg_bucket();
@@ -243,6 +296,7 @@ class RankEngine {
   // stages 0-2: padded flat buffer and this rank's partition [part_lo_, part_lo_ + part_size_)
   int64_t padded_total_ = 0, part_size_ = 0, part_lo_ = 0;
   DeviceBuffer params16_;     // stages 0-2: full flat; stage 3: this rank's flat partition
+  DeviceBuffer frozen16_;     // LoRA's frozen weights: stages 0-2 full flat; stage 3 this rank's partition
   DeviceBuffer grads16_;      // stage 1 (and stage 0 in fp32): full flat param.grad, accumulating
   DeviceBuffer grads32_;      // stage 0 in bf16: BF16_Optimizer's fp32 gradient accumulation buffer
   DeviceBuffer grad_tmp_;     // stage 0 in bf16: one parameter's 16-bit gradient before accumulation
@@ -307,9 +361,9 @@ void RankEngine::setup() {
   tracker_.set_phase(StepPhase::Forward);
   const auto& P = lo_.params;
   auto value = [&](size_t pid, int64_t i) {
-    if (cfg_.initial_params != nullptr)
+    if (cfg_.initial_params != nullptr && !P[pid].frozen)
       return (*cfg_.initial_params)[static_cast<size_t>(P[pid].flat_offset + i)];
-    return init_value(cfg_.seed, P[pid], static_cast<int>(pid), i);
+    return init_value(cfg_.seed, P[pid], i);
   };
   std::vector<float> host;  // initial values of what this rank holds (rounded to the 16-bit type)
   int64_t master_lo = 0;
@@ -327,30 +381,51 @@ void RankEngine::setup() {
     params16_ = buf(MemCategory::Parameters, padded_total_, act_);
     host.assign(static_cast<size_t>(padded_total_), 0.0f);
     for (size_t pid = 0; pid < P.size(); ++pid)
-      for (int64_t i = 0; i < P[pid].numel; ++i)
-        host[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
+      if (!P[pid].frozen)
+        for (int64_t i = 0; i < P[pid].numel; ++i)
+          host[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
+    if (lo_.frozen_total > 0) {
+      // LoRA: the frozen weights are ordinary module parameters, replicated in the 16-bit dtype.
+      std::vector<float> fh(static_cast<size_t>(lo_.frozen_total));
+      for (size_t pid = 0; pid < P.size(); ++pid)
+        if (P[pid].frozen)
+          for (int64_t i = 0; i < P[pid].numel; ++i)
+            fh[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
+      frozen16_ = buf(MemCategory::Parameters, lo_.frozen_total, act_);
+      const auto f16 = to_16bit_layout(fh, act_);
+      be_.upload(frozen16_.data(), f16.data(), static_cast<int64_t>(f16.size()));
+    }
   } else {
     // PP _partition_param: every parameter partitioned on its own, ceil(numel/N) per rank, padded.
     part_numels_.resize(P.size());
     part_offsets_.resize(P.size());
     persistent_.assign(P.size(), false);
-    int64_t off = 0;
+    int64_t off = 0, frozen_off = 0;  // trainable and frozen partitions are separate flat buffers
     for (size_t pid = 0; pid < P.size(); ++pid) {
       part_numels_[pid] = (P[pid].numel + N_ - 1) / N_;
-      part_offsets_[pid] = off;
-      off += part_numels_[pid];
+      int64_t& o = P[pid].frozen ? frozen_off : off;
+      part_offsets_[pid] = o;
+      o += part_numels_[pid];
       // PPC/S3 persistent_parameters: ds_numel <= stage3_param_persistence_threshold stays gathered.
       persistent_[pid] = P[pid].numel <= cfg_.zero.param_persistence_threshold;
     }
     s3_part_total_ = part_size_ = off;
     params16_ = buf(MemCategory::Parameters, s3_part_total_, act_);
     host.assign(static_cast<size_t>(s3_part_total_), 0.0f);
+    std::vector<float> fh(static_cast<size_t>(frozen_off), 0.0f);
     for (size_t pid = 0; pid < P.size(); ++pid)
       for (int64_t j = 0; j < part_numels_[pid]; ++j) {
         const int64_t i = r_ * part_numels_[pid] + j;
         if (i < P[pid].numel)
-          host[static_cast<size_t>(part_offsets_[pid] + j)] = round_to(act_, value(pid, i));
+          (P[pid].frozen ? fh : host)[static_cast<size_t>(part_offsets_[pid] + j)] =
+              round_to(act_, value(pid, i));
       }
+    if (frozen_off > 0) {
+      // LoRA: zero.Init partitions the frozen weights too; they are gathered like the others.
+      frozen16_ = buf(MemCategory::Parameters, frozen_off, act_);
+      const auto f16 = to_16bit_layout(fh, act_);
+      be_.upload(frozen16_.data(), f16.data(), static_cast<int64_t>(f16.size()));
+    }
     gathered_.resize(P.size());
     most_recent_fetched_for_.assign(P.size(), -1);
     in_flight_.assign(P.size(), false);
@@ -402,7 +477,8 @@ void RankEngine::setup() {
 // ---------------------------------------------------------------------------------------------
 // Parameters and gradient slots.
 const void* RankEngine::W(int pid) const {
-  if (stage_ <= 2) return params16_.at(lo_.params[static_cast<size_t>(pid)].flat_offset);
+  const Param& p = lo_.params[static_cast<size_t>(pid)];
+  if (stage_ <= 2) return (p.frozen ? frozen16_ : params16_).at(p.flat_offset);
   ZP_CHECK(static_cast<bool>(gathered_[static_cast<size_t>(pid)]), "param {} used while not gathered",
            lo_.params[static_cast<size_t>(pid)].name);
   return gathered_[static_cast<size_t>(pid)].data();
@@ -568,7 +644,8 @@ void RankEngine::s3_gather(int pid, bool on_comm) {
   // parameters stay gathered for the whole run (parameters); the others are transient (buffers).
   gathered_[p] =
       buf(persistent_[p] ? MemCategory::Parameters : MemCategory::Buffers, part_numels_[p] * N_, act_);
-  comm_.all_gather(params16_.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
+  const DeviceBuffer& partition = lo_.params[p].frozen ? frozen16_ : params16_;
+  comm_.all_gather(partition.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
   in_flight_[p] = on_comm;
   n_available_ += lo_.params[p].numel;
   if (!persistent_[p]) {
@@ -645,7 +722,7 @@ void RankEngine::s3_begin_micro_step() {
 
 // ---------------------------------------------------------------------------------------------
 // The model. Shapes: N = B*T rows, C hidden, Hq/Hkv heads, D head dim, I intermediate, V vocab.
-LayerActs RankEngine::alloc_layer_acts() {
+LayerActs RankEngine::alloc_layer_acts(int64_t l) {
   const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
   const auto A = MemCategory::Activations;
   LayerActs a;
@@ -662,6 +739,11 @@ LayerActs RankEngine::alloc_layer_acts() {
   a.gate = buf(A, n * I, act_);            // gate_proj output                  [N, I]
   a.up = buf(A, n * I, act_);              // up_proj output                    [N, I]
   a.act = buf(A, n * I, act_);             // silu(gate) * up (down_proj input) [N, I]
+  // LoRA: lora_B's input x A^T is saved (PEFT: lora_B(lora_A(x)); lora_A saves x, which the
+  // buffers above already hold).
+  for (int p = kQ; p <= kDown; ++p)
+    if (lo_.lora_a[static_cast<size_t>(lo_.layer(l, static_cast<LayerParam>(p)))] >= 0)
+      a.xa[static_cast<size_t>(p)] = buf(A, n * lo_.lora_rank, act_);  // [N, r]
   return a;
 }
 
@@ -677,10 +759,22 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
   auto id = [&](LayerParam p) { return lo_.layer(l, p); };
   // y[n, out] = x[n, in] W^T with W [out, in] (nn.Linear), bracketed by the weight's use.
+  // LoRA (PEFT lora.Linear.forward): y += s * (x A^T) B^T, s = alpha / r.
   auto linear = [&](LayerParam p, const void* x, void* y, int64_t out, int64_t in, float beta) {
-    use(id(p));
-    be_.gemm(n, out, in, x, false, W(id(p)), true, act_, y, act_, 1, beta);
-    done(id(p));
+    const int w = id(p);
+    use(w);
+    be_.gemm(n, out, in, x, false, W(w), true, act_, y, act_, 1, beta);
+    done(w);
+    const int la = lo_.lora_a[static_cast<size_t>(w)], lb = lo_.lora_b[static_cast<size_t>(w)];
+    if (la < 0) return;
+    void* xa = a.xa[static_cast<size_t>(p)].data();
+    const int64_t r = lo_.lora_rank;
+    use(la);
+    be_.gemm(n, r, in, x, false, W(la), true, act_, xa, act_, 1, 0);  // xa[N, r] = x A^T
+    done(la);
+    use(lb);
+    be_.gemm(n, out, r, xa, false, W(lb), true, act_, y, act_, lo_.lora_scale, 1);  // y += s xa B^T
+    done(lb);
   };
   use(id(kLn1));
   be_.rmsnorm_forward(a.ln1.data(), a.rstd1.as<float>(), x_in, W(id(kLn1)), n, C, cfg_.rms_eps, act_);
@@ -705,26 +799,63 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   linear(kDown, a.act.data(), x_out, C, I, 1);  // x_out = xmid + act Wd^T
 }
 
+void RankEngine::norm_backward(int pid, const void* dy, const void* x, const float* rstd) {
+  const int64_t n = Ntok(), C = lo_.C;
+  if (lo_.frozen(pid)) {
+    // The kernel always produces dweight; a frozen norm's goes to a scratch that is dropped.
+    DeviceBuffer scratch = buf(MemCategory::Buffers, C, act_);
+    be_.zero(scratch.data(), scratch.bytes(), MemTier::Device);
+    be_.rmsnorm_backward(dres_.data(), scratch.data(), dy, x, W(pid), rstd, n, C, act_);
+    return;
+  }
+  void* g = grad_slot(pid);
+  be_.rmsnorm_backward(dres_.data(), g, dy, x, W(pid), rstd, n, C, act_);
+  grad_ready(pid);
+}
+
 // On entry dres_ = dL/dx_out; on exit dL/dx_in. Weight gradients go to grad_slot (accumulating).
 void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
   const int64_t n = Ntok(), C = lo_.C, I = lo_.I, qd = lo_.Hq * lo_.D, kd = lo_.Hkv * lo_.D;
   const auto A = MemCategory::Activations;
   auto id = [&](LayerParam p) { return lo_.layer(l, p); };
   // Backward of y = x W^T for weight p: dW += dy^T x, then dx (+)= dy W.
+  // A frozen weight (LoRA) gets no dW; its adapter's gradients come first, as autograd reaches
+  // lora_B, then lora_A, then the base layer of y = base(x) + s * lora_B(lora_A(x)).
   auto linear_bwd = [&](LayerParam p, const void* dy, const void* x, void* dx, int64_t out, int64_t in,
                         float beta) {
-    use(id(p));
-    void* g = grad_slot(id(p));
-    be_.gemm(out, in, n, dy, true, x, false, act_, g, act_, 1, 1);
-    grad_ready(id(p));
-    be_.gemm(n, in, out, dy, false, W(id(p)), false, act_, dx, act_, 1, beta);
-    done(id(p));
+    const int w = id(p);
+    const int la = lo_.lora_a[static_cast<size_t>(w)], lb = lo_.lora_b[static_cast<size_t>(w)];
+    if (la >= 0) {
+      const int64_t r = lo_.lora_rank;
+      const float s = lo_.lora_scale;
+      DeviceBuffer dxa = buf(A, n * r, act_);  // d(x A^T) [N, r]
+      use(lb);
+      void* gb = grad_slot(lb);
+      be_.gemm(out, r, n, dy, true, a.xa[static_cast<size_t>(p)].data(), false, act_, gb, act_, s,
+               1);  // dB += s dy^T xa
+      grad_ready(lb);
+      be_.gemm(n, r, out, dy, false, W(lb), false, act_, dxa.data(), act_, s, 0);  // dxa = s dy B
+      done(lb);
+      use(la);
+      void* ga = grad_slot(la);
+      be_.gemm(r, in, n, dxa.data(), true, x, false, act_, ga, act_, 1, 1);  // dA += dxa^T x
+      grad_ready(la);
+      be_.gemm(n, in, r, dxa.data(), false, W(la), false, act_, dx, act_, 1, beta);  // dx (+)= dxa A
+      done(la);
+      beta = 1;
+    }
+    use(w);
+    if (!lo_.frozen(w)) {
+      void* g = grad_slot(w);
+      be_.gemm(out, in, n, dy, true, x, false, act_, g, act_, 1, 1);
+      grad_ready(w);
+    }
+    be_.gemm(n, in, out, dy, false, W(w), false, act_, dx, act_, 1, beta);
+    done(w);
   };
   auto norm_bwd = [&](LayerParam p, const void* dy, const void* x, const float* rstd) {
     use(id(p));
-    void* g = grad_slot(id(p));
-    be_.rmsnorm_backward(dres_.data(), g, dy, x, W(id(p)), rstd, n, C, act_);
-    grad_ready(id(p));
+    norm_backward(id(p), dy, x, rstd);
     done(id(p));
   };
   // MLP
@@ -780,10 +911,10 @@ void RankEngine::forward(int g, int step, double& loss) {
     const size_t li = static_cast<size_t>(l);
     x_[li + 1] = buf(A, n * C, act_);  // layer output = next layer's input [N, C]
     if (cfg_.checkpointing) {
-      LayerActs tmp = alloc_layer_acts();  // discarded: only the layer input is kept
+      LayerActs tmp = alloc_layer_acts(l);  // discarded: only the layer input is kept
       layer_forward(l, x_[li].data(), x_[li + 1].data(), tmp);
     } else {
-      acts_[li] = alloc_layer_acts();
+      acts_[li] = alloc_layer_acts(l);
       layer_forward(l, x_[li].data(), x_[li + 1].data(), acts_[li]);
     }
   }
@@ -836,19 +967,19 @@ void RankEngine::backward(bool boundary_step) {
   be_.cross_entropy_backward(logits_.data(), logits_.data(), tok_tgt_.as<int32_t>(), dloss, n, V, act_);
   DeviceBuffer dln = buf(A, n * C, act_);
   use(lo_.lm_head);
-  void* g = grad_slot(lo_.lm_head);
-  be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1, 1);  // dWlm += dlogits^T lnf
-  grad_ready(lo_.lm_head);
+  if (!lo_.frozen(lo_.lm_head)) {
+    void* g = grad_slot(lo_.lm_head);
+    be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1,
+             1);  // dWlm += dlogits^T lnf
+    grad_ready(lo_.lm_head);
+  }
   be_.gemm(n, C, V, logits_.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
   done(lo_.lm_head);
   logits_.reset();
   dres_ = buf(A, n * C, act_);  // dL/d(residual stream) [N, C]
   be_.zero(dres_.data(), dres_.bytes(), MemTier::Device);
   use(lo_.final_norm);
-  g = grad_slot(lo_.final_norm);
-  be_.rmsnorm_backward(dres_.data(), g, dln.data(), x_[static_cast<size_t>(L)].data(), W(lo_.final_norm),
-                       rstdf_.as<float>(), n, C, act_);
-  grad_ready(lo_.final_norm);
+  norm_backward(lo_.final_norm, dln.data(), x_[static_cast<size_t>(L)].data(), rstdf_.as<float>());
   done(lo_.final_norm);
   dln.reset();
   lnf_.reset();
@@ -858,7 +989,7 @@ void RankEngine::backward(bool boundary_step) {
     const size_t li = static_cast<size_t>(l);
     if (cfg_.checkpointing) {
       // Full recomputation: rerun this layer's forward from its saved input, then its backward.
-      LayerActs a = alloc_layer_acts();
+      LayerActs a = alloc_layer_acts(l);
       DeviceBuffer x_out = buf(A, n * C, act_);
       layer_forward(l, x_[li].data(), x_out.data(), a);
       x_out.reset();
@@ -869,11 +1000,13 @@ void RankEngine::backward(bool boundary_step) {
     }
     if (l > 0) x_[li].reset();
   }
-  use(lo_.embed);
-  g = grad_slot(lo_.embed);
-  be_.embedding_backward(g, dres_.data(), tok_in_.as<int32_t>(), n, C, act_);
-  grad_ready(lo_.embed);
-  done(lo_.embed);
+  if (!lo_.frozen(lo_.embed)) {  // a frozen embedding's output needs no gradient: no hook fires
+    use(lo_.embed);
+    void* g = grad_slot(lo_.embed);
+    be_.embedding_backward(g, dres_.data(), tok_in_.as<int32_t>(), n, C, act_);
+    grad_ready(lo_.embed);
+    done(lo_.embed);
+  }
   dres_.reset();
   x_.clear();
   acts_.clear();
@@ -926,6 +1059,7 @@ void RankEngine::reduce_at_boundary() {
                          : buf(MemCategory::Gradients, part_size_, act_);
   be_.zero(grad_part_.data(), grad_part_.bytes(), grad_part_.tier());
   for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
+    if (lo_.params[pid].frozen) continue;  // LoRA: no gradient
     const int64_t n = lo_.params[pid].numel;
     const void* src = grads16_.at(lo_.params[pid].flat_offset);
     if (n > cfg_.zero.reduce_bucket_size) {
@@ -1016,9 +1150,13 @@ void RankEngine::boundary(int step) {
   std::vector<std::pair<int64_t, int64_t>> groups;  // [lo, hi) in the partition
   if (stage_ == 3) {
     int64_t lo = 0, run = 0;
+    size_t last = 0;  // the last trainable parameter closes the last group
+    for (size_t pid = 0; pid < lo_.params.size(); ++pid)
+      if (!lo_.params[pid].frozen) last = pid;
     for (size_t pid = 0; pid < lo_.params.size(); ++pid) {
+      if (lo_.params[pid].frozen) continue;
       run += part_numels_[pid];
-      if (run >= cfg_.zero.sub_group_size || pid + 1 == lo_.params.size()) {
+      if (run >= cfg_.zero.sub_group_size || pid == last) {
         groups.emplace_back(lo, lo + run);
         lo += run;
         run = 0;
@@ -1085,7 +1223,8 @@ void RankEngine::boundary(int step) {
     // S3 _post_step: persistent parameters are gathered again.
     for (size_t pid = 0; pid < lo_.params.size(); ++pid)
       if (persistent_[pid] && gathered_[pid])
-        comm_.all_gather(params16_.at(part_offsets_[pid]), gathered_[pid].data(), part_numels_[pid], act_);
+        comm_.all_gather((lo_.params[pid].frozen ? frozen16_ : params16_).at(part_offsets_[pid]),
+                         gathered_[pid].data(), part_numels_[pid], act_);
   }
   be_.synchronize();
   timer_step_->end();
@@ -1161,7 +1300,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
         master_out[static_cast<size_t>(part_lo_ + i)] = mine[static_cast<size_t>(i)];
   } else {
     for (size_t pid = 0; pid < lo_.params.size(); ++pid)
-      for (int64_t j = 0; j < part_numels_[pid]; ++j) {
+      for (int64_t j = 0; j < part_numels_[pid] && !lo_.params[pid].frozen; ++j) {
         const int64_t i = r_ * part_numels_[pid] + j;
         if (i < lo_.params[pid].numel)
           master_out[static_cast<size_t>(lo_.params[pid].flat_offset + i)] =
@@ -1208,13 +1347,24 @@ void check_run_config(const RunConfig& cfg, int world_size) {
   if (cfg.micro_batch < 1 || cfg.seq_len < 1 || cfg.grad_accum < 1 || cfg.steps < 1)
     throw_user_error("micro-batch, sequence length, gradient accumulation and steps must be positive");
   if (cfg.zero.reduce_bucket_size < 1) throw_user_error("reduce_bucket_size must be positive");
+  if (cfg.lora.rank < 0) throw_user_error("LoRA rank must be positive, got {}", cfg.lora.rank);
+  if (cfg.lora.rank > 0) {
+    static const std::array<std::string_view, 8> kTargets = {
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "all-linear"};
+    for (const auto& t : cfg.lora.targets)
+      if (std::find(kTargets.begin(), kTargets.end(), t) == kTargets.end())
+        throw_user_error(
+            "the executor puts LoRA adapters on decoder linears only (q_proj, k_proj, v_proj, o_proj, "
+            "gate_proj, up_proj, down_proj or all-linear); target '{}' is not one of them",
+            t);
+  }
   if (cfg.capture_first_grads && (world_size != 1 || cfg.zero.stage != 0))
     throw_user_error("gradient capture needs one rank at stage 0");
 }
 
 RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   check_run_config(cfg, rt.world_size());
-  const Layout lo = make_layout(cfg.model);
+  const Layout lo = make_layout(cfg.model, cfg.lora);
   const auto ranks = rt.local_ranks();
   RunResult res;
   res.ranks.resize(ranks.size());
@@ -1269,7 +1419,9 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
       if (!std::isnan(p[i])) res.final_params[i] = p[i];
   res.first_grads = std::move(grads);
   res.num_parameters = lo.total;
+  res.num_frozen_parameters = lo.frozen_total;
   for (const auto& p : lo.params) {
+    if (p.frozen) continue;
     res.param_names.push_back(p.name);
     res.param_offsets.push_back(p.flat_offset);
   }

@@ -31,9 +31,24 @@ struct ZeroSettings {
   int64_t sub_group_size = 1'000'000'000;
 };
 
+// LoRA with PEFT's semantics (peft/tuners/lora/layer.py, LoraConfig defaults): rank 0 trains every
+// parameter. Otherwise each targeted decoder nn.Linear W [out, in] is frozen and gets lora_A [r, in]
+// (kaiming-uniform, i.e. U(+-1/sqrt(in))) and lora_B [out, r] (zeros), y = x W^T + (alpha/r) (x A^T) B^T,
+// lora_dropout 0 (PEFT's default: nn.Identity). Everything else (embeddings, norms, lm_head) is frozen.
+// Only the adapters have gradients and optimizer states; ZeRO flattens and partitions only them
+// (DeepSpeed builds its optimizer groups from requires_grad parameters), while stage 3 also
+// partitions and gathers the frozen weights (zero.Init partitions every parameter).
+struct LoraSettings {
+  int64_t rank = 0;
+  float alpha = 8.0f;                // PEFT LoraConfig.lora_alpha default
+  std::vector<std::string> targets;  // q_proj k_proj v_proj o_proj gate_proj up_proj down_proj; empty or
+                                     // "all-linear" = all seven (PEFT all-linear excludes lm_head)
+};
+
 struct RunConfig {
   models::ModelSpec model;  // Llama-style decoder (RMSNorm, rotary, gated SiLU MLP, no biases, untied)
   ZeroSettings zero;
+  LoraSettings lora;
   bool mixed_precision = true;  // bf16 params/grads/activations + fp32 master; false: fp32 throughout
   int64_t micro_batch = 1;
   int64_t seq_len = 32;
@@ -47,7 +62,8 @@ struct RunConfig {
   uint64_t seed = 1234;
   float rope_theta = 10000.0f;  // HF LlamaConfig default rope_theta
   float rms_eps = 1e-5f;        // Llama-2 config.json rms_norm_eps
-  // Tests: start from these parameter values (flat, model order, unpadded) instead of the seeded init.
+  // Tests: start from these parameter values (flat, model order, unpadded; the trainable parameters
+  // only, i.e. the adapters with LoRA) instead of the seeded init.
   const std::vector<float>* initial_params = nullptr;
   // Tests: record the averaged, unclipped fp32 gradient of the first step (world size 1, stage 0).
   bool capture_first_grads = false;
@@ -81,12 +97,13 @@ struct RankMeasurement {
 
 struct RunResult {
   std::vector<RankMeasurement> ranks;
-  std::vector<double> loss_per_step;  // global mean loss of each step (before its update)
-  std::vector<float> final_params;    // fp32 master (or fp32 params), flat model order, unpadded
-  std::vector<float> first_grads;     // when capture_first_grads
-  int64_t num_parameters = 0;         // the engine's own count
-  std::vector<std::string> param_names;
-  std::vector<int64_t> param_offsets;  // into final_params
+  std::vector<double> loss_per_step;     // global mean loss of each step (before its update)
+  std::vector<float> final_params;       // fp32 master (or fp32 params), flat model order, unpadded
+  std::vector<float> first_grads;        // when capture_first_grads
+  int64_t num_parameters = 0;            // the engine's own count of trainable parameters
+  int64_t num_frozen_parameters = 0;     // LoRA: the frozen base weights, norms, embeddings, lm_head
+  std::vector<std::string> param_names;  // trainable parameters
+  std::vector<int64_t> param_offsets;    // into final_params
 };
 
 // Checks that the engine can run `cfg` (model family, precision, stage/offload combination);
