@@ -280,6 +280,7 @@ struct Case {
   float clip = 0.0f;
   bool mixed = true;
   bool small_model = false;
+  int64_t lora_rank = 0;  // LoRA: frozen weights (gathered in stage 3, no gradients), adapters trained
 };
 
 std::string case_name(const Case& c);
@@ -296,6 +297,7 @@ std::string case_name(const Case& c) {
   if (c.clip > 0) s += "_clip";
   if (!c.mixed) s += "_fp32";
   if (c.small_model) s += "_small";
+  if (c.lora_rank > 0) s += "_lora";
   return s;
 }
 
@@ -316,6 +318,9 @@ std::vector<Case> engine_cases() {
   for (int stage = 1; stage <= 3; ++stage) v.push_back({stage, 2, true, true, true, 2, 0.05f});
   v.push_back({3, 2, true, false, false, 1, 0.0f, true, true});  // tiny-llama-small
   v.push_back({2, 2, true, true, false, 1, 0.0f, true, true});
+  for (int stage = 0; stage <= 3; ++stage)
+    v.push_back({stage, 2, true, stage % 2 == 1, false, 2, 0.0f, true, false, 4});
+  v.push_back({3, 2, true, true, true, 1, 0.0f, true, false, 4});
   return v;
 }
 
@@ -332,6 +337,7 @@ RunConfig engine_config(const Case& k) {
   c.zero.stage = k.stage;
   c.zero.offload_optimizer = k.offload;
   c.zero.overlap_comm = k.overlap;
+  c.lora.rank = k.lora_rank;
   // Small buckets and thresholds (as tests/test_executor_numerics.cpp) so that every path runs on a
   // 124k-parameter model: several reduce buckets per backward, gradients larger than the bucket,
   // persistent norms next to partitioned weights, stage-3 releases and prefetches that happen.
