@@ -48,6 +48,20 @@ bool is_expert_tensor(const models::TensorSpec& t) {
   return t.name.find(".experts.") != std::string::npos;
 }
 
+// Parameter-less modules whose forward runs in one decoder layer of the HF module tree; stage 3
+// hooks them like any other module (parameter_offload.py _register_deepspeed_module recurses through
+// every child). Dense layouts: the decoder layer itself, its attention block, its MLP block and the
+// MLP's activation module (ACT2FN returns an nn.Module: transformers modeling_llama.py LlamaMLP.act_fn,
+// modeling_gpt2.py GPT2MLP.act) = 4. MoE (transformers 4.x modeling_mixtral.py): the layer, the
+// attention block and the sparse-MoE block, plus per expert the expert MLP module and its activation
+// module (MixtralBlockSparseTop2MLP.act_fn); every expert runs once it receives tokens, which at
+// training batch sizes it does. Not counted: dropout modules (GPT-2 calls 3 per layer, Llama none),
+// so for dropout-carrying layouts the count is a lower bound.
+int64_t parameterless_modules_per_layer(const models::ModelSpec& m) {
+  if (m.is_moe()) return 3 + 2 * m.num_experts;
+  return 4;
+}
+
 // Adds a GEMM family, merging with an identical shape already present (q/k/v of equal size etc.).
 void add_gemm(std::vector<GemmShape>& v, const GemmShape& g) {
   for (auto& e : v) {
@@ -115,6 +129,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
     ParamGroup g;
     g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
     std::vector<std::string> modules;
+    int64_t lora_wrapped = 0;  // linears PEFT replaces by a lora.Linear wrapper
     auto note_module = [&](const std::string& path) {
       if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
     };
@@ -135,6 +150,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
         g.trainable.push_back(true);
         note_module(module_path(t.name) + ".lora_A");
         note_module(module_path(t.name) + ".lora_B");
+        ++lora_wrapped;
         trainable += (r * in + out * r) * g.repeat;
       }
       if (!t.is_linear || t.shape.size() != 2) continue;
@@ -156,12 +172,28 @@ ComputeStats compute_compute_stats(const Workload& w) {
       }
     }
     g.modules = static_cast<int64_t>(modules.size());
+    // Hooked module calls: the parameter-holding modules above, plus, per LoRA-wrapped linear, the
+    // PEFT wrapper (peft/tuners/lora/layer.py lora.Linear holds base_layer, lora_A/lora_B ModuleDicts
+    // and lora_dropout) and its lora_dropout["default"] (nn.Dropout, or nn.Identity at p=0): both run.
+    const int64_t hooked = g.modules + 2 * lora_wrapped;
+    if (layer.is_decoder_layer)
+      s.hooked_modules_per_layer = hooked + parameterless_modules_per_layer(m);
+    else
+      s.hooked_modules_outside_layers += hooked;
     if (layer.is_decoder_layer) first_decoder_seen = true;
     s.groups.push_back(std::move(g));
   }
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
   if (!head_has_weight && m.vocab_size > 0)
     add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
+  // Modules outside the layers that hold no parameter of their own but run (and are hooked): the
+  // *ForCausalLM wrapper and the base model (LlamaForCausalLM -> LlamaModel); a tied head is still an
+  // nn.Linear module whose forward runs (its weight is the embedding's, so the inventory has no
+  // lm_head group); rotary position embeddings are one model-level module called once per forward in
+  // current transformers (LlamaModel.rotary_emb; before transformers 4.45 every attention block had
+  // one, 1 more per layer). The ModuleList holding the layers is never called.
+  s.hooked_modules_outside_layers +=
+      2 + (head_has_weight ? 0 : 1) + (m.position == models::PositionKind::Rotary ? 1 : 0);
   // The authoritative adapter count (tied heads targeted by name included) comes from the models
   // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
   s.trainable_params = s.frozen_base ? models::lora_trainable_parameters(m, r, targets) : trainable;

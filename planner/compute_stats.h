@@ -107,6 +107,15 @@ struct ComputeStats {
 
   // Parameter groups in forward order (embedding, decoder layer x L, final norm, head).
   std::vector<ParamGroup> groups;
+
+  // nn.Module forward calls that DeepSpeed stage 3's per-module hooks intercept in one forward pass
+  // (the backward fires the same modules' backward hooks): parameter_offload.py
+  // _register_deepspeed_module registers the pre/post forward and pre/post backward hooks on EVERY
+  // submodule reached through module.children(), with or without parameters, so every module whose
+  // forward runs pays fetch_sub_module + release_sub_module (partitioned_param_coordinator.py).
+  // Counted from the HF module tree (compute_stats.cpp); 0 for --params (no module tree known).
+  int64_t hooked_modules_per_layer = 0;       // one decoder layer
+  int64_t hooked_modules_outside_layers = 0;  // embeddings, final norm, head and the model wrappers
   // Tensors of 1-D/2-D weights quantized in QLoRA (bytes of NF4 weight read per forward).
   int64_t quantized_params = 0;
 

@@ -82,11 +82,32 @@ std::string peak_sentence(const Plan& p) {
 std::string step_sentence(const Plan& p) {
   const StepTime& t = p.time;
   return fmt::format(
-      "compute {} (forward {}, backward {}, recompute {}, optimizer {}), communication {} of which {} "
-      "exposed, "
-      "offload {}",
-      ms(t.compute_s), ms(t.forward_s), ms(t.backward_s), ms(t.recompute_s), ms(t.optimizer_s),
-      ms(t.communication_s), ms(t.exposed_communication_s), ms(t.offload_s));
+             "compute {} (forward {}, backward {}, recompute {}, optimizer {}), communication {} of which {} "
+             "exposed, "
+             "offload {}",
+             ms(t.compute_s), ms(t.forward_s), ms(t.backward_s), ms(t.recompute_s), ms(t.optimizer_s),
+             ms(t.communication_s), ms(t.exposed_communication_s), ms(t.offload_s)) +
+         (t.hooked_module_calls > 0
+              ? fmt::format(", stage-3 module hooks {} of host time of which {} exposed", ms(t.hook_host_s),
+                            ms(t.hook_overhead_s))
+              : std::string());
+}
+
+// Share of the step above which the stage-3 hook overhead gets its own reason.
+constexpr double kHookReasonShare = 0.05;
+
+// DeepSpeed stage 3's per-module hooks, when they are a visible part of the step (time_model.cpp
+// kStage3HookHostSecondsPerModulePass): what they are and what hides or removes them.
+std::string hook_sentence(const Plan& p) {
+  const StepTime& t = p.time;
+  return fmt::format(
+      "DeepSpeed's stage-3 hooks run on {} module passes per step ({} of host time; DeepSpeed issues "
+      "#1174, #5047); {} of it ({:.0f}% of the step) is not hidden behind GPU compute. More tokens per "
+      "micro-step hide it; fewer hooked modules remove it (deepspeed.utils.set_z3_leaf_modules on the "
+      "decoder layer class, or stage3_module_granularity_threshold, DeepSpeed >= 0.16.0, fetch a layer "
+      "as one unit).",
+      t.hooked_module_calls, ms(t.hook_host_s), ms(t.hook_overhead_s),
+      t.step_s > 0 ? t.hook_overhead_s / t.step_s * 100 : 0.0);
 }
 
 // Why `rec` beats `other` (another stage's best plan), in one sentence.
@@ -122,8 +143,15 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
   const double d_off = per_tok(other.time.offload_s, other) - per_tok(rec.time.offload_s, rec);
   const int64_t tok_other = other.zero.micro_batch * other.zero.grad_accum * other.seq_len;
   const int64_t tok_rec = rec.zero.micro_batch * rec.zero.grad_accum * rec.seq_len;
+  const double d_hook = per_tok(other.time.hook_overhead_s, other) - per_tok(rec.time.hook_overhead_s, rec);
   std::string why;
-  if (d_comm >= d_comp && d_comm >= d_off) {
+  if (d_hook > d_comp && d_hook > d_comm && d_hook > d_off) {
+    why = fmt::format(
+        "DeepSpeed's stage-3 hooks on its {} module passes per step leave {} of host time not hidden behind "
+        "compute ({:.0f}% of its step)",
+        other.time.hooked_module_calls, ms(other.time.hook_overhead_s),
+        other.time.step_s > 0 ? other.time.hook_overhead_s / other.time.step_s * 100 : 0.0);
+  } else if (d_comm >= d_comp && d_comm >= d_off) {
     why = fmt::format("it exposes {} of communication per step over {} ({} in total), against {} here",
                       ms(other.time.exposed_communication_s), link_names(w), ms(other.time.communication_s),
                       ms(rec.time.exposed_communication_s));
@@ -348,6 +376,8 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
                   tps(rec.tokens_per_s), rec.tokens_per_s_per_gpu, ms(rec.time.step_s), rec.mfu * 100,
                   gb(rec.memory.peak), gb(rec.capacity_bytes)));
   r.reasons.push_back(fmt::format("Its step: {}.", step_sentence(rec)));
+  if (rec.time.step_s > 0 && rec.time.hook_overhead_s >= kHookReasonShare * rec.time.step_s)
+    r.reasons.push_back(hook_sentence(rec));
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
 

@@ -131,6 +131,12 @@ std::string render_report(const Workload& w, const SearchResult& r) {
                          static_cast<double>(cc.message_bytes) / 1e6,
                          static_cast<double>(cc.bytes_per_rank) / 1e9, ms(cc.time_s), ms(cc.exposed_s));
     }
+    // Stage 3's per-module hooks are host time, not a collective, but they sit on the same step:
+    // their module passes, host time and the part not hidden behind compute (time_model.cpp).
+    if (t.hooked_module_calls > 0)
+      out += fmt::format("  {:<52} {:>6} {:>10} {:>13} {:>9} {:>9}\n",
+                         "stage-3 module hooks (host, not a collective)", t.hooked_module_calls, "-", "-",
+                         ms(t.hook_host_s), ms(t.hook_overhead_s));
   }
   return out;
 }

@@ -27,8 +27,13 @@ struct StepTime {
   double communication_s = 0;  // sum of all collectives
   double exposed_communication_s = 0;
   double offload_s = 0;  // exposed PCIe/NVMe transfers and CPU Adam
-  double step_s = 0;
-  double flops_per_step = 0;  // model FLOPs (6*Psi per token + attention), for MFU
+  // Stage 3 only (0 otherwise): DeepSpeed's per-module hooks (fetch_sub_module/release_sub_module on
+  // every module's forward and backward, and on the recomputed forward under full checkpointing).
+  int64_t hooked_module_calls = 0;  // module passes per step (forward + backward + recomputed forward)
+  double hook_host_s = 0;           // their host (Python) time per step
+  double hook_overhead_s = 0;       // the part not hidden behind GPU compute; counted in step_s
+  double step_s = 0;                // compute + exposed communication + offload + hook overhead
+  double flops_per_step = 0;        // model FLOPs (6*Psi per token + attention), for MFU
   int64_t comm_bytes_per_rank = 0;
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;

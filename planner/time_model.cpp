@@ -47,6 +47,10 @@
 //    layers before the forward/backward turn); each parameter padded to a multiple of n; gradients
 //    reduce-scattered per micro-step in reduce_bucket_size buckets (__reduce_and_partition_ipg_grads);
 //    no step-end all-gather (the next forward gathers).
+//  - stage 3 host overhead: DeepSpeed's per-module hooks (kStage3HookHostSecondsPerModulePass below)
+//    on every module's forward and backward, counted on top of the collectives (whose per-call
+//    latency is already in each gather's time, comm_model.h), exposed where they exceed the compute
+//    and communication of their pass.
 //  - LoRA/QLoRA: only trainable (adapter) gradients are reduced and only trainable params are
 //    all-gathered at the step end; stage 3 still gathers the frozen base weights.
 // Overlap: stage 0 and step-end all-gathers are exposed; stage 1/2 bucket reduction with
@@ -92,6 +96,37 @@ constexpr double kFlashBackwardMaxEfficiency = 0.50;
 
 // Bytes the GPU's fused Adam moves per partitioned parameter (derivation in the header comment).
 constexpr double kAdamBytesPerParam = 30.0;
+
+// Host time of one stage-3 module pass: the pre+post hooks of one module's forward (or backward),
+// i.e. fetch_sub_module (trace bookkeeping, the all-gather launch, the wait, the prefetch scan) and
+// release_sub_module (partitioned_param_coordinator.py), called from the hooks parameter_offload.py
+// registers on every submodule. NO PUBLISHED PER-MODULE FIGURE EXISTS; DERIVED from one measurement:
+//  - DeepSpeed issue #1174 (zarzen, 2021): bing_bert 5.1B (64 layers, h 2560, DeepSpeedExamples
+//    bing_bert/nvidia/modelingpreln.py) on 8xA100 with NVSwitch, forward ~60 ms under ZeRO-2;
+//    DeepSpeed PR #1188 (same author, model and machine): forward ~270 ms under ZeRO-3 after that PR.
+//    Then every all-gather was synchronous (PR #1188: "the async version is not async at all,
+//    because each all_gather calls torch.cuda.synchronize()"), so hooks, gathers and kernels ran one
+//    after another: the difference is hook host time + gather time.
+//  - Gather time from this planner's nvlink3 curve (hwprofiles/links/nvlink3.json, 8 ranks, fp16):
+//    per layer 4 x 13.1 MB (0.112 ms each) + 2 x 52.4 MB (0.297 ms each) = 1.04 ms, x 64 = 66.7 ms;
+//    the word embedding twice (input, tied decoder: 2 x 0.77 ms), position embedding, pooler and
+//    transform (0.26 ms): ~68.5 ms in all.
+//  - Hooked module calls per forward, counted in modelingpreln.py: 18 per BertLayer (the layer,
+//    2 LayerNorms, BertAttention, BertSelfAttention + query/key/value + softmax + dropout,
+//    BertSelfOutput + dense + dropout, BertIntermediate + dense_act, BertOutput + dense + dropout)
+//    x 64 = 1152, plus 19 outside the layers (BertForPreTraining, BertModel, BertEmbeddings and its
+//    5 children, BertEncoder, FinalLayerNorm, BertPooler + dense_act, BertPreTrainingHeads,
+//    BertLMPredictionHead, transform + dense_act + LayerNorm, decoder, seq_relationship) = 1171.
+//  => (270 - 60 - 68.5) ms / 1171 = 0.121 ms per module pass. ASSUMPTIONS: both runs used the same
+//  micro-batch; a backward pass's hooks cost what a forward pass's cost; the 2021 (DeepSpeed 0.4)
+//  host cost still holds for v0.16 (later versions added per-hook work, e.g. fetch events, and
+//  removed some, e.g. debug-string evaluation, PR #3622). `zeroplan calibrate` does not measure it.
+// Cross-check, not a fit: HF blog "From DeepSpeed to FSDP and Back Again with Hugging Face
+// Accelerate" (2024), Granite-7B (Llama-2 architecture) on 4xA100, batch 8: ZeRO-3 10.6 s vs FSDP
+// 10.4 s per step. Even if all 0.2 s were hooks on 2 x 453 module passes (32 x 14 + 5, rotary per
+// layer in the transformers of then) that is <= 0.22 ms each, above 0.121; and at that step length
+// the model below hides the hooks behind compute, as the ~2% gap suggests.
+constexpr double kStage3HookHostSecondsPerModulePass = 0.121e-3;
 
 double peak_flops(const hw::GpuProfile& g, Precision p) {
   switch (p) {
@@ -419,6 +454,19 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   double offload = 0;
   const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
   if (z.stage == 3) {
+    // Per-module hook host time (kStage3HookHostSecondsPerModulePass). Every hooked module pays it
+    // in the forward and again in the backward; full checkpointing re-runs each decoder layer's
+    // forward inside the backward, firing those modules' forward hooks again (selective
+    // recomputation re-runs the attention core, a function, not a module: no hooks). What of it the
+    // step shows is settled below, once the passes' exposed communication is known.
+    const int64_t per_pass = s.hooked_modules_per_layer * s.num_layers + s.hooked_modules_outside_layers;
+    const int64_t recomputed =
+        z.checkpointing == Checkpointing::Full ? s.hooked_modules_per_layer * s.num_layers : 0;
+    const double host_fwd = static_cast<double>(per_pass) * kStage3HookHostSecondsPerModulePass;
+    const double host_bwd = static_cast<double>(per_pass + recomputed) * kStage3HookHostSecondsPerModulePass;
+    st.hooked_module_calls = (2 * per_pass + recomputed) * accum;
+    st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
+
     const Stage3Fetches& d = s.comm.stage3_default;
     const bool use_default = cached && d.valid && d.persistence_threshold == z.param_persistence_threshold &&
                              d.max_reuse_distance == z.max_reuse_distance && d.elem_bytes == grad_bytes;
@@ -429,6 +477,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     const FetchPass& pb = f.backward;
     const bool prefetch = z.prefetch_bucket_size > 0;
     const double af = static_cast<double>(accum);
+    double ef = 0;  // forward gathers' exposed time per micro-step
     if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
       CollectiveCost& cf = st.collectives[st.num_collectives++];
       cf = {"stage-3 forward parameter all-gathers",
@@ -440,7 +489,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
             0};
       // Prefetch (stage3_prefetch_bucket_size > 0) gathers the next modules while the current one
       // computes; with prefetch off every gather waits on the compute stream.
-      const double ef = prefetch ? pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd) : pf.time_s;
+      ef = prefetch ? pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd) : pf.time_s;
       cf.exposed_s = ef * af;
       exposed += cf.exposed_s;
     }
@@ -478,6 +527,18 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
       eb = tb + trs;
     }
     exposed += eb * af;
+    // The hooks run on the host thread that launches the kernels, and v0.16 lets that thread run
+    // ahead of the GPU (gathers are asynchronous on their own stream; the host only blocks on the
+    // fetch event 3 fetches back, partitioned_param_coordinator.py __max_ongoing_fetch_events = 2).
+    // The host waits only on the gather stream, so where communication is the bottleneck the hooks
+    // run while gathers are in flight: host, compute and gathers form a pipeline, and a pass takes
+    // max(GPU timeline, host hook time), the GPU timeline being its compute plus the communication
+    // it waits for. The hooks show only beyond that (small modules, short sequences,
+    // small micro-batches: DeepSpeed issues #1174, #5047). ASSUMPTION: overlap per pass (forward;
+    // backward with its recomputation), not per module, which is optimistic where long and short
+    // modules alternate.
+    st.hook_overhead_s =
+        (std::max(0.0, host_fwd - (fwd + ef)) + std::max(0.0, host_bwd - (bwd_micro + eb))) * af;
     // Attribute the backward exposure proportionally to the two families.
     if (tb + trs > 0) {
       if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
@@ -539,7 +600,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   }
   st.exposed_communication_s = exposed;
   st.offload_s = offload;
-  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s;
+  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s;
 
   // ---- model FLOPs (PaLM Appendix B), per GPU per step
   const double tokens = static_cast<double>(z.micro_batch * accum * w.train.seq_len);

@@ -58,6 +58,17 @@ void check_plan(const json& p, int64_t world) {
     expect_num(p["time"], k);
   EXPECT_LE(p["time"]["exposed_communication_s"].get<double>(),
             p["time"]["communication_s"].get<double>() + 1e-12);
+  // Stage-3 per-module hooks: host time, the part of it exposed in the step, and the module passes
+  // (all 0 below stage 3, where DeepSpeed registers no such hooks).
+  for (auto k : {"hook_overhead_s", "hook_host_s"}) expect_num(p["time"], k);
+  expect_int(p["time"], "hooked_module_calls");
+  EXPECT_LE(p["time"]["hook_overhead_s"].get<double>(), p["time"]["hook_host_s"].get<double>() + 1e-12);
+  if (p["zero_stage"].get<int>() < 3) {
+    EXPECT_EQ(p["time"]["hooked_module_calls"].get<int64_t>(), 0);
+    EXPECT_EQ(p["time"]["hook_host_s"].get<double>(), 0.0);
+  } else {
+    EXPECT_GT(p["time"]["hooked_module_calls"].get<int64_t>(), 0);
+  }
   EXPECT_GT(p["time"]["step_s"].get<double>(), 0.0);
   expect_int(p["communication"], "bytes_per_rank_per_step");
   for (auto k : {"tokens_per_s", "tokens_per_s_per_gpu", "mfu"}) expect_num(p["throughput"], k);
