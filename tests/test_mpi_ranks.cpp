@@ -20,22 +20,23 @@ using zeroplan::testing::run_cli;
 using zeroplan::testing::shell_quote;
 using zeroplan::testing::slurp;
 
-// mpirun settings that work in containers and CI, for these tests only (users' environment is not
-// touched): root allowed (CI runs as root), more processes than cores, no CPU binding (ctest runs
-// tests in parallel), shared memory + self transports only (one machine), and no single-copy
-// (CMA/ptrace) mechanism, which container seccomp profiles often forbid. `timeout` ends a hung run.
 std::string program(int np, const std::vector<std::string>& args) {
   std::string p = "-np " + std::to_string(np) + " " + shell_quote(ZEROPLAN_BINARY);
   for (const auto& a : args) p += " " + shell_quote(a);
   return p;
 }
 
+// mpirun settings that work in containers and CI, for these tests only (users' environment is not
+// touched): root allowed (CI runs as root), more processes than cores, no CPU binding (ctest runs
+// tests in parallel), the ob1 point-to-point layer over shared memory + self only (one machine; no
+// UCX/InfiniBand probing), and no single-copy (CMA/ptrace) mechanism, which container seccomp
+// profiles often forbid. `timeout` ends a hung run.
 // `programs`: mpirun's program part, one `-np N binary args` or several joined by " : " (MPMD).
 CliResult run_mpirun(const std::string& programs) {
   char dir_tmpl[] = "/tmp/zeroplan-mpi-XXXXXX";
   const std::string dir = mkdtemp(dir_tmpl);
   std::string cmd = "timeout -k 5 120 " + shell_quote(ZEROPLAN_MPIEXEC) +
-                    " --allow-run-as-root --oversubscribe --bind-to none --mca btl self,vader"
+                    " --allow-run-as-root --oversubscribe --bind-to none --mca pml ob1 --mca btl self,vader"
                     " --mca btl_vader_single_copy_mechanism none " +
                     programs;
   cmd += " </dev/null >" + dir + "/out 2>" + dir + "/err";
