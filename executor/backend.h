@@ -102,6 +102,12 @@ class Backend {
   virtual void upload(void* dst_device, const void* src_host, int64_t bytes) = 0;
   virtual void download(void* dst_host, const void* src_device, int64_t bytes) = 0;
   virtual DeviceMemoryInfo memory_info() const { return {}; }
+  // The engine's caching pool (executor/memory.h) took this block back and may hand it to work on
+  // any stream next, with no further synchronization (as torch's caching allocator may without
+  // record_stream). Nothing to do for a real device; the stream-order checker treats it as a write
+  // on Compute (Device tier) or by the host (Host tier), so a block released while another stream
+  // still uses it is reported even when the pool happens not to reuse it in a test.
+  virtual void pool_released(void* /*p*/, int64_t /*bytes*/, MemTier /*tier*/) {}
 
   // ---- streams, timers
   virtual void set_stream(Stream s) = 0;

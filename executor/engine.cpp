@@ -235,6 +235,7 @@ class RankEngine {
     be_.wait(Stream::Compute, Stream::Comm);
     comm_pending_ = false;
     std::fill(in_flight_.begin(), in_flight_.end(), false);
+    comm_retained_.clear();  // Comm no longer uses them: back to the pool
   }
   void begin_comm_stream() {
     be_.wait(Stream::Comm, Stream::Compute);
@@ -334,6 +335,9 @@ class RankEngine {
   std::array<CommCounters, kNumStepPhases> comm_by_phase_{};
   CommCounters comm_mark_{};
   bool comm_pending_ = false;  // work issued on Comm that Compute has not waited for
+  // Buffers that work on Comm still reads or writes: they go back to the pool only once Compute
+  // waited for Comm (what torch's record_stream does for DeepSpeed's side-stream tensors).
+  std::vector<DeviceBuffer> comm_retained_;
   bool capture_ = false;
   std::vector<float>* first_grads_ = nullptr;
 };
@@ -588,9 +592,15 @@ void RankEngine::reduce_ipg_bucket() {
 // (runtime/comm/coalesced_collectives.py): every gradient is padded to N x ceil(n/N), the pieces are
 // laid out rank-major in one flat buffer, pre-divided by N and reduce-scattered; each rank adds its
 // piece to its gradient partition.
+//
+// overlap_comm (stage 3's default in DeepSpeed): the reduction runs on the Comm stream (S3
+// reduce_and_partition_stream) while the backward goes on. Compute first waits for the previous
+// bucket's reduction (so at most one is in flight and collectives stay in issue order), then packs
+// this bucket on Compute, so the bucket itself can be refilled at once.
 void RankEngine::s3_reduce_bucket() {
   if (ipg_elements_ == 0) return;
-  compute_waits_for_comm();  // collectives in issue order (see compute_waits_for_comm)
+  compute_waits_for_comm();
+  const bool overlap = cfg_.zero.overlap_comm;
   const int64_t eb = dtype_bytes(act_);
   int64_t S = 0;
   for (const auto& pe : ipg_params_) S += part_numels_[static_cast<size_t>(pe.first)];
@@ -608,10 +618,11 @@ void RankEngine::s3_reduce_bucket() {
       run += pn;
     }
   }
+  if (overlap) begin_comm_stream();
   if (N_ > 1) be_.scale(flat.data(), act_, S * N_, 1.0f / static_cast<float>(N_));
   DeviceBuffer mine = buf(MemCategory::Buffers, S, act_);
   comm_.reduce_scatter(flat.data(), mine.data(), S, act_);
-  flat.reset();
+  if (!overlap) flat.reset();
   int64_t run = 0;
   for (const auto& pe : ipg_params_) {
     const size_t pid = static_cast<size_t>(pe.first);
@@ -625,6 +636,11 @@ void RankEngine::s3_reduce_bucket() {
       be_.add(grad_part_.at(part_offsets_[pid]), act_, mine.at(run), act_, pn, 1.0f);
     }
     run += pn;
+  }
+  if (overlap) {
+    end_comm_stream();
+    comm_retained_.push_back(std::move(flat));
+    comm_retained_.push_back(std::move(mine));
   }
   ipg_params_.clear();
   ipg_elements_ = 0;
@@ -1014,8 +1030,7 @@ void RankEngine::backward(bool boundary_step) {
   tok_tgt_.reset();
   // Backward epilogue.
   if (stage_ == 2) {
-    reduce_ipg_bucket();                      // S12 overlapping_partition_gradients_reduce_epilogue
-    be_.wait(Stream::Compute, Stream::Comm);  // the last reduction ends before the buckets are released
+    reduce_ipg_bucket();  // S12 overlapping_partition_gradients_reduce_epilogue
   } else if (stage_ == 3) {
     s3_reduce_bucket();
     compute_waits_for_comm();  // no gathered buffer goes back to the pool while a gather writes it
@@ -1031,6 +1046,7 @@ void RankEngine::backward(bool boundary_step) {
     reduce_at_boundary();
   }
   if (stage_ == 1 || stage_ == 2) {  // S12 _release_ipg_buffers after the reduction
+    compute_waits_for_comm();        // the last reduction (on Comm) ends before the buckets go back
     ipg_[0].reset();
     ipg_[1].reset();
   }

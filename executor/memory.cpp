@@ -130,6 +130,7 @@ void* CachingPool::take(int64_t bytes, MemTier tier) {
 }
 
 void CachingPool::give(void* p, int64_t bytes, MemTier tier) {
+  be_.pool_released(p, aligned_size(bytes), tier);
   free_[{static_cast<int>(tier), aligned_size(bytes)}].push_back(p);
 }
 

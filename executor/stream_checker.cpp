@@ -313,6 +313,18 @@ void StreamCheckingBackend::release(void* p, MemTier tier) {
   allocations_.erase(reinterpret_cast<uintptr_t>(p));
 }
 
+// A block back in the engine's caching pool may be handed to any stream's work next: every earlier
+// access must be ordered before Compute (whose work the engine issues next; Comm work first waits
+// for Compute) or, for host memory, before the host.
+void StreamCheckingBackend::pool_released(void* p, int64_t bytes, MemTier tier) {
+  inner_.pool_released(p, bytes, tier);
+  if (bytes <= 0) return;
+  if (tier == MemTier::Host)
+    model_.operation(Agent::Host, "pool release (host block)", {}, {bytes_at(p, bytes)});
+  else
+    model_.operation(Agent::Compute, "pool release (device block)", {}, {bytes_at(p, bytes)});
+}
+
 void StreamCheckingBackend::copy(void* dst, const void* src, int64_t bytes, CopyKind kind) {
   inner_.copy(dst, src, bytes, kind);
   if (bytes == 0) return;

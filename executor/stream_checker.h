@@ -172,6 +172,7 @@ class StreamCheckingBackend final : public Backend {
   std::string name() const override { return inner_.name(); }
   void* allocate(int64_t bytes, MemTier tier) override;
   void release(void* p, MemTier tier) override;
+  void pool_released(void* p, int64_t bytes, MemTier tier) override;
   void copy(void* dst, const void* src, int64_t bytes, CopyKind kind) override;
   void zero(void* dst, int64_t bytes, MemTier tier) override;
   void upload(void* dst_device, const void* src_host, int64_t bytes) override;

@@ -107,6 +107,28 @@ TEST_F(PlantedRace, ComputeReadThenCommOverwriteIsWriteAfterRead) {
   EXPECT_EQ(v[1].earlier_op, "zero");
 }
 
+// Releasing a block to the pool while Comm still writes it is reported even if nothing reuses it
+// (the pool may hand it to Compute work next); waiting for Comm first makes the release safe.
+TEST_F(PlantedRace, PoolReleaseWhileCommStillUsesTheBlockIsCaught) {
+  CachingPool pool(be_);
+  for (bool wait_first : {false, true}) {
+    const size_t before = be_.violations().size();
+    void* p = pool.take(kN * 4, MemTier::Device);
+    be_.set_stream(Stream::Comm);
+    be_.wait(Stream::Comm, Stream::Compute);  // as the engine's begin_comm_stream: after Compute so far
+    be_.zero(p, kN * 4, MemTier::Device);     // e.g. a reduction's staging buffer, on Comm
+    be_.set_stream(Stream::Compute);
+    if (wait_first) be_.wait(Stream::Compute, Stream::Comm);
+    pool.give(p, kN * 4, MemTier::Device);
+    const auto& v = be_.violations();
+    ASSERT_EQ(v.size() - before, wait_first ? 0u : 1u) << list(v);
+    if (!wait_first) {
+      EXPECT_EQ(v.back().kind, HazardKind::WriteAfterWrite);
+      EXPECT_EQ(v.back().earlier_agent, Agent::Comm);
+    }
+  }
+}
+
 // The engine's own caching pool hands a released block to the next request of the same size
 // (executor/memory.h): the new owner writing it on Comm while Compute may still read it for the old
 // owner is the caching-allocator reuse hazard.
@@ -122,9 +144,11 @@ TEST_F(PlantedRace, PoolBlockReusedAcrossStreamsWithoutWaitIsCaught) {
   ASSERT_EQ(q, p);  // the pool's documented reuse
   be_.set_stream(Stream::Comm);
   be_.zero(q, kN * 4, MemTier::Device);  // new owner writes on Comm
+  // The pool's release is itself a Compute write (Backend::pool_released), ordered after the old
+  // owner's Compute read; the new owner's Comm write is ordered after neither.
   const auto& v = be_.violations();
   ASSERT_EQ(v.size(), 1u) << list(v);
-  EXPECT_EQ(v[0].kind, HazardKind::WriteAfterRead);
+  EXPECT_EQ(v[0].kind, HazardKind::WriteAfterWrite);
   EXPECT_EQ(v[0].earlier_agent, Agent::Compute);
   pool.give(q, kN * 4, MemTier::Device);
 }
