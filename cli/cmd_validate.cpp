@@ -7,7 +7,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdio>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -442,20 +441,15 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
 }
 
 CommandResult run_validate(const PlanFlags& f, const ValidateFlags& v) {
-  exec::MpiSession mpi;  // initialises MPI only under a launcher (mpirun/srun)
+  // MPI only under a launcher (mpirun/srun). A static: it ends with the process, after main has
+  // printed any error, and waits there for every process (see ~MpiSession).
+  static exec::MpiSession mpi;
   try {
-    const CommandResult r = run_validate_on(f, v, mpi);
-    std::fflush(stdout);
-    return r;
+    return run_validate_on(f, v, mpi);
   } catch (const QuietExit& q) {
-    mpi.abandon();
     return q.code;
   } catch (const UserError&) {
-    mpi.abandon();
     if (mpi.multi_process() && mpi.rank() != 0) return 2;  // every rank has the same; rank 0 says it
-    throw;
-  } catch (...) {
-    mpi.abandon();
     throw;
   }
 }

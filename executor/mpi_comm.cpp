@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -237,10 +238,21 @@ MpiSession::MpiSession() {
 }
 
 MpiSession::~MpiSession() {
-  if (!active_ || !g_initialised_here || abandoned_) return;
-  // With an operation left pending by a failed peer, MPI_Finalize could wait forever; the process
-  // ends with its error instead (mpirun then reports the non-zero exits).
-  if (g_left_unfinished.load()) return;
+  if (!active_ || !g_initialised_here) return;
+  bool all_here = true;
+  if (size_ > 1) {
+    // MPI_Ibarrier + polling rather than MPI_Barrier: a peer stuck elsewhere (an error only some
+    // ranks hit before their first collective) must not keep this process forever.
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Ibarrier(MPI_COMM_WORLD, &req);
+    const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(kExitWaitSeconds);
+    int done = 0;
+    while (MPI_Test(&req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    all_here = done != 0;
+  }
+  if (!all_here || g_left_unfinished.load()) return;
   int finalised = 0;
   MPI_Finalized(&finalised);
   if (!finalised) MPI_Finalize();

@@ -33,7 +33,14 @@ class MpiSession {
   // main thread waits) when launched_by_mpi_launcher() and MPI is built and not yet initialised.
   // Without MPI in the build, throws UserError when the launcher started several processes.
   MpiSession();
+  // Waits until every process got here (a barrier bounded by kExitWaitSeconds) and then calls
+  // MPI_Finalize. The wait matters: mpirun ends the whole job at the first non-zero exit, so a
+  // rank that exits quietly with an error must not leave before the reporting rank has printed.
+  // Meant to end with the process (a function-local static), i.e. after main printed. Without
+  // every process at the barrier in time, or with an operation left pending by a failed peer
+  // (mpi_left_unfinished), MPI_Finalize is skipped (it could wait forever).
   ~MpiSession();
+  static constexpr double kExitWaitSeconds = 30.0;
   MpiSession(const MpiSession&) = delete;
   MpiSession& operator=(const MpiSession&) = delete;
 
@@ -47,16 +54,12 @@ class MpiSession {
   // The lowest rank whose `flag` is true, or -1 when none (MPI_Allreduce, min): how the processes
   // agree whether any failed and which one reports. Inactive: 0 or -1.
   int lowest_rank_with(bool flag);
-  // The process ends on an error: skip MPI_Finalize, which may wait for peers that never reach it
-  // (mpirun then ends the job on the non-zero exit).
-  void abandon() { abandoned_ = true; }
   // Element-wise mean of `v` over processes, summed in rank order 0..N-1 (every process gets the
   // same, bit-identical result). Inactive: `v`.
   std::vector<double> mean_over_processes(const std::vector<double>& v);
 
  private:
   bool active_ = false;
-  bool abandoned_ = false;
   int rank_ = 0;
   int size_ = 1;
 };

@@ -101,7 +101,7 @@ void expect_processes_match_threads(int ranks, const std::vector<std::string>& e
   SCOPED_TRACE(testing::PrintToString(extra) + " on " + std::to_string(ranks) + " ranks");
   const json t = json::parse(threads.out);
   json p;
-  ASSERT_NO_THROW(p = json::parse(procs.out)) << "only rank 0 may print; got:\n" << procs.out;
+  ASSERT_NO_THROW(p = json::parse(procs.out)) << "only rank 0 may print; got:\n" << procs.out << "\nstderr:\n" << procs.err;
   EXPECT_EQ(p["ranks"], ranks);
   EXPECT_EQ(p["processes"], ranks);
   EXPECT_FALSE(t.contains("processes"));
@@ -141,9 +141,9 @@ TEST_F(MpiRanks, OnlyRankZeroPrintsTheReport) {
       run_mpi(2, {"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage",
                   "1", "--steps", "1", "--seq-len", "32", "--reduce-bucket-size", "30000"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_EQ(count_of(r.out, "zeroplan validate:"), 1) << r.out;
-  EXPECT_EQ(count_of(r.out, "loss per step:"), 1) << r.out;
-  EXPECT_NE(r.out.find("rank 0 of 2 processes"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, "zeroplan validate:"), 1) << r.out << "\nstderr:\n" << r.err;
+  EXPECT_EQ(count_of(r.out, "loss per step:"), 1) << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("rank 0 of 2 processes"), std::string::npos) << r.out << "\nstderr:\n" << r.err;
 }
 
 TEST_F(MpiRanks, ProcessCountMustEqualThePlansRanks) {
@@ -169,8 +169,8 @@ TEST_F(MpiRanks, OutOfMemoryIsReportedOnceAndEveryProcessFails) {
                   "2", "--seq-len", "32", "--steps", "1", "--gpu-mem", "100MB", "--json"});
   EXPECT_EQ(r.exit_code, 1) << r.err;
   json j;
-  ASSERT_NO_THROW(j = json::parse(r.out)) << r.out;
-  EXPECT_EQ(j["measured"]["out_of_memory"]["requested_bytes"], 1'000'000'000) << r.out;
+  ASSERT_NO_THROW(j = json::parse(r.out)) << r.out << "\nstderr:\n" << r.err;
+  EXPECT_EQ(j["measured"]["out_of_memory"]["requested_bytes"], 1'000'000'000) << r.out << "\nstderr:\n" << r.err;
 }
 
 TEST_F(MpiRanks, AFailingRankReleasesItsPeersAndReportsOnce) {
@@ -188,8 +188,8 @@ TEST_F(MpiRanks, AFailingRankReleasesItsPeersAndReportsOnce) {
   const CliResult r = run_mpirun(program(1, with_mem("2GB")) + " : " + program(1, with_mem("100MB")));
   EXPECT_EQ(r.exit_code, 1) << r.err;
   // The report is rank 1's (the rank that failed on its own), once; rank 0 says nothing.
-  EXPECT_EQ(count_of(r.out, "ran out of device memory"), 1) << r.out;
-  EXPECT_NE(r.out.find("of 100000000 bytes in use"), std::string::npos) << r.out;
+  EXPECT_EQ(count_of(r.out, "ran out of device memory"), 1) << r.out << "\nstderr:\n" << r.err;
+  EXPECT_NE(r.out.find("of 100000000 bytes in use"), std::string::npos) << r.out << "\nstderr:\n" << r.err;
   EXPECT_EQ(count_of(r.err, "another rank failed"), 0) << r.err;
 }
 
