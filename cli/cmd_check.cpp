@@ -8,6 +8,7 @@
 // (missing/malformed file, bad flags): one line on stderr, nothing on stdout.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -19,6 +20,7 @@
 #include "configs/check.h"
 #include "configs/ds_keys.h"
 #include "planner/model_stats.h"
+#include "planner/reasons.h"
 #include "planner/search.h"
 
 namespace zeroplan::cli {
@@ -85,6 +87,13 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
   const bool improves =
       sr.recommendation && (!predicted.fits || sr.recommendation->tokens_per_s > predicted.tokens_per_s);
 
+  // What each knob of this config is worth, one change at a time (planner::knob_effects), best
+  // throughput first; a change that stops fitting stays listed, marked.
+  std::vector<planner::KnobEffect> knobs = planner::knob_effects(wc, stats, opts, predicted);
+  std::stable_sort(knobs.begin(), knobs.end(), [](const auto& a, const auto& b) {
+    return a.plan.fits != b.plan.fits ? a.plan.fits : a.plan.tokens_per_s > b.plan.tokens_per_s;
+  });
+
   const bool rejected = configs::has_errors(rc.issues);
   const CommandResult code = (rejected || !predicted.fits) ? 1 : 0;
   const std::string verdict = rejected         ? "DeepSpeed would refuse this config (see the errors above)"
@@ -96,6 +105,13 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
     for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
     json ch = json::array();
     for (const auto& c : changes) ch.push_back(configs::change_to_json(c));
+    json kn = json::array();
+    for (const auto& k : knobs)
+      kn.push_back({{"change", k.what},
+                    {"fits", k.plan.fits},
+                    {"peak_bytes", k.plan.memory.peak},
+                    {"step_s", k.plan.time.step_s},
+                    {"tokens_per_s", k.plan.tokens_per_s}});
     json out = {{"zeroplan_version", ZEROPLAN_VERSION},
                 {"deepspeed_keys_version", configs::deepspeed_keys_version()},
                 {"config_path", path},
@@ -108,6 +124,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                 {"predicted", plan_to_json(wc, predicted)},
                 {"recommended", sr.recommendation ? plan_to_json(ws, *sr.recommendation) : json(nullptr)},
                 {"recommended_changes", ch},
+                {"knob_effects", kn},
                 {"recommendation_improves", improves},
                 {"exit_code", code}};
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
@@ -146,6 +163,16 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
     s += fmt::format(
         "  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
         gb(with_ckpt->memory.peak), with_ckpt->fits ? "fits" : "still does not fit", with_ckpt->time.step_s);
+  if (!knobs.empty()) {
+    s += "One change at a time (best throughput first):\n";
+    for (const auto& k : knobs) {
+      const double gain =
+          predicted.tokens_per_s > 0 ? k.plan.tokens_per_s / predicted.tokens_per_s - 1.0 : 0.0;
+      s += fmt::format("  {:<48} peak {:>9}{}, step {:.2f} s, {:.0f} tokens/s ({:+.1f}%)\n", k.what,
+                       gb(k.plan.memory.peak), k.plan.fits ? "" : " (does not fit)", k.plan.time.step_s,
+                       k.plan.tokens_per_s, 100.0 * gain);
+    }
+  }
   if (!sr.recommendation) {
     s += "zeroplan finds no plan that fits this global batch: " + sr.no_fit_reason + "\n";
   } else if (changes.empty()) {

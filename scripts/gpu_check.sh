@@ -21,6 +21,8 @@
 #   3) ZP_PLANS="13b-stage3-emu4 7b-offload-emu4 7b-lora" bash scripts/gpu_check.sh validate
 #   4) baseline bench
 # (ZP_PLAN_TIMEOUT, default 240 s, bounds each validate run.)
+# Rehearsal without a GPU (here): hide the system's Debian packages so only .deps is found, e.g.
+#   OUT=/tmp/gpusim ZP_CMAKE_EXTRA=-DCMAKE_IGNORE_PREFIX_PATH=/usr bash scripts/gpu_check.sh deps build
 # Everything lands in build-gpu/results/; at the end of each call the log, summary.md, the profile
 # and a tarball of results/ are copied to $OUT (the tool returns at most 8 files).
 set -uo pipefail
@@ -84,6 +86,7 @@ phase_build() {
   fi
   cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DZEROPLAN_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
     -DZEROPLAN_BENCH=$bench -DCMAKE_PREFIX_PATH="$DEPS/root/usr;$DEPS/gtest" -DZEROPLAN_NCCL_ROOT="$nccl_root" \
+    ${ZP_CMAKE_EXTRA:-} \
     -DCMAKE_BUILD_RPATH="$DEPS/root/usr/lib/x86_64-linux-gnu" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ||
     { note_fail configure; return 1; }
   # (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 refuses package config files written for CMake < 3.5, such

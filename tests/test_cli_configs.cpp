@@ -90,6 +90,44 @@ TEST(CliCheck, ConfigThatCannotFitExits1) {
   EXPECT_THAT(t.out, HasSubstr("zero_optimization.stage: 1 ->"));
 }
 
+// check lists what each knob of the user's own config is worth (planner::knob_effects applied to the
+// config as DeepSpeed runs it): overlap_comm flipped is always among them, and each entry is a plan
+// the planner evaluated (a peak, a step time, a throughput consistent with the step).
+TEST(CliCheck, ListsWhatEachKnobIsWorth) {
+  Dir d;
+  const auto p = d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 4,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2, "overlap_comm": false}})");
+  const auto r =
+      run_cli({"check", p, "--model", "7b", "--gpus", "4xA40", "--checkpointing", "full", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_TRUE(j["knob_effects"].is_array());
+  bool overlap = false;
+  double prev_tps = 1e300;
+  bool prev_fits = true;
+  for (const auto& k : j["knob_effects"]) {
+    if (k["change"] == "overlap_comm on") {
+      overlap = true;
+      // Overlapping the bucket reduction with the backward cannot make the step slower.
+      EXPECT_LE(k["step_s"].get<double>(), j["predicted"]["time"]["step_s"].get<double>());
+    }
+    EXPECT_GT(k["peak_bytes"].get<int64_t>(), 0);
+    // tokens/s = global batch tokens / step: 1 x 4 x 4 GPUs x 2048 tokens (--seq-len default) / step_s.
+    EXPECT_NEAR(k["tokens_per_s"].get<double>() * k["step_s"].get<double>(), 16.0 * 2048.0, 1.0)
+        << k["change"];
+    // Sorted: fitting plans first, then by throughput.
+    if (prev_fits == k["fits"].get<bool>()) {
+      EXPECT_LE(k["tokens_per_s"].get<double>(), prev_tps);
+    }
+    prev_fits = k["fits"].get<bool>();
+    prev_tps = k["tokens_per_s"].get<double>();
+  }
+  EXPECT_TRUE(overlap);
+  const auto t = run_cli({"check", p, "--model", "7b", "--gpus", "4xA40", "--checkpointing", "full"});
+  EXPECT_THAT(t.out, HasSubstr("One change at a time"));
+  EXPECT_THAT(t.out, HasSubstr("overlap_comm on"));
+}
+
 TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
   Dir d;
   const auto p = d.file("auto.json", R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
