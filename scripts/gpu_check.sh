@@ -151,6 +151,9 @@ phase_baseline() {
     --out "$RES/pytorch_7b_bf16.json" || note_fail "pytorch 7b bf16"
   python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
     --out "$RES/pytorch_7b_bf16_ckpt.json" || note_fail "pytorch 7b bf16 ckpt"
+  # The 7b-lora plan's model in PyTorch + PEFT (the image has peft): its memory against zeroplan's.
+  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 --lora-rank 16 \
+    --out "$RES/pytorch_7b_lora16.json" || note_fail "pytorch 7b lora r16"
 }
 
 phase_bench() {

@@ -13,8 +13,13 @@ Modes:
   amp   fp32 parameters and AdamW states with bf16 autocast: 4+4+8 = 16 bytes per parameter, the same
         total as DeepSpeed's mixed precision (2+2+12, ZeRO paper sec. 3.1), which is what zeroplan predicts.
 
+LoRA (--lora-rank R): PEFT's get_peft_model with LoraConfig(r=R, lora_alpha=8, lora_dropout=0,
+target_modules = the seven decoder linears, as zeroplan's default and PEFT's "all-linear" for a Llama),
+AdamW over the adapters only -- the same model zeroplan --method lora plans and the executor runs.
+
 Usage: python3 scripts/pytorch_baseline.py --config models/zoo/llama-2-7b.json --micro-batch 1 \
-           --seq-len 4096 --mode bf16 [--checkpointing] [--steps 6] [--warmup 2] --out result.json
+           --seq-len 4096 --mode bf16 [--checkpointing] [--lora-rank 16] [--steps 6] [--warmup 2] \
+           --out result.json
 """
 import argparse
 import json
@@ -30,14 +35,15 @@ def main() -> int:
     ap.add_argument("--seq-len", type=int, required=True)
     ap.add_argument("--mode", choices=["bf16", "amp"], default="bf16")
     ap.add_argument("--checkpointing", action="store_true", help="HF gradient checkpointing (full, per layer)")
+    ap.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (PEFT); 0 = full")
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
-    if args.micro_batch < 1 or args.seq_len < 2 or args.steps < 1 or args.warmup < 0:
-        ap.error("micro-batch >= 1, seq-len >= 2, steps >= 1 and warmup >= 0 are required")
+    if args.micro_batch < 1 or args.seq_len < 2 or args.steps < 1 or args.warmup < 0 or args.lora_rank < 0:
+        ap.error("micro-batch >= 1, seq-len >= 2, steps >= 1, warmup >= 0 and lora-rank >= 0 are required")
 
     import torch
     import transformers
@@ -67,10 +73,23 @@ def main() -> int:
     model.train()
     if args.checkpointing:
         model.gradient_checkpointing_enable()
+        if args.lora_rank > 0:
+            model.enable_input_require_grads()  # HF: checkpointed blocks need an input that requires grad
+    peft_version = None
+    if args.lora_rank > 0:
+        import peft
+
+        peft_version = peft.__version__
+        lcfg = peft.LoraConfig(r=args.lora_rank, lora_alpha=8, lora_dropout=0.0, bias="none",
+                               target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                               "down_proj"])
+        model = peft.get_peft_model(model, lcfg)
     n_params = sum(p.numel() for p in model.parameters())
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    n_trainable = sum(p.numel() for p in trainable)
     # fused=True: one multi-tensor kernel per step, as the executor's fused AdamW (and DeepSpeed's FusedAdam).
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0,
-                            fused=True)
+    # PEFT may keep the adapters in fp32 (autocast_adapter_dtype); fused AdamW takes any float dtype.
+    opt = torch.optim.AdamW(trainable, lr=args.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0, fused=True)
     gen = torch.Generator(device=dev).manual_seed(args.seed)
     ids = torch.randint(0, cfg.vocab_size, (args.micro_batch, args.seq_len), device=dev, generator=gen)
 
@@ -104,6 +123,10 @@ def main() -> int:
         "micro_batch": args.micro_batch,
         "seq_len": args.seq_len,
         "parameters": n_params,
+        "trainable_parameters": n_trainable,
+        "lora_rank": args.lora_rank,
+        "peft": peft_version,
+        "adapter_dtypes": sorted({str(p.dtype) for p in trainable}),
         "attn_implementation": "sdpa",
         "step_s_median": med,
         "step_s": times,
@@ -118,7 +141,8 @@ def main() -> int:
     }
     with open(args.out, "w") as f:
         json.dump(result, f, indent=2)
-    print(f"{args.config} {args.mode}{' ckpt' if args.checkpointing else ''} mb={args.micro_batch} "
+    print(f"{args.config} {args.mode}{' ckpt' if args.checkpointing else ''}"
+          f"{f' lora r={args.lora_rank}' if args.lora_rank else ''} mb={args.micro_batch} "
           f"seq={args.seq_len}: {med*1e3:.1f} ms/step, {tokens/med:.0f} tokens/s, "
           f"max allocated {result['max_memory_allocated']/1e9:.2f} GB, reserved {result['max_memory_reserved']/1e9:.2f} GB")
     return 0
