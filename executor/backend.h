@@ -112,6 +112,14 @@ class Backend {
   // ---- streams, timers
   virtual void set_stream(Stream s) = 0;
   virtual void wait(Stream waiter, Stream signaller) = 0;
+  // Finer ordering for one operation: `record_event(s)` marks the work issued so far on `s` and
+  // returns a handle; `wait_event(w, e)` makes work issued later on `w` wait for that mark only
+  // (cudaEventRecord / cudaStreamWaitEvent), not for what `s` received after it. Handles stay valid
+  // for at least kEventsInFlight later records on the same stream (cuda reuses events in a ring;
+  // a reused one marks a later point of the same stream, which only waits longer). cpu: no-ops.
+  static constexpr int64_t kEventsInFlight = 4096;
+  virtual int64_t record_event(Stream /*s*/) { return 0; }
+  virtual void wait_event(Stream /*waiter*/, int64_t /*event*/) {}
   virtual void synchronize() = 0;  // all streams
   virtual std::unique_ptr<Timer> make_timer() = 0;
 

@@ -323,6 +323,7 @@ class RankEngine {
   int trace_pos_ = 0;
   std::vector<int> most_recent_fetched_for_;  // per param: latest trace position a prefetch covered
   std::vector<bool> in_flight_;               // per param: all-gathered on Comm, not yet waited for
+  std::vector<int64_t> gather_event_;         // per param: the event recorded after its prefetch gather
   int64_t n_available_ = 0;
   int64_t gathered_live_bytes_ = 0, gathered_peak_bytes_ = 0;
 
@@ -433,6 +434,7 @@ void RankEngine::setup() {
     gathered_.resize(P.size());
     most_recent_fetched_for_.assign(P.size(), -1);
     in_flight_.assign(P.size(), false);
+    gather_event_.assign(P.size(), 0);
     // S3 __init__: one reduce bucket (reduce_bucket_size elements, no double buffer) and the flat
     // gradient-partition buffer (sum of partition numels, gradient_accumulation_dtype; on the host,
     // fp32, with offload_optimizer).
@@ -663,6 +665,7 @@ void RankEngine::s3_gather(int pid, bool on_comm) {
   const DeviceBuffer& partition = lo_.params[p].frozen ? frozen16_ : params16_;
   comm_.all_gather(partition.at(part_offsets_[p]), gathered_[p].data(), part_numels_[p], act_);
   in_flight_[p] = on_comm;
+  if (on_comm) gather_event_[p] = be_.record_event(Stream::Comm);
   n_available_ += lo_.params[p].numel;
   if (!persistent_[p]) {
     gathered_live_bytes_ += gathered_[p].bytes();
@@ -679,9 +682,12 @@ void RankEngine::s3_fetch(int pid) {
              "stage-3 trace diverged at position {}", trace_pos_);
   }
   if (gathered_[p]) {
-    // PPC fetch_sub_module waits on the in-flight all-gather handle of a prefetched parameter. The
-    // wait comes before the next prefetches are issued, so they overlap this module's compute.
-    if (in_flight_[p]) compute_waits_for_comm();
+    // PPC fetch_sub_module waits on the in-flight all-gather handle of this parameter only (its
+    // event), not on the prefetches issued after it, which go on overlapping this module's compute.
+    if (in_flight_[p]) {
+      be_.wait_event(Stream::Compute, gather_event_[p]);
+      in_flight_[p] = false;
+    }
   } else {
     compute_waits_for_comm();  // collectives in issue order (see compute_waits_for_comm)
     s3_gather(pid, /*on_comm=*/false);

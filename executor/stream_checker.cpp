@@ -369,6 +369,20 @@ void StreamCheckingBackend::wait(Stream waiter, Stream signaller) {
   model_.wait(ag(waiter), ag(signaller));
 }
 
+int64_t StreamCheckingBackend::record_event(Stream s) {
+  const int64_t inner = inner_.record_event(s);
+  events_.push_back({s, inner, model_.clock(s == Stream::Compute ? Agent::Compute : Agent::Comm)});
+  return static_cast<int64_t>(events_.size()) - 1;
+}
+
+void StreamCheckingBackend::wait_event(Stream waiter, int64_t event) {
+  ZP_CHECK(event >= 0 && event < static_cast<int64_t>(events_.size()), "wait_event: unknown event {}", event);
+  const RecordedEvent& e = events_[static_cast<size_t>(event)];
+  inner_.wait_event(waiter, e.inner);
+  if (waiter == e.stream || dropped_[static_cast<size_t>(waiter)][static_cast<size_t>(e.stream)]) return;
+  model_.absorb(waiter == Stream::Compute ? Agent::Compute : Agent::Comm, e.clock);
+}
+
 void StreamCheckingBackend::synchronize() {
   inner_.synchronize();
   model_.host_waits_all();

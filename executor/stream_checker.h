@@ -180,6 +180,8 @@ class StreamCheckingBackend final : public Backend {
   DeviceMemoryInfo memory_info() const override { return inner_.memory_info(); }
   void set_stream(Stream s) override;
   void wait(Stream waiter, Stream signaller) override;
+  int64_t record_event(Stream s) override;  // a snapshot of s's clock (and the inner backend's handle)
+  void wait_event(Stream waiter, int64_t event) override;
   void synchronize() override;
   std::unique_ptr<Timer> make_timer() override;
   void gemm(int64_t m, int64_t n, int64_t k, const void* A, bool trans_a, const void* B, bool trans_b,
@@ -231,6 +233,12 @@ class StreamCheckingBackend final : public Backend {
   std::map<uintptr_t, std::pair<uintptr_t, MemTier>> allocations_;  // start -> (end, tier), live
   std::array<int64_t, 2> collectives_{};
   std::array<std::array<bool, 2>, 2> dropped_{};  // [waiter][signaller]
+  struct RecordedEvent {
+    Stream stream;
+    int64_t inner;
+    StreamOrderModel::Clock clock;
+  };
+  std::vector<RecordedEvent> events_;  // record_event handles index this
 };
 
 // Forwards every collective to `inner` and records it as an operation on `backend`'s current

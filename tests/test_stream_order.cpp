@@ -107,6 +107,25 @@ TEST_F(PlantedRace, ComputeReadThenCommOverwriteIsWriteAfterRead) {
   EXPECT_EQ(v[1].earlier_op, "zero");
 }
 
+// An event orders only what its stream had received when it was recorded: Compute waiting for the
+// event after Comm's write of a may read a, but not b, which Comm wrote after the record.
+TEST_F(PlantedRace, EventOrdersOnlyTheWorkBeforeItsRecord) {
+  write_a_on_comm();
+  const int64_t ev = be_.record_event(Stream::Comm);
+  be_.set_stream(Stream::Comm);
+  be_.zero(b_, kN * 4, MemTier::Device);  // after the record
+  be_.set_stream(Stream::Compute);
+  be_.wait_event(Stream::Compute, ev);
+  be_.scale(a_, DType::F32, kN, 2.0f);  // a: ordered by the event
+  EXPECT_EQ(be_.violations().size(), 0u) << list(be_.violations());
+  be_.scale(b_, DType::F32, kN, 2.0f);  // b: not (scale reads and writes: RAW and WAW)
+  const auto& v = be_.violations();
+  ASSERT_EQ(v.size(), 2u) << list(v);
+  EXPECT_EQ(v[0].kind, HazardKind::ReadAfterWrite);
+  EXPECT_EQ(v[0].earlier_agent, Agent::Comm);
+  EXPECT_EQ(v[1].kind, HazardKind::WriteAfterWrite);
+}
+
 // Releasing a block to the pool while Comm still writes it is reported even if nothing reuses it
 // (the pool may hand it to Compute work next); waiting for Comm first makes the release safe.
 TEST_F(PlantedRace, PoolReleaseWhileCommStillUsesTheBlockIsCaught) {

@@ -96,6 +96,9 @@ CudaBackend::~CudaBackend() {
   if (gemm_workspace_) cudaFree(gemm_workspace_);
   for (auto e : staging_done_)
     if (e) cudaEventDestroy(e);
+  for (auto& ring : event_ring_)
+    for (cudaEvent_t e : ring)
+      if (e) cudaEventDestroy(e);
   if (compute_done_) cudaEventDestroy(compute_done_);
   if (comm_done_) cudaEventDestroy(comm_done_);
   if (compute_) cudaStreamDestroy(compute_);
@@ -241,6 +244,27 @@ void CudaBackend::wait(Stream waiter, Stream signaller) {
   cudaEvent_t ev = signaller == Stream::Compute ? compute_done_ : comm_done_;
   ZP_CUDA_CHECK(cudaEventRecord(ev, stream(signaller)));
   ZP_CUDA_CHECK(cudaStreamWaitEvent(stream(waiter), ev, 0));
+}
+
+int64_t CudaBackend::record_event(Stream s) {
+  activate();
+  const size_t k = static_cast<size_t>(s);
+  auto& ring = event_ring_[k];
+  if (ring.empty()) ring.assign(static_cast<size_t>(kEventsInFlight), nullptr);
+  const int64_t seq = events_recorded_[k]++;
+  cudaEvent_t& ev = ring[static_cast<size_t>(seq % kEventsInFlight)];
+  if (!ev) ZP_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  ZP_CUDA_CHECK(cudaEventRecord(ev, stream(s)));
+  return seq * 2 + static_cast<int64_t>(k);
+}
+
+void CudaBackend::wait_event(Stream waiter, int64_t event) {
+  const size_t k = static_cast<size_t>(event % 2);
+  if (k == static_cast<size_t>(waiter)) return;  // a stream is ordered with itself
+  activate();
+  ZP_CHECK(event / 2 < events_recorded_[k], "wait_event on an event that was never recorded");
+  ZP_CUDA_CHECK(cudaStreamWaitEvent(stream(waiter),
+                                    event_ring_[k][static_cast<size_t>((event / 2) % kEventsInFlight)], 0));
 }
 
 void CudaBackend::wait_stream(cudaStream_t s) {

@@ -11,6 +11,7 @@
 // sampled from cudaMemGetInfo after every allocation and synchronisation.
 #include <cuda_runtime.h>
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -63,6 +64,8 @@ class CudaBackend final : public Backend {
 
   void set_stream(Stream s) override { current_ = s; }
   void wait(Stream waiter, Stream signaller) override;
+  int64_t record_event(Stream s) override;
+  void wait_event(Stream waiter, int64_t event) override;
   void synchronize() override;
   std::unique_ptr<Timer> make_timer() override;
 
@@ -121,6 +124,9 @@ class CudaBackend final : public Backend {
   std::string name_;
   cudaStream_t compute_ = nullptr, comm_ = nullptr;
   cudaEvent_t compute_done_ = nullptr, comm_done_ = nullptr;
+  // record_event's rings, one per stream (a handle encodes stream and sequence number), created lazily.
+  std::array<std::vector<cudaEvent_t>, 2> event_ring_;
+  std::array<int64_t, 2> events_recorded_{};
   Stream current_ = Stream::Compute;
   void* gemm_workspace_ = nullptr;
   std::unique_ptr<GemmRunner> gemm_;
