@@ -371,11 +371,14 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   }
 
   fmt::print(
-      "zeroplan validate: {} on {} ({} backend, {} rank{}{}), ZeRO-{}, {}, micro-batch {} x grad-accum {}, "
+      "zeroplan validate: {}{} on {} ({} backend, {} rank{}{}), ZeRO-{}, {}, micro-batch {} x grad-accum {}, "
       "seq {},\n"
       "  checkpointing {}, offload optimizer {}, {} step{} (the last one measured; peaks reset at its "
       "start)\n\n",
-      w.model.name, f.gpus, v.backend, world, world == 1 ? "" : "s",
+      w.model.name,
+      w.train.method == planner::Method::LoRA ? fmt::format(" (LoRA r={})", w.train.lora_rank)
+                                              : std::string(),
+      f.gpus, v.backend, world, world == 1 ? "" : "s",
       emulated ? ", emulated on one GPU"
       : multi  ? fmt::format(", one process each; measured: rank 0 of {} processes", world)
                : std::string(),

@@ -43,6 +43,25 @@ TEST(CliValidate, JsonHasBothSidesWithContractNames) {
   EXPECT_EQ(j["error"]["memory"]["gpu"]["model_states"], 0.0);
 }
 
+// LoRA r=4 on tiny-llama-micro, stage 2, 2 ranks, bf16: 9,248 adapters (hand count in
+// tests/test_executor_lora.cpp), 123,712 frozen weights. By hand: parameters 2 x (123,712 + 9,248)
+// = 265,920 bytes; gradient partition 9,248 / 2 x 2 = 9,248; fp32 master + Adam 12 x 9,248 / 2 =
+// 55,488; bucket all-reduce 2(N-1)/N x 2 x 9,248 = 18,496 plus the step-end all-gather
+// (N-1)/N x 2 x 9,248 = 9,248. The planner must say the same.
+TEST(CliValidate, LoraModelStatesAndTrafficMatchTheHandCountOnBothSides) {
+  const auto r =
+      run_cli({"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU", "--stage", "2", "--method",
+               "lora", "--lora-rank", "4", "--seq-len", "32", "--steps", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  for (const char* side : {"measured", "predicted"}) {
+    EXPECT_EQ(j[side]["memory"]["gpu"]["parameters"], 265920) << side;
+    EXPECT_EQ(j[side]["memory"]["gpu"]["gradients"], 9248) << side;
+    EXPECT_EQ(j[side]["memory"]["gpu"]["optimizer_states"], 55488) << side;
+    EXPECT_EQ(j[side]["communication"]["bytes_per_rank_per_step"], 18496 + 9248) << side;
+  }
+}
+
 TEST(CliValidate, UnsupportedPlansAreOneLineUserErrors) {
   const std::vector<std::vector<std::string>> bad = {
       {"validate", "--model", "tiny-llama-micro", "--gpus", "2xCPU"},  // no --stage
