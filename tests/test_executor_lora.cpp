@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "executor/engine.h"
 #include "executor/test_models.h"
+#include "finite_differences.h"
 #include "models/model_spec.h"
 
 namespace zeroplan::exec {
@@ -165,26 +166,7 @@ TEST(ExecutorLora, GradientsMatchFiniteDifferences) {
   eval.lr = 0;
   auto loss_at = [&] { return run(eval, 1).loss_per_step[0]; };
   EXPECT_NEAR(loss_at(), g.loss_per_step[0], 1e-6);
-  for (size_t t = 0; t < g.param_names.size(); ++t) {
-    const int64_t lo = g.param_offsets[t];
-    const int64_t hi =
-        t + 1 < g.param_offsets.size() ? g.param_offsets[t + 1] : static_cast<int64_t>(params.size());
-    int64_t best = lo;
-    for (int64_t i = lo; i < hi; ++i)
-      if (std::fabs(g.first_grads[static_cast<size_t>(i)]) >
-          std::fabs(g.first_grads[static_cast<size_t>(best)]))
-        best = i;
-    const float h = 1e-2f;
-    const float orig = params[static_cast<size_t>(best)];
-    params[static_cast<size_t>(best)] = orig + h;
-    const double up = loss_at();
-    params[static_cast<size_t>(best)] = orig - h;
-    const double down = loss_at();
-    params[static_cast<size_t>(best)] = orig;
-    const double fd = (up - down) / (2.0 * h);
-    const double an = g.first_grads[static_cast<size_t>(best)];
-    EXPECT_NEAR(fd, an, 0.03 * std::fabs(an) + 5e-5) << g.param_names[t] << " element " << best - lo;
-  }
+  testing::expect_gradients_match_finite_differences(g, params, loss_at);
 }
 
 // Model states per rank, bf16, stage 2 on 2 ranks, by hand: the frozen weights 123,712 x 2 B; the
