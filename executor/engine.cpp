@@ -371,6 +371,9 @@ void RankEngine::setup() {
     return init_value(cfg_.seed, P[pid], i);
   };
   std::vector<float> host;  // initial values of what this rank holds (rounded to the 16-bit type)
+  // LoRA's frozen weights: replicated module parameters in stages 0-2; in stage 3 zero.Init
+  // partitions them too (gathered like the others). Their own flat buffer, no optimizer state.
+  std::vector<float> frozen;
   int64_t master_lo = 0;
   if (stage_ <= 2) {
     // S12 __init__: the 16-bit group is flattened and padded to a multiple of
@@ -385,21 +388,11 @@ void RankEngine::setup() {
     master_lo = part_lo_;
     params16_ = buf(MemCategory::Parameters, padded_total_, act_);
     host.assign(static_cast<size_t>(padded_total_), 0.0f);
+    frozen.assign(static_cast<size_t>(lo_.frozen_total), 0.0f);
     for (size_t pid = 0; pid < P.size(); ++pid)
-      if (!P[pid].frozen)
-        for (int64_t i = 0; i < P[pid].numel; ++i)
-          host[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
-    if (lo_.frozen_total > 0) {
-      // LoRA: the frozen weights are ordinary module parameters, replicated in the 16-bit dtype.
-      std::vector<float> fh(static_cast<size_t>(lo_.frozen_total));
-      for (size_t pid = 0; pid < P.size(); ++pid)
-        if (P[pid].frozen)
-          for (int64_t i = 0; i < P[pid].numel; ++i)
-            fh[static_cast<size_t>(P[pid].flat_offset + i)] = round_to(act_, value(pid, i));
-      frozen16_ = buf(MemCategory::Parameters, lo_.frozen_total, act_);
-      const auto f16 = to_16bit_layout(fh, act_);
-      be_.upload(frozen16_.data(), f16.data(), static_cast<int64_t>(f16.size()));
-    }
+      for (int64_t i = 0; i < P[pid].numel; ++i)
+        (P[pid].frozen ? frozen : host)[static_cast<size_t>(P[pid].flat_offset + i)] =
+            round_to(act_, value(pid, i));
   } else {
     // PP _partition_param: every parameter partitioned on its own, ceil(numel/N) per rank, padded.
     part_numels_.resize(P.size());
@@ -417,20 +410,14 @@ void RankEngine::setup() {
     s3_part_total_ = part_size_ = off;
     params16_ = buf(MemCategory::Parameters, s3_part_total_, act_);
     host.assign(static_cast<size_t>(s3_part_total_), 0.0f);
-    std::vector<float> fh(static_cast<size_t>(frozen_off), 0.0f);
+    frozen.assign(static_cast<size_t>(frozen_off), 0.0f);
     for (size_t pid = 0; pid < P.size(); ++pid)
       for (int64_t j = 0; j < part_numels_[pid]; ++j) {
         const int64_t i = r_ * part_numels_[pid] + j;
         if (i < P[pid].numel)
-          (P[pid].frozen ? fh : host)[static_cast<size_t>(part_offsets_[pid] + j)] =
+          (P[pid].frozen ? frozen : host)[static_cast<size_t>(part_offsets_[pid] + j)] =
               round_to(act_, value(pid, i));
       }
-    if (frozen_off > 0) {
-      // LoRA: zero.Init partitions the frozen weights too; they are gathered like the others.
-      frozen16_ = buf(MemCategory::Parameters, frozen_off, act_);
-      const auto f16 = to_16bit_layout(fh, act_);
-      be_.upload(frozen16_.data(), f16.data(), static_cast<int64_t>(f16.size()));
-    }
     gathered_.resize(P.size());
     most_recent_fetched_for_.assign(P.size(), -1);
     in_flight_.assign(P.size(), false);
@@ -447,6 +434,11 @@ void RankEngine::setup() {
   }
   const auto h16 = to_16bit_layout(host, act_);
   be_.upload(params16_.data(), h16.data(), static_cast<int64_t>(h16.size()));
+  if (!frozen.empty()) {
+    frozen16_ = buf(MemCategory::Parameters, static_cast<int64_t>(frozen.size()), act_);
+    const auto f16 = to_16bit_layout(frozen, act_);
+    be_.upload(frozen16_.data(), f16.data(), static_cast<int64_t>(f16.size()));
+  }
   if (has_master()) {
     // S12: single_partition_of_fp32_groups = the 16-bit partition .clone().float();
     // S3 _create_fp32_partitions: likewise per sub-group. Host tier with offload_optimizer.
