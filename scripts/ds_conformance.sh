@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Re-records the DeepSpeed conformance fixtures live (real DeepSpeed on CPU) into a temporary
+# directory and prints the diff against the committed ones (tests/deepspeed/fixtures/<version>/).
+#   bash scripts/ds_conformance.sh                          # every case (~30 min on 2 cores)
+#   bash scripts/ds_conformance.sh --only 'llama-gqa_s*_n2_bf16_default'   # a subset (fnmatch)
+#   VENV=.venv-ds-0.16 bash scripts/ds_conformance.sh       # another venv (see scripts/ds_venv.sh)
+# Exit status: 0 when the re-recording equals the committed fixtures, 1 when it differs, 2 when
+# the harness's self-test (exact allocator counting) fails.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=${VENV:-.venv-ds}
+# The venv is created (or completed) by scripts/ds_venv.sh unless it already has the pinned stack.
+if ! "$VENV/bin/python" - <<'PY' 2>/dev/null; then
+import importlib.metadata as m, re, sys
+pins = dict(re.match(r"([A-Za-z0-9_.-]+)==(\S+)", l).groups() for l in open("tests/deepspeed/requirements.txt")
+            if re.match(r"[A-Za-z0-9_.-]+==", l))
+pins.pop("deepspeed", None)  # DS_VERSION may select another release in its own venv
+sys.exit(0 if all(m.version(k) == v for k, v in pins.items()) else 1)
+PY
+  VENV="$VENV" bash scripts/ds_venv.sh
+fi
+export DS_ACCELERATOR=cpu OMP_NUM_THREADS=1
+VER=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("deepspeed"))')
+"$VENV/bin/python" tests/deepspeed/harness.py --self-test || exit 2
+TMP=$(mktemp -d /tmp/zp_ds_conformance.XXXXXX)
+echo "re-recording DeepSpeed $VER fixtures into $TMP/fixtures/$VER" >&2
+"$VENV/bin/python" tests/deepspeed/run_matrix.py --out-dir "$TMP/fixtures/$VER" "$@"
+echo "failures (if any): $TMP/fixtures/failures-$VER.json; wall times: $TMP/fixtures/timings-$VER.json" >&2
+# Compare only the cases re-recorded now (a subset run leaves the others alone).
+status=0
+for f in "$TMP/fixtures/$VER"/*.json; do
+  [ -e "$f" ] || continue
+  committed="tests/deepspeed/fixtures/$VER/$(basename "$f")"
+  if [ ! -e "$committed" ]; then echo "new fixture (not committed): $(basename "$f")"; status=1; continue; fi
+  diff -u "$committed" "$f" || status=1
+done
+[ $status -eq 0 ] && echo "no differences from the committed fixtures" >&2
+exit $status

@@ -1,0 +1,168 @@
+"""Configurations the DeepSpeed conformance harness records, as data.
+
+Each case is a plain dict: the HF model config it builds (tiny, no downloads), the exact ds_config
+passed to deepspeed.initialize, world size, micro-batch, sequence length, gradient accumulation,
+gradient checkpointing, attention implementation and LoRA. CASES maps name -> case; the order of
+CASES is the recording priority (run_matrix.py records in this order).
+
+Model sizes: hidden 256 / intermediate 512 / vocab 2048, 2 layers, so that the decoder linears
+(65,536 .. 131,072 elements) straddle DeepSpeed's stage-3 default persistence threshold
+(stage3_param_persistence_threshold = 1e5 elements, deepspeed/runtime/zero/config.py) and a
+50,000-element reduce bucket splits the gradients into many flushes, while a step still runs in
+seconds on one CPU core.
+"""
+import copy
+
+VOCAB = 2048
+
+FAMILIES = {
+    # Llama with grouped-query attention (4 query heads share 2 KV heads), untied embeddings.
+    "llama-gqa": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                  "max_position_embeddings": 256, "tie_word_embeddings": False, "rms_norm_eps": 1e-5},
+    # GPT-2: tied embeddings, biases, learned positions, Conv1D projections.
+    "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_positions": 256,
+             "vocab_size": VOCAB, "n_inner": 1024, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
+             "tie_word_embeddings": True},
+    # Qwen2: q/k/v biases, GQA.
+    "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+              "max_position_embeddings": 256, "tie_word_embeddings": False},
+    # Mistral: GQA, sliding window larger than the sequence (no effect on the bytes at s=64).
+    "mistral": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                "max_position_embeddings": 256, "sliding_window": 128, "tie_word_embeddings": False},
+    # Mixtral: 4 experts, top-2 routing.
+    "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                "max_position_embeddings": 256, "num_local_experts": 4, "num_experts_per_tok": 2,
+                "tie_word_embeddings": False, "router_aux_loss_coef": 0.0},
+}
+
+LORA_TARGETS = {
+    "llama-gqa": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "qwen2": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "mistral": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+    "gpt2": ["c_attn", "c_proj", "c_fc"],
+}
+
+
+def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, extra=None):
+    """The ds_config dict for one case. Optimizer: DeepSpeed's own "AdamW" entry (FusedAdam on the
+    CPU accelerator, DeepSpeedCPUAdam with offload_optimizer), as a user's config would name it."""
+    cfg = {
+        "train_micro_batch_size_per_gpu": micro_batch,
+        "gradient_accumulation_steps": grad_accum,
+        "optimizer": {"type": "AdamW", "params": {"lr": 1e-3, "betas": [0.9, 0.95], "eps": 1e-8,
+                                                  "weight_decay": 0.0}},
+        "zero_optimization": {"stage": stage},
+        "gradient_clipping": 1.0,
+        "steps_per_print": 1000000,
+        "wall_clock_breakdown": False,
+    }
+    if precision == "bf16":
+        cfg["bf16"] = {"enabled": True}
+    elif precision == "fp16":
+        cfg["fp16"] = {"enabled": True, "initial_scale_power": 8, "loss_scale_window": 1000}
+    if zero:
+        cfg["zero_optimization"].update(zero)
+    if extra:
+        for k, v in extra.items():
+            cfg[k] = v
+    return cfg
+
+
+def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
+              seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default"):
+    name = f"{family}_s{stage}_n{world}_{precision}_{tag}"
+    lora_cfg = None
+    if lora:
+        lora_cfg = {"r": 8, "lora_alpha": 16, "target_modules": LORA_TARGETS[family], "lora_dropout": 0.0}
+    return name, {
+        "name": name,
+        "family": family,
+        "hf_config": copy.deepcopy(FAMILIES[family]),
+        "ds_config": ds_config(stage, precision, zero, grad_accum, micro_batch, extra),
+        "world_size": world,
+        "micro_batch": micro_batch,
+        "seq_len": seq,
+        "grad_accum": grad_accum,
+        "gradient_checkpointing": gc,
+        "attn_implementation": attn,
+        "lora": lora_cfg,
+    }
+
+
+def _build():
+    out = []
+    add = lambda **kw: out.append(make_case(**kw))
+    # 1. The basics: stages 0-3 x N in {1, 2, 4}, bf16 defaults (DeepSpeed 0.19 default grad_accum_dtype).
+    for world in (2, 4, 1):
+        for stage in (0, 1, 2, 3):
+            add(stage=stage, world=world)
+    # 2. grad_accum_dtype fp32 (BF16_Optimizer path) at stages 0-2.
+    for world in (2, 4, 1):
+        for stage in (0, 1, 2):
+            add(stage=stage, world=world, extra={"data_types": {"grad_accum_dtype": "fp32"}}, tag="gaccfp32")
+    # 3. fp32 training.
+    for world in (2, 4):
+        for stage in (0, 1, 2, 3):
+            add(stage=stage, world=world, precision="fp32")
+    # 4. Bucketing and overlap knobs.
+    for stage in (1, 2, 3):
+        add(stage=stage, world=2, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
+    for stage in (1, 2):
+        add(stage=stage, world=2, zero={"overlap_comm": True}, tag="overlap")
+        add(stage=stage, world=2, zero={"overlap_comm": False}, tag="nooverlap")
+        add(stage=stage, world=2, zero={"contiguous_gradients": False}, tag="nocontig")
+        add(stage=stage, world=2, zero={"allgather_bucket_size": 50000}, tag="agbs50k")
+    add(stage=3, world=2, zero={"overlap_comm": False}, tag="nooverlap")
+    add(stage=3, world=2, zero={"contiguous_gradients": False}, tag="nocontig")
+    # 5. Stage-3 knobs.
+    add(stage=3, world=2, zero={"stage3_param_persistence_threshold": 0}, tag="persist0")
+    add(stage=3, world=4, zero={"stage3_param_persistence_threshold": 0}, tag="persist0")
+    add(stage=3, world=2, zero={"stage3_prefetch_bucket_size": 0}, tag="prefetch0")
+    add(stage=3, world=2, zero={"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 0},
+        tag="persist0_prefetch0")
+    add(stage=3, world=2, zero={"stage3_max_live_parameters": 100000, "stage3_max_reuse_distance": 100000},
+        tag="maxlive100k")
+    add(stage=3, world=2, zero={"sub_group_size": 100000}, tag="subgroup100k")
+    add(stage=3, world=2, zero={"stage3_param_persistence_threshold": 0, "reduce_bucket_size": 50000}, tag="persist0_rbs50k")
+    add(stage=3, world=2, zero={"stage3_module_granularity_threshold": 100000}, tag="modgran100k")
+    # 6. Gradient accumulation, checkpointing, attention.
+    for stage in (0, 1, 2, 3):
+        add(stage=stage, world=2, grad_accum=2, tag="ga2")
+    for stage in (0, 2, 3):
+        add(stage=stage, world=2, gc=True, tag="gc")
+    for stage in (0, 2, 3):
+        add(stage=stage, world=2, attn="eager", tag="eager")
+    add(stage=2, world=2, attn="eager", gc=True, tag="eager_gc")
+    # 7. LoRA at every stage.
+    for stage in (0, 1, 2, 3):
+        add(stage=stage, world=2, lora=True, tag="lora")
+    add(stage=3, world=4, lora=True, tag="lora")
+    add(stage=2, world=2, lora=True, gc=True, tag="lora_gc")
+    # 8. Other families.
+    for fam in ("gpt2", "qwen2", "mistral"):
+        for stage in (0, 1, 2, 3):
+            add(family=fam, stage=stage, world=2)
+    for fam in ("gpt2", "qwen2"):
+        add(family=fam, stage=2, world=2, lora=True, tag="lora")
+    # 9. Offload (DeepSpeedCPUAdam is JIT-built on first use).
+    for stage in (1, 2, 3):
+        add(stage=stage, world=2, zero={"offload_optimizer": {"device": "cpu"}}, tag="offloadopt")
+    add(stage=3, world=2, zero={"offload_optimizer": {"device": "cpu"}, "offload_param": {"device": "cpu"}},
+        tag="offloadall")
+    # 10. fp16 (only where the CPU accelerator allows it; see harness notes).
+    for stage in (0, 1, 2, 3):
+        add(stage=stage, world=2, precision="fp16")
+    # 11. MoE.
+    for stage in (0, 2):
+        add(family="mixtral", stage=stage, world=2)
+    return out
+
+
+_built = _build()
+CASES = dict(_built)
+assert len(CASES) == len(_built), "duplicate case names"
+ORDER = [n for n, _ in _built]

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Records conformance fixtures for a list of cases (default: all of cases.ORDER, in priority order).
+
+    python tests/deepspeed/run_matrix.py                       # all cases -> tests/deepspeed/fixtures/<ds>/
+    python tests/deepspeed/run_matrix.py --only 'llama-gqa_s*_n2_bf16_default' --skip-existing
+    python tests/deepspeed/run_matrix.py --out-dir /tmp/rerecord   # for scripts/ds_conformance.sh
+
+Each case runs in its own `harness.py --case NAME --out FILE` process. A fixture is written with
+sorted keys and one-space indentation, without the run's wall times (kept separately in
+<out-dir>/../timings-<ds>.json so that a re-recording diffs clean). A case DeepSpeed refuses or that
+crashes is written to failures-<ds>.json with the error's last lines instead of a fixture.
+"""
+import argparse
+import fnmatch
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import cases  # noqa: E402
+
+
+def ds_version():
+    out = subprocess.run([sys.executable, "-c", "import importlib.metadata as m; print(m.version('deepspeed'))"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", action="append", help="fnmatch pattern(s) over case names")
+    ap.add_argument("--out-dir")
+    ap.add_argument("--skip-existing", action="store_true")
+    ap.add_argument("--timeout", type=int, default=900)
+    args = ap.parse_args()
+    ver = ds_version()
+    out_dir = args.out_dir or os.path.join(HERE, "fixtures", ver)
+    os.makedirs(out_dir, exist_ok=True)
+    meta_dir = os.path.dirname(os.path.abspath(out_dir))
+    timings_path = os.path.join(meta_dir, f"timings-{ver}.json")
+    failures_path = os.path.join(meta_dir, f"failures-{ver}.json")
+    timings = json.load(open(timings_path)) if os.path.exists(timings_path) else {}
+    failures = json.load(open(failures_path)) if os.path.exists(failures_path) else {}
+    names = [n for n in cases.ORDER if not args.only or any(fnmatch.fnmatch(n, p) for p in args.only)]
+    for i, name in enumerate(names):
+        path = os.path.join(out_dir, f"{name}.json")
+        if args.skip_existing and os.path.exists(path):
+            continue
+        tmp = path + ".tmp"
+        t0 = time.time()
+        proc = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), "--case", name, "--out", tmp],
+                              capture_output=True, text=True, timeout=args.timeout + 60, cwd=REPO)
+        wall = round(time.time() - t0, 1)
+        if proc.returncode != 0 or not os.path.exists(tmp):
+            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
+            failures[name] = {"returncode": proc.returncode, "error_tail": tail}
+            print(f"[{i + 1}/{len(names)}] {name}: FAILED ({wall}s)\n{tail}", flush=True)
+            if os.path.exists(tmp):
+                os.remove(tmp)
+        else:
+            res = json.load(open(tmp))
+            os.remove(tmp)
+            t = res.pop("timing_s", {})
+            t["process_wall"] = wall
+            timings[name] = t
+            failures.pop(name, None)
+            with open(path, "w") as f:
+                f.write(json.dumps(res, indent=1, sort_keys=True) + "\n")
+            print(f"[{i + 1}/{len(names)}] {name}: ok ({wall}s)", flush=True)
+        with open(timings_path, "w") as f:
+            f.write(json.dumps(timings, indent=1, sort_keys=True) + "\n")
+        with open(failures_path, "w") as f:
+            f.write(json.dumps(failures, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
