@@ -116,6 +116,14 @@ def _build():
         add(stage=stage, world=2, zero={"overlap_comm": False}, tag="nooverlap")
         add(stage=stage, world=2, zero={"contiguous_gradients": False}, tag="nocontig")
         add(stage=stage, world=2, zero={"allgather_bucket_size": 50000}, tag="agbs50k")
+    # DeepSpeed 0.19's stage-1/2 default (use_multi_rank_bucket_allreduce=True) all-reduces the whole
+    # bucket; off, each gradient slice is reduced to its owner rank; reduce_scatter=False all-reduces.
+    for world in (2, 4):
+        add(stage=2, world=world, zero={"use_multi_rank_bucket_allreduce": False}, tag="nomultirank")
+    add(stage=1, world=4, zero={"use_multi_rank_bucket_allreduce": False}, tag="nomultirank")
+    add(stage=2, world=4, zero={"use_multi_rank_bucket_allreduce": False, "reduce_bucket_size": 50000},
+        tag="nomultirank_rbs50k")
+    add(stage=2, world=2, zero={"reduce_scatter": False}, tag="noreducescatter")
     add(stage=3, world=2, zero={"overlap_comm": False}, tag="nooverlap")
     add(stage=3, world=2, zero={"contiguous_gradients": False}, tag="nocontig")
     # 5. Stage-3 knobs.
