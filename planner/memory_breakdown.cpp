@@ -38,7 +38,7 @@ std::string_view phase_name(int phase_index) {
   }
 }
 
-void MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note) {
+Buffer& MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note) {
   ZP_CHECK(num_gpu < kMaxBuffers, "too many GPU buffers ({})", num_gpu);
   ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
   Buffer& b = gpu[static_cast<size_t>(num_gpu++)];
@@ -48,9 +48,12 @@ void MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8
   b.phases = phases;
   b.note = note;
   b.pinned = false;
+  b.ds_name = nullptr;
+  b.after_step = true;
+  return b;
 }
 
-void MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note) {
+Buffer& MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note) {
   ZP_CHECK(num_host < kMaxBuffers, "too many host buffers ({})", num_host);
   ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
   Buffer& b = host[static_cast<size_t>(num_host++)];
@@ -60,6 +63,18 @@ void MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool
   b.phases = kAllPhases;
   b.note = note;
   b.pinned = pinned;
+  b.ds_name = nullptr;
+  b.after_step = true;
+  return b;
+}
+
+int64_t MemoryBreakdown::after_step_bytes(Category c) const {
+  int64_t sum = 0;
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    if (b.category == c && b.after_step && (b.phases & kStep)) sum = checked_add(sum, b.bytes);
+  }
+  return sum;
 }
 
 // The peak is the largest per-phase sum of the buffers live in that phase: a buffer that lives only

@@ -25,6 +25,13 @@ struct Buffer {
   uint8_t phases = kAllPhases;  // bitmask of Phase
   const char* note = "";        // where the size comes from (formula/source), for --explain
   bool pinned = false;          // host buffers: page-locked (cudaHostAlloc) memory
+  // The DeepSpeed attribute holding it ("optimizer.fp32_groups_flat"), for the conformance test's
+  // byte-exact comparison with recorded runs (tests/deepspeed/fixtures); null when it is no single
+  // DeepSpeed attribute (activations, autograd transients).
+  const char* ds_name = nullptr;
+  // Still allocated after the optimizer step (DeepSpeed frees 16-bit gradients and their fp32 copies
+  // at the end of step(); partitioned stage-3 gradient buffers and model weights stay).
+  bool after_step = true;
 };
 
 // Fixed capacity so evaluation never allocates.
@@ -47,10 +54,13 @@ struct MemoryBreakdown {
   // the model unless zero.Init partitions it. Reported separately from the steady-state host use.
   int64_t host_load_per_node = 0;
 
-  void add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note = "");
-  void add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note = "");
+  Buffer& add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note = "");
+  Buffer& add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note = "");
   void finalize(int ranks_per_node);
   int64_t category(Category c) const { return at_peak[static_cast<int>(c)]; }
+  // Bytes of category `c` on the GPU that stay allocated after the optimizer step (the state the
+  // conformance harness records as model_states).
+  int64_t after_step_bytes(Category c) const;
   int64_t model_states() const {
     return category(Category::Parameters) + category(Category::Gradients) +
            category(Category::OptimizerStates);

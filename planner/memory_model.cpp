@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "common/checked.h"
+#include "planner/ds_runtime.h"
 
 namespace zeroplan::planner {
 
@@ -59,7 +60,6 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
   const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
   const bool fp32 = w.train.precision == Precision::FP32;
-  const bool bf16 = w.train.precision == Precision::BF16;
   const int64_t psi_t = m.trainable_params;
   const int stage = std::clamp(z.stage, 0, 3);
   const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
@@ -74,11 +74,28 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   const int64_t frozen16 = m.frozen_16bit_params;
   const int64_t frozen_q = m.frozen_quantized_bytes;
 
+  // Stage 1/2 and BF16_Optimizer flatten the trainable params padded to a multiple of
+  // nccl_start_alignment_factor (2) x dp_world_size elements and give each rank 1/N of that
+  // (stage_1_and_2.py __init__ `alignment = self.nccl_start_alignment_factor * dist.get_world_size(...)`;
+  // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
+  const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
+  const int64_t part_t = padded_t / N;
+  const RuntimePath path =
+      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
   if (stage <= 2) {
-    out.add_gpu(
-        fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters, checked_mul(pe, psi_t),
-        kAllPhases,
-        fp32 ? "4 bytes x trainable params (fp32 training)" : "2 bytes x trainable params (ZeRO paper 2Psi)");
+    // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
+    // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
+    // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
+    const bool padded = path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
+    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2   ? "optimizer.bit16_groups_flat"
+                            : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
+                            : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
+                                                                               : nullptr;
+    out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
+                checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
+                fp32 ? "4 bytes x trainable params (fp32 training)"
+                     : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
+        .ds_name = flat_name;
     if (frozen16 > 0)
       out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
                   "LoRA: frozen weights replicated on every rank below stage 3");
@@ -87,55 +104,86 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                   "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
   }
 
-  const int64_t part_t = ceil_div(psi_t, N);  // stage 1/2 flat partition (alignment padding < N*2 elements)
   switch (stage) {
-    case 0: {
-      if (fp32) {
-        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), kAllPhases,
-                    "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)");
-        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
-                    "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
-      } else if (bf16) {
-        // engine.py get_data_types: bf16 without ZeRO accumulates gradients in fp32, and
-        // _do_optimizer_sanity_check then wraps the optimizer in BF16_Optimizer, which keeps a full
-        // fp32 gradient buffer (bf16_optimizer.py fp32_groups_gradients_flat) and partitions the fp32
-        // master weights and Adam states across the data-parallel group.
-        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, psi_t),
-                    kAllPhases,
-                    "BF16_Optimizer fp32_groups_gradients_flat: 4Psi (DeepSpeed bf16 without ZeRO)");
-        out.add_gpu("fp32 master params + Adam (partitioned)", Category::OptimizerStates,
-                    checked_mul(12, part_t), kAllPhases, "BF16_Optimizer partitions 12Psi over N ranks");
-      } else {
-        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), kAllPhases,
-                    "2Psi (ZeRO paper baseline)");
-        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
-                    checked_mul(12, psi_t), kAllPhases, "K*Psi, K=12 (ZeRO paper baseline; FP16_Optimizer)");
-        // fp16/fused_optimizer.py FP16_Optimizer.step: `p.grad.to(fp32)` for every parameter, then
-        // _flatten_dense_tensors of that list: two fp32 copies of all gradients exist together.
-        out.add_gpu("fp32 gradient copies at step", Category::Buffers, checked_mul(8, psi_t), kStep,
-                    "FP16_Optimizer.step: per-param fp32 grads + their flat copy (8Psi)");
-      }
-      break;
-    }
+    case 0:
     case 1:
     case 2: {
-      // Stage 1 keeps full 16-bit gradients until the accumulation boundary; stage 2 keeps only its
-      // partition (stage_1_and_2.py: grads_in_partition of partition size, dtype self.dtype).
+      if (path.wrapper == OptimizerWrapper::Basic) {
+        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), kAllPhases,
+                    "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
+            .after_step = false;
+        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
+                    "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
+        break;
+      }
+      if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
+        // bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer: fp32_groups_gradients_flat (fp32
+        // gradients of the whole padded flat, every rank), fp32_groups_flat_partition (this rank's
+        // fp32 master, padded/N) and the inner optimizer's exp_avg/exp_avg_sq on that partition.
+        // No IPG bucket: gradients go straight into the fp32 buffer (DeepSpeed 0.16: stage 0 default
+        // bf16; >= 0.18: stage 0/1 with grad_accum_dtype fp32).
+        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, padded_t), kAllPhases,
+                    "BF16_Optimizer fp32_groups_gradients_flat: 4 x padded Psi")
+            .ds_name = "optimizer.fp32_groups_gradients_flat";
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), kAllPhases,
+                    "BF16_Optimizer fp32_groups_flat_partition: 4 x padded Psi / N")
+            .ds_name = "optimizer.fp32_groups_flat_partition";
+        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+                    kAllPhases, "inner optimizer exp_avg + exp_avg_sq on the fp32 partition");
+        // bfloat16 config immediate_grad_update defaults to False (precision_config.py), so autograd's
+        // bf16 param.grad live through the whole backward and are added into the fp32 buffer only in
+        // BF16_Optimizer.backward_epilogue (engine.py _backward_epilogue).
+        out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients, checked_mul(pe, psi_t),
+                    kBackward, "bf16 param.grad, accumulated into fp32 at the end of backward")
+            .after_step = false;
+        break;
+      }
+      if (path.wrapper == OptimizerWrapper::FP16Optimizer) {
+        // fp16/fused_optimizer.py FP16_Optimizer.__init__: fp16_groups_flat (the 16-bit params, whose
+        // .data become views of it) and fp32_groups_flat = fp16_groups_flat.clone().float(), both
+        // unpartitioned; FusedAdam's exp_avg/exp_avg_sq on the fp32 flat. The engine all-reduces the
+        // 16-bit param.grad (engine.py buffered_allreduce_fallback); DeepSpeed >= 0.18 runs bf16
+        // without ZeRO here too (DDP_BFLOAT16).
+        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), kAllPhases,
+                    "param.grad in the model dtype, 2Psi (freed by step: zero_grad)")
+            .after_step = false;
+        out.add_gpu("fp32 master params", Category::OptimizerStates, checked_mul(4, psi_t), kAllPhases,
+                    "FP16_Optimizer fp32_groups_flat: 4Psi, every rank")
+            .ds_name = "optimizer.fp32_groups_flat";
+        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
+                    "FusedAdam exp_avg + exp_avg_sq on the fp32 flat: 8Psi, every rank");
+        // FP16_Optimizer.step: `p.grad.to(fp32)` for every parameter, then _flatten_dense_tensors of that
+        // list: two fp32 copies of all gradients exist together.
+        out.add_gpu("fp32 gradient copies at step", Category::Buffers, checked_mul(8, psi_t), kStep,
+                    "FP16_Optimizer.step: per-param fp32 grads + their flat copy (8Psi)")
+            .after_step = false;
+        break;
+      }
+      if (path.wrapper == OptimizerWrapper::Unsupported) break;  // the plan is refused upstream (reasons)
+      // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
+      // accumulation boundary; stage 2 keeps only its partition (stage_1_and_2.py: grads_in_partition
+      // of partition size, dtype self.dtype). Both are freed at the end of step().
       if (stage == 1)
         out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
-                    kAllPhases, "stage 1: full gradients (ZeRO paper 2Psi)");
+                    kAllPhases, "stage 1: full gradients (ZeRO paper 2Psi)")
+            .after_step = false;
       else if (!off_opt)
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
-                    checked_mul(pe, part_t), kAllPhases, "stage 2: grads_in_partition, 2Psi/N");
+                    checked_mul(pe, part_t), kAllPhases, "stage 2: grads_in_partition, 2Psi/N")
+            .after_step = false;
       if (!off_opt) {
         // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
         // fp32 training) + Adam exp_avg, exp_avg_sq.
-        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
-                    checked_mul(12, part_t), kAllPhases, "K*Psi/N, K=12 (ZeRO paper; stage_1_and_2.py)");
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), kAllPhases,
+                    "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
+            .ds_name = "optimizer.single_partition_of_fp32_groups";
+        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+                    kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
         // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
         // re-creates it from the 16-bit partition for the optimizer step.
         out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
-                    "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
+                    "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
+            .after_step = false;
       }
       // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
       if (z.contiguous_gradients || off_opt) {
@@ -145,7 +193,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("gradient bucket (IPG)", Category::Buffers,
                     checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), kBackward,
                     z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
-                                   : "reduce_bucket_size elements");
+                                   : "reduce_bucket_size elements")
+            .after_step = false;
       }
       break;
     }
@@ -169,26 +218,36 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       const int64_t param_part_bytes = checked_add(
           checked_mul(pe, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part),
           ceil_div(frozen_q, N));
+      // Without frozen or quantized weights the partitions of all parameters (persistent ones
+      // included) are exactly stage3.py's fp16_partitioned_groups_flat.
+      const bool plain = m.frozen_tensors.total_numel() == 0 && frozen_q == 0;
       if (!off_param)
         out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
-                    param_part_bytes, kAllPhases,
-                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)");
+                    checked_add(param_part_bytes, off_param ? 0 : checked_mul(pe, pers_part)), kAllPhases,
+                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
+            .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
       // Persistent parameters keep their partition on the GPU even with offload_param
       // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
+      if (off_param && pers_part > 0)
+        out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part), kAllPhases,
+                    "ds_persist params keep their partition on the device with offload_param");
       if (persist > 0)
-        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist + pers_part),
-                    kAllPhases,
-                    "params <= stage3_param_persistence_threshold: whole + own partition on every rank");
+        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
+                    "params <= stage3_param_persistence_threshold stay whole on every rank")
+            .ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
       // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
       // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
       // offloaded (self.device = cpu).
       if (!off_opt)
         out.add_gpu("gradient partition", Category::Gradients, checked_mul(pe, t_part), kAllPhases,
-                    "stage3.py grad_partitions_flat_buffer: 2Psi/N");
+                    "stage3.py grad_partitions_flat_buffer: 2Psi/N")
+            .ds_name = "optimizer.grad_partitions_flat_buffer";
       if (!off_opt) {
-        out.add_gpu("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
-                    checked_mul(12, t_part), kAllPhases,
-                    "K*Psi/N, K=12 (ZeRO paper; stage3.py fp32_partitioned_groups_flat)");
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part), kAllPhases,
+                    "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
+            .ds_name = "optimizer.fp32_partitioned_groups_flat";
+        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
+                    kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
         // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time.
         out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers,
                     checked_mul(4, std::min(z.sub_group_size, t_part)), kStep,
@@ -197,7 +256,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       if (z.contiguous_gradients)
         out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size),
                     kAllPhases,
-                    "stage3.py __ipg_bucket_flat_buffer: one reduce_bucket_size buffer, allocated at init");
+                    "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
+            .ds_name = "optimizer.ipg_buckets";
       // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
       // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
       // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
@@ -323,9 +383,14 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                 "largest quantized linear in 16-bit, transient per matmul");
 
   // ---------------------------------------------------------------- overhead
-  out.add_gpu("CUDA context + cuBLAS workspace", Category::Overhead, w.cluster.gpu.cuda_context_bytes,
-              kAllPhases, "GPU profile cuda_context_bytes");
-  if (N > 1) {
+  // The CPU runtime (DeepSpeed's CPU accelerator, gloo: the conformance fixtures) has neither a CUDA
+  // context nor NCCL communicator buffers; on CUDA they are added here from the GPU profile and NCCL's
+  // documented buffer size.
+  const bool cuda = w.train.runtime == Runtime::Cuda;
+  if (cuda)
+    out.add_gpu("CUDA context + cuBLAS workspace", Category::Overhead, w.cluster.gpu.cuda_context_bytes,
+                kAllPhases, "GPU profile cuda_context_bytes");
+  if (N > 1 && cuda) {
     // One communicator for the data-parallel group (DeepSpeed's world group is the DP group here).
     // Ring: each rank receives from one peer and sends to one per channel; Simple-protocol buffers of
     // NCCL_BUFFSIZE per connection. Inter-node rings add the network connections.

@@ -16,6 +16,14 @@ enum class Method { Full, LoRA, QLoRA };
 enum class Offload { None, CPU, NVMe };
 enum class Checkpointing { None, Selective, Full };
 enum class Attention { Flash, Eager };
+// The DeepSpeed release whose runtime the planner models (planner/ds_runtime.h: what differs between
+// them, each rule citing the release's code, read from its PyPI sdist). Default: the newest.
+enum class DeepSpeedVersion : uint8_t { V0_16_9, V0_18_9, V0_19_8 };
+inline constexpr DeepSpeedVersion kNewestDeepSpeed = DeepSpeedVersion::V0_19_8;
+// Where the step runs: Cuda adds the CUDA context and NCCL communicator buffers (planner/memory_model.cpp)
+// and flash-attention saved tensors; Cpu is DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu, gloo), the
+// runtime the conformance fixtures are recorded on (tests/deepspeed/): no context, no NCCL buffers.
+enum class Runtime : uint8_t { Cuda, Cpu };
 
 std::string to_string(Precision);
 std::string to_string(Method);
@@ -35,6 +43,8 @@ struct TrainingSpec {
   std::optional<int64_t> global_batch;
   std::optional<Checkpointing> checkpointing;
   Attention attention = Attention::Flash;
+  DeepSpeedVersion deepspeed_version = kNewestDeepSpeed;
+  Runtime runtime = Runtime::Cuda;
 };
 
 struct Workload {

@@ -3,6 +3,7 @@
 // (deepspeed/runtime/zero/config.py, v0.16; sizes in elements, not bytes).
 #include <cstdint>
 
+#include "planner/ds_runtime.h"
 #include "planner/training_spec.h"
 
 namespace zeroplan::planner {
@@ -26,6 +27,9 @@ struct ZeroConfig {
   int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters default 1e9
   int64_t max_reuse_distance = 1'000'000'000;     // stage3_max_reuse_distance default 1e9
   int64_t sub_group_size = 1'000'000'000;         // sub_group_size default 1e9
+  // data_types.grad_accum_dtype (runtime/config.py; unset = Default, resolved per version by
+  // planner::runtime_path): decides stage 0's wrapper and stage 1's BF16_Optimizer.
+  GradAccumDtype grad_accum_dtype = GradAccumDtype::Default;
   bool zero_init = true;   // HF Trainer with a stage-3 config uses zero.Init (deepspeed.zero.Init)
   bool pin_memory = true;  // offload_*.pin_memory (DeepSpeed default False; we emit True)
 

@@ -1,0 +1,34 @@
+#pragma once
+// Every collective call one DeepSpeed optimizer step issues, in issue order, per phase: what the
+// conformance harness records (tests/deepspeed/fixtures, field "collectives") and what latency-bound
+// collectives cost (call counts and sizes, not only bytes). Each rule cites the DeepSpeed function
+// issuing the call (DeepSpeed 0.19.8 unless said otherwise; see ds_runtime.h for version rules).
+//
+// The time model (planner/time_model.cpp) keeps its own per-family CollectiveCost summary; this list
+// is the per-call ground it can be checked against (and, later, built from).
+#include <cstdint>
+#include <vector>
+
+#include "planner/memory_breakdown.h"
+#include "planner/model_stats.h"
+#include "planner/step_time.h"
+#include "planner/zero_config.h"
+
+namespace zeroplan::planner {
+
+struct CollectiveCall {
+  Phase phase = kBackward;   // kForward, kBackward or kStep (the phase of the optimizer step it runs in)
+  CollectiveKind kind = CollectiveKind::AllReduce;
+  int64_t bytes = 0;         // this rank's input tensor (the harness's "bytes"; all-gather: the partition)
+  int64_t elem_bytes = 2;    // element size of the communicated dtype
+  int group_size = 1;
+  const char* caller = "";   // the DeepSpeed function that issues it
+};
+
+// The calls of one optimizer step (grad_accum micro-steps) with the trace complete (a step after
+// the first). Calls that carry no tensor payload of the model (sanity-check broadcasts of id lists)
+// are included where DeepSpeed issues them in steady state. N = 1 issues the same calls (DeepSpeed
+// does not skip a world of one except where cited).
+std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z);
+
+}  // namespace zeroplan::planner
