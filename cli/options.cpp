@@ -9,6 +9,7 @@
 #include "common/names.h"
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
+#include "planner/ds_runtime.h"
 
 namespace zeroplan::cli {
 namespace {
@@ -155,6 +156,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--attention", f.attention,
                  "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")
       ->group(t);
+  app.add_option("--deepspeed-version", f.deepspeed_version,
+                 "DeepSpeed release whose runtime is modelled: 0.16.9 | 0.18.9 | 0.19.8 (default, newest)")
+      ->group(t);
   app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
       ->group(t);
 
@@ -199,6 +203,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.attention = parse_choice<planner::Attention>(
       f.attention, "--attention",
       {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
+  t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)

@@ -1,5 +1,7 @@
 #include "cli/plan_json.h"
 
+#include "planner/ds_runtime.h"
+
 #include "configs/emit.h"
 
 namespace zeroplan::cli {
@@ -65,6 +67,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
       {"activation_checkpointing", planner::to_string(z.checkpointing)},
       {"precision", planner::to_string(p.precision)},
       {"method", planner::to_string(w.train.method)},
+      {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
       {"fits", p.fits},
       {"zero",
        {{"reduce_bucket_size", z.reduce_bucket_size},
