@@ -32,4 +32,6 @@ void register_calibrate(CLI::App& app, PlanFlags& flags, CommandResult& result);
 // [--json]` (executor helper, issue 6): runs the plan on the executor, prints predicted vs measured per
 // component.
 void register_validate(CLI::App& app, PlanFlags& flags, CommandResult& result);
+// cli/cmd_diagnose.cpp: `zeroplan diagnose LOG... [--config C] [--model M --gpus G] [--json] [--emit F]` (issue 15).
+void register_diagnose(CLI::App& app, PlanFlags& flags, CommandResult& result);
 }  // namespace zeroplan::cli

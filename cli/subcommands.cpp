@@ -7,6 +7,7 @@ void register_subcommands(CLI::App& app, PlanFlags& flags, CommandResult& result
   register_check(app, flags, result);
   register_calibrate(app, flags, result);
   register_validate(app, flags, result);
+  register_diagnose(app, flags, result);
 }
 
 }  // namespace zeroplan::cli

@@ -27,9 +27,9 @@ if [ ! -f build-fuzz/build.ninja ]; then
   CXX=clang++ CC=clang cmake -S . -B build-fuzz -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DZEROPLAN_FUZZ=ON \
         -DZEROPLAN_CUDA=OFF -DZEROPLAN_TESTS=OFF -DZEROPLAN_BENCH=OFF >/dev/null
 fi
-cmake --build build-fuzz -j"$jobs" --target fuzz_hf_config fuzz_ds_config fuzz_gpu_profile fuzz_cluster_spec
+cmake --build build-fuzz -j"$jobs" --target fuzz_hf_config fuzz_ds_config fuzz_gpu_profile fuzz_cluster_spec fuzz_ds_log
 secs=${ZEROPLAN_FUZZ_SECONDS:-30}
-for t in hf_config ds_config gpu_profile cluster_spec; do
+for t in hf_config ds_config gpu_profile cluster_spec ds_log; do
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
   echo "-- fuzz_$t for ${secs}s"
@@ -44,7 +44,7 @@ for t in hf_config ds_config gpu_profile cluster_spec; do
   rm -rf "$work"
   if [ "$rc" -ne 0 ]; then echo "fuzz_$t found a failure (exit $rc)"; exit 1; fi
 done
-echo "fuzz: all 4 targets ran clean"
+echo "fuzz: all 5 targets ran clean"
 
 echo "== tests under ASan+UBSan (build-asan/)"
 if [ ! -f build-asan/build.ninja ]; then

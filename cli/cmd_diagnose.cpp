@@ -1,0 +1,84 @@
+// `zeroplan diagnose LOG [LOG...] [--config ds_config.json] [--model M --gpus G] [--json] [--emit fixed.json]`:
+// reads what a DeepSpeed run printed (diagnose/log_parser.h), compares it with the planner's
+// prediction for the same run, and ranks the causes of its slowness or OOM with evidence, predicted
+// gain and a fix; --emit writes the corrected config (atomically) and prints its predicted step.
+//
+// Exit codes: 0 diagnosed (whether or not causes were found); 2 user error (missing file, not a log,
+// bad flag): one line on stderr, nothing on stdout, no file written.
+#include <fmt/format.h>
+
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/atomic_file.h"
+#include "common/errors.h"
+#include "common/json_file.h"
+#include "diagnose/diagnosis.h"
+#include "diagnose/log_parser.h"
+
+namespace zeroplan::cli {
+namespace {
+
+struct DiagnoseArgs {
+  std::vector<std::string> logs;
+  std::string config;
+};
+
+CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
+  diagnose::DiagnoseInputs in;
+  // Flags first (cheap), then files; nothing printed before every input is validated.
+  const bool have_model = !flags.model.empty() || !flags.params.empty();
+  if (have_model != !flags.gpus.empty())
+    throw UserError("pass --model and --gpus together (the prediction needs both), or neither");
+  if (have_model) {
+    in.workload = build_workload(flags);
+    in.memory_margin = build_search_options(flags).memory_margin;
+  }
+  if (!a.config.empty()) {
+    in.config = read_json_file(a.config, "DeepSpeed config");
+    if (!in.config->is_object()) throw_user_error("{}: a DeepSpeed config is a JSON object", a.config);
+    in.config_path = a.config;
+  }
+  diagnose::RunLog log;
+  for (const auto& p : a.logs) diagnose::parse_log_file(p, log);
+  diagnose::require_recognized(log);
+  const diagnose::Diagnosis d = diagnose::diagnose(log, in);
+
+  std::string emitted;
+  if (!flags.emit.empty()) {
+    if (d.fixed_config.is_null())
+      throw_user_error("--emit {}: no cause with a config fix was found, nothing to write", flags.emit);
+    write_file_atomically(flags.emit, d.fixed_config.dump(2) + "\n", flags.force);
+    emitted = d.fixed ? fmt::format("Wrote {}: predicted step {:.1f} ms -> {:.1f} ms\n", flags.emit,
+                                    d.predicted->time.step_s * 1000, d.fixed->time.step_s * 1000)
+                      : fmt::format("Wrote {} (pass --model/--gpus for its predicted step)\n", flags.emit);
+  }
+  if (flags.json) {
+    nlohmann::json j = diagnose::to_json(log, d);
+    j["zeroplan_version"] = ZEROPLAN_VERSION;
+    if (!flags.emit.empty()) j["emitted"] = flags.emit;
+    fmt::print("{}\n", j.dump(2));
+  } else {
+    fmt::print("{}{}", diagnose::format_text(log, d), emitted);
+  }
+  return 0;
+}
+
+}  // namespace
+
+void register_diagnose(CLI::App& app, PlanFlags& flags, CommandResult& result) {
+  auto args = std::make_shared<DiagnoseArgs>();
+  auto* sub = app.add_subcommand(
+      "diagnose",
+      "Read a DeepSpeed run's logs (wall_clock_breakdown, comms logger, memory lines, engine config dump, "
+      "CUDA OOM, NCCL_DEBUG=INFO, HF Trainer metrics), compare them with the prediction for the same run "
+      "(--model/--gpus) and rank the causes of slowness or OOM with evidence, predicted gain and a fix. "
+      "--emit FILE writes the corrected config.");
+  sub->add_option("logs", args->logs, "Log files (any mix of ranks)")->required();
+  sub->add_option("--config", args->config, "The run's ds_config.json (default: recovered from the log)");
+  sub->fallthrough();
+  sub->callback([&flags, &result, args] { result = run_diagnose(flags, *args); });
+}
+
+}  // namespace zeroplan::cli

@@ -1,0 +1,279 @@
+// zeroplan diagnose: the log parser on real DeepSpeed 0.19.8 logs (tests/diagnose/*.log, produced by
+// scripts/make_ds_logs.py) and public excerpts (tests/diagnose/public, cited in tests/diagnose/README.md);
+// the diagnosis names each injected cause first and nothing on healthy runs; broken inputs degrade.
+// Expected numbers are copied by hand from the log files (what DeepSpeed printed), not from the parser.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/errors.h"
+#include "diagnose/diagnosis.h"
+#include "diagnose/log_parser.h"
+#include "hwprofiles/cluster.h"
+#include "models/model_spec.h"
+
+namespace zeroplan::diagnose {
+namespace {
+
+const std::string kDir = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/diagnose/";
+
+std::string slurp(const std::string& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+RunLog parse(const std::string& name) {
+  RunLog log;
+  parse_log_file(kDir + name, log);
+  return log;
+}
+
+// The workload the fixtures ran: tiny-llama-micro, seq 64 (scripts/make_ds_logs.py), 2 CPU ranks.
+planner::Workload cpu_workload() {
+  planner::Workload w;
+  w.model = models::load_model("tiny-llama-micro");
+  w.cluster = hw::parse_cluster("2xCPU");
+  w.train.seq_len = 64;
+  return w;
+}
+
+std::vector<std::string> ids(const Diagnosis& d) {
+  std::vector<std::string> v;
+  for (const auto& c : d.causes) v.push_back(c.id);
+  return v;
+}
+
+Diagnosis run(const std::string& name, bool with_model) {
+  DiagnoseInputs in;
+  if (with_model) in.workload = cpu_workload();
+  return diagnose(parse(name), in);
+}
+
+TEST(DiagnoseSizes, CommsLoggerAndPyTorchUnits) {
+  // comms_logging.convert_size: 1024-based, "%s %s" % (round(size / p, 2), unit).
+  EXPECT_EQ(parse_convert_size("0B"), 0);
+  EXPECT_EQ(parse_convert_size("8.0 KB"), 8192);
+  EXPECT_EQ(parse_convert_size("483.25 KB"), 494848);  // 483.25 * 1024
+  EXPECT_EQ(parse_convert_size("1.5 MB"), 1572864);
+  EXPECT_EQ(parse_convert_size("KB"), -1);
+  EXPECT_EQ(parse_convert_size("8.0 XB"), -1);
+  EXPECT_EQ(parse_mem_size("978.00 MiB"), 978LL * 1024 * 1024);
+  EXPECT_EQ(parse_mem_size("0 bytes"), 0);
+  EXPECT_EQ(parse_mem_size("2.00 GiB"), 2LL << 30);
+}
+
+TEST(DiagnoseParse, EveryFixtureParses) {
+  int n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(kDir)) {
+    if (e.path().extension() != ".log") continue;
+    RunLog log;
+    ASSERT_NO_THROW(parse_log_file(e.path().string(), log)) << e.path();
+    EXPECT_GT(log.recognized_lines, 0) << e.path();
+    EXPECT_NO_THROW(require_recognized(log));
+    EXPECT_NO_THROW((void)diagnose(log, {})) << e.path();
+    ++n;
+  }
+  EXPECT_GE(n, 13);
+}
+
+TEST(DiagnoseParse, RealZero3LogByHand) {
+  const RunLog log = parse("z3_healthy.log");
+  EXPECT_EQ(log.deepspeed_version, "0.19.8");
+  EXPECT_EQ(log.backend, "gloo");
+  EXPECT_EQ(log.world_size, 2);
+  ASSERT_TRUE(log.user_config.has_value());
+  EXPECT_EQ((*log.user_config)["zero_optimization"]["stage"], 3);
+  EXPECT_EQ((*log.user_config)["train_micro_batch_size_per_gpu"], 2);
+  // zero_config dump: "prefetch_bucket_size=50000000", "reduce_bucket_size=500000000".
+  EXPECT_EQ(log.zero_config.at("prefetch_bucket_size"), "50000000");
+  EXPECT_EQ(log.zero_config.at("reduce_bucket_size"), "500000000");
+  EXPECT_EQ(log.engine_config.at("zero_optimization_stage"), "3");
+  // 6 steps: 6 micro lines and 6 global lines, all rank 0.
+  int micro = 0, global = 0;
+  for (const auto& t : log.timers) (t.micro ? micro : global)++;
+  EXPECT_EQ(micro, 6);
+  EXPECT_EQ(global, 6);
+  bool rs = false;
+  for (const auto& r : log.comms)
+    if (r.op == "reduce_scatter_tensor") {
+      rs = true;
+      EXPECT_EQ(r.message_bytes, 494848);  // "483.25 KB"
+      EXPECT_EQ(r.count, 6);
+    }
+  EXPECT_TRUE(rs);
+  // see_memory_usage three times (before/after initialize, after training) on each rank.
+  ASSERT_GE(log.memory.size(), 3u);
+  EXPECT_EQ(log.memory.front().label, "before deepspeed.initialize");
+  EXPECT_TRUE(log.ooms.empty());
+}
+
+TEST(DiagnoseCauses, InjectedCauseIsNamedFirst) {
+  for (bool with_model : {false, true}) {
+    SCOPED_TRACE(with_model ? "with --model/--gpus" : "log only");
+    const std::pair<const char*, const char*> cases[] = {{"z3_prefetch0.log", "prefetch_off"},
+                                                         {"z2_tiny_buckets.log", "tiny_buckets"},
+                                                         {"z2_overlap_off.log", "overlap_off"},
+                                                         {"z3_oom.log", "oom"}};
+    for (auto [log, cause] : cases) {
+      const Diagnosis d = run(log, with_model);
+      ASSERT_FALSE(d.causes.empty()) << log;
+      EXPECT_EQ(d.causes.front().id, cause) << log;
+      EXPECT_FALSE(d.causes.front().evidence.empty()) << log;
+    }
+  }
+}
+
+TEST(DiagnoseCauses, HealthyRunsHaveNoCause) {
+  for (bool with_model : {false, true})
+    for (const char* log : {"z3_healthy.log", "z2_healthy.log", "z2_offload.log"}) {
+      const Diagnosis d = run(log, with_model);
+      EXPECT_TRUE(d.causes.empty()) << log << (with_model ? " with model" : "") << ": " << d.causes.front().title;
+      EXPECT_TRUE(d.fixed_config.is_null()) << log;
+    }
+}
+
+TEST(DiagnoseCauses, FixesAreTheDeepSpeedDefaults) {
+  const Diagnosis d = run("z3_prefetch0.log", true);
+  ASSERT_FALSE(d.fixed_config.is_null());
+  // runtime/zero/config.py: stage3_prefetch_bucket_size default 5e7.
+  EXPECT_EQ(d.fixed_config["zero_optimization"]["stage3_prefetch_bucket_size"], 50000000);
+  EXPECT_EQ(d.fixed_config["zero_optimization"]["stage"], 3);
+  ASSERT_TRUE(d.predicted && d.fixed);
+  // The time model hides gathers with prefetch on, so the fixed step is no slower.
+  EXPECT_LE(d.fixed->time.step_s, d.predicted->time.step_s);
+  const Diagnosis t = run("z2_tiny_buckets.log", false);
+  EXPECT_EQ(t.fixed_config["zero_optimization"]["reduce_bucket_size"], 500000000);
+}
+
+TEST(DiagnoseCauses, OomOfAPublicZero3Run) {
+  const RunLog log = parse("public/lf7532_zero3_oom.log");
+  ASSERT_EQ(log.ooms.size(), 1u);
+  const auto& o = log.ooms.front();
+  EXPECT_EQ(o.gpu, 1);
+  EXPECT_NEAR(static_cast<double>(o.tried_bytes), 3.39 * (1 << 30), 1e4);
+  EXPECT_NEAR(static_cast<double>(o.total_bytes), 79.32 * (1 << 30), 1e4);
+  EXPECT_NEAR(static_cast<double>(o.free_bytes), 2.40 * (1 << 30), 1e4);
+  EXPECT_NEAR(static_cast<double>(o.allocated_bytes), 73.28 * (1 << 30), 1e4);
+  EXPECT_NEAR(static_cast<double>(o.reserved_unallocated_bytes), 1.59 * (1 << 30), 1e4);
+  EXPECT_NE(o.context.find("_optimizer_step"), std::string::npos);
+  const Diagnosis d = diagnose(log, {});
+  ASSERT_FALSE(d.causes.empty());
+  EXPECT_EQ(d.causes.front().id, "oom");
+  EXPECT_NE(d.causes.front().evidence[1].find("optimizer step"), std::string::npos);
+}
+
+TEST(DiagnoseParse, PublicOldFormats) {
+  const RunLog old = parse("public/ds3869_old_oom.log");
+  ASSERT_EQ(old.ooms.size(), 1u);
+  EXPECT_EQ(old.ooms[0].tried_bytes, 978LL << 20);
+  EXPECT_EQ(old.ooms[0].total_bytes, 4LL << 30);
+  EXPECT_EQ(old.ooms[0].free_bytes, 0);
+  EXPECT_EQ(old.ooms[0].gpu, 0);
+
+  const RunLog neox = parse("public/neox965_old_timers.log");
+  ASSERT_EQ(neox.timers.size(), 2u);  // one micro, one global line; the optimizer_* line has no phase
+  EXPECT_TRUE(neox.timers[0].micro);
+  EXPECT_DOUBLE_EQ(neox.timers[0].fwd_ms, 5073.60);
+  EXPECT_DOUBLE_EQ(neox.timers[0].bwd_allreduce_ms, 1321.02);
+  EXPECT_FALSE(neox.timers[1].micro);
+  EXPECT_DOUBLE_EQ(neox.timers[1].step_ms, 1819.18);
+
+  const RunLog plain = parse("public/ds255_old_timers_noprefix.log");
+  const PhaseTimes p = measured_phases(plain);
+  EXPECT_EQ(p.samples, 3);  // 4 lines, the first left out
+  EXPECT_DOUBLE_EQ(p.fwd_ms, 201.97);  // median of 199.06, 206.16, 201.97
+
+  const RunLog mem = parse("public/ds2302_memory_and_old_oom.log");
+  ASSERT_EQ(mem.memory.size(), 1u);
+  EXPECT_DOUBLE_EQ(mem.memory[0].ca_gib, 0.08);
+  EXPECT_DOUBLE_EQ(mem.cpu_vm_used_gb, 4.07);
+  EXPECT_TRUE(mem.run_failed);
+
+  const RunLog nccl = parse("public/nccl1817_shm.log");
+  EXPECT_EQ(nccl.nccl.transports.at("SHM"), 4);
+}
+
+TEST(DiagnoseRobust, TruncatedLogGivesPartialDiagnosis) {
+  const std::string text = slurp(kDir + "z3_prefetch0.log");
+  // Cut inside the engine's JSON block: no config, timers gone, the cut said.
+  const size_t json_at = text.find("json = {");
+  ASSERT_NE(json_at, std::string::npos);
+  RunLog cut;
+  parse_log_text(std::string_view(text).substr(0, json_at + 60), "cut.log", cut);
+  EXPECT_FALSE(cut.user_config.has_value());
+  bool said = false;
+  for (const auto& n : cut.notes) said |= n.find("cut off") != std::string::npos;
+  EXPECT_TRUE(said);
+  // The zero_config dump line came before the JSON: the prefetch 0 is still found.
+  const Diagnosis d = diagnose(cut, {});
+  ASSERT_FALSE(d.causes.empty());
+  EXPECT_EQ(d.causes.front().id, "prefetch_off");
+  EXPECT_FALSE(d.missing.empty());
+  // Cut before anything DeepSpeed printed about its config: no cause, and it says what is missing.
+  RunLog head;
+  parse_log_text(std::string_view(text).substr(0, 200), "head.log", head);
+  const Diagnosis h = diagnose(head, {});
+  EXPECT_TRUE(h.causes.empty());
+  EXPECT_FALSE(h.missing.empty());
+}
+
+TEST(DiagnoseRobust, InterleavedRanksAndTwoFiles) {
+  // Lines of two logs interleaved one by one (another rank's lines inside every block).
+  const std::string a = slurp(kDir + "z2_tiny_buckets.log"), b = slurp(kDir + "public/nccl1817_shm.log");
+  std::istringstream sa(a), sb(b);
+  std::string mixed, la, lb;
+  while (true) {
+    const bool ga = static_cast<bool>(std::getline(sa, la)), gb = static_cast<bool>(std::getline(sb, lb));
+    if (!ga && !gb) break;
+    if (ga) mixed += la + "\n";
+    if (gb) mixed += "[rank1]:" + lb + "\n";
+  }
+  RunLog log;
+  parse_log_text(mixed, "mixed.log", log);
+  ASSERT_TRUE(log.user_config.has_value());
+  const Diagnosis d = diagnose(log, {});
+  ASSERT_FALSE(d.causes.empty());
+  EXPECT_EQ(d.causes.front().id, "tiny_buckets");
+  // Two files: a real run's log and the OOM excerpt -> OOM first, the slow cause after.
+  RunLog two;
+  parse_log_file(kDir + "z2_overlap_off.log", two);
+  parse_log_file(kDir + "public/lf7532_zero3_oom.log", two);
+  const auto v = ids(diagnose(two, {}));
+  ASSERT_EQ(v.size(), 2u);
+  EXPECT_EQ(v[0], "oom");
+  EXPECT_EQ(v[1], "overlap_off");
+}
+
+TEST(DiagnoseRobust, GarbageAndOtherLocales) {
+  RunLog g;
+  std::string junk;
+  for (int i = 0; i < 5000; ++i) junk += static_cast<char>((i * 7919) % 256);
+  parse_log_text(junk, "junk.bin", g);
+  EXPECT_THROW(require_recognized(g), UserError);
+  // A German-locale shell's messages around real lines, UTF-8 and a decimal comma: still read.
+  RunLog de;
+  parse_log_text(
+      "Speicherzugriffsfehler (Speicherabzug geschrieben) bei 1,5 GB\n"
+      "[Rank 0] time (ms) | fwd_microstep: 12.50 | bwd_microstep: 30.00 | bwd_inner_microstep: 25.00 | "
+      "bwd_allreduce_microstep: 5.00 | step_microstep: 7.00\n"
+      "训练开始 time (ms) | fwd_microstep: 1,5 | step_microstep: abc\n",
+      "de.log", de);
+  ASSERT_EQ(de.timers.size(), 1u);  // "1,5" is not a number DeepSpeed prints: that line adds no phase
+  EXPECT_DOUBLE_EQ(de.timers[0].fwd_ms, 12.5);
+  RunLog empty;
+  parse_log_text("", "empty.log", empty);
+  EXPECT_THROW(require_recognized(empty), UserError);
+}
+
+TEST(DiagnoseRobust, FileChecks) {
+  RunLog log;
+  EXPECT_THROW(parse_log_file(kDir + "does-not-exist.log", log), UserError);
+  EXPECT_THROW(parse_log_file(kDir, log), UserError);  // a directory
+}
+
+}  // namespace
+}  // namespace zeroplan::diagnose
