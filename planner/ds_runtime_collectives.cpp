@@ -150,6 +150,10 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
       }
     }
     if (numel > 0) add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
+    // Plain fp32 optimizer with gradient_clipping (HF Trainer default max_grad_norm 1.0; recorded runs
+    // use 1.0): engine.py _take_model_step -> clip_fp32_gradients -> runtime/utils.py clip_grad_norm_,
+    // one fp32 all_reduce of the norm (recorded in llama-gqa_s0_n*_fp32_default).
+    if (path.wrapper == OptimizerWrapper::Basic) add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
     if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
       // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
       const int64_t part = ceil_div(ceil_div(s.mem.trainable_params, 2 * N) * 2 * N, N);
@@ -164,7 +168,9 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     for (int64_t m = 0; m < reductions; ++m)
       for (int64_t b : f)
         add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
-    add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
+    // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
+    if (w.train.precision != Precision::FP32)
+      add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
     add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
     // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.
     const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;

@@ -295,5 +295,34 @@ TEST(DeepSpeedVersions, OptimizerWrapperTable) {
   EXPECT_EQ(wr(V19, 3, Precision::BF16, G::Default), W::ZeroStage3);
 }
 
+// Issue 16 item 7: degenerate knobs as DeepSpeed runs them. reduce_bucket_size 0: every gradient
+// flushes the bucket before it (stage_1_and_2.py / stage3.py reduce_independent_p_g_buckets_and_remove_grads:
+// `elements + numel > reduce_bucket_size` with a non-empty bucket), so one reduction per tensor.
+// Hand count for the recorded llama-gqa model (2 layers x (q, k, v, o, gate, up, down, 2 norms) +
+// embedding + final norm + lm_head) = 21 tensors. stage3_prefetch_bucket_size 0: no prefetch call
+// (partitioned_param_coordinator.py `if self.__prefetch_bucket_sz > 0`), one gather per module with
+// non-persistent parameters: embedding, lm_head and 2 x (gate, up, down) above the 1e5 threshold = 8.
+TEST(DegenerateKnobs, ZeroBucketsArePerTensorAndZeroPrefetchIsNone) {
+  const fs::path f = kFixtures / "0.19.8/llama-gqa_s3_n2_bf16_default.json";
+  if (!fs::exists(f)) GTEST_SKIP() << "fixture not recorded yet: " << f;
+  Case c = planner_inputs(read_json(f), DeepSpeedVersion::V0_19_8);
+  const ModelStats stats = compute_model_stats(c.w);
+  auto count = [&](const ZeroConfig& z, Phase ph, CollectiveKind k) {
+    int64_t n = 0;
+    for (const auto& call : deepspeed_collectives(c.w, stats, z)) n += call.phase == ph && call.kind == k;
+    return n;
+  };
+  ZeroConfig z2 = ZeroConfig::deepspeed_defaults(2);
+  z2.reduce_bucket_size = 0;
+  EXPECT_EQ(count(z2, kBackward, CollectiveKind::AllReduce), 21);
+  ZeroConfig z3 = c.z;
+  z3.reduce_bucket_size = 0;
+  EXPECT_EQ(count(z3, kBackward, CollectiveKind::ReduceScatter), 21);
+  z3.prefetch_bucket_size = 0;
+  EXPECT_EQ(count(z3, kForward, CollectiveKind::AllGather), 8);
+  // And the memory model stays finite: a 0-element bucket is 0 bytes.
+  EXPECT_GT(estimate_memory(c.w, stats, z3).peak, 0);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
