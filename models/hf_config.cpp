@@ -4,6 +4,7 @@
 // from_pretrained() builds when the key is absent.
 #include "models/hf_config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <string>
@@ -45,6 +46,12 @@ class ConfigReader {
       }
     }
     return nullptr;
+  }
+
+  // `key` is present with the value null (e.g. DeepSeek-V2-Lite's "q_lora_rank": null).
+  bool is_null(const char* key) const {
+    auto it = j_.find(key);
+    return it != j_.end() && it->is_null();
   }
 
   std::optional<int64_t> opt_int(std::initializer_list<const char*> keys, int64_t max) const {
@@ -121,10 +128,156 @@ class ConfigReader {
   std::string origin_;
 };
 
-// Families whose module tree is Llama's (possibly with fused projections or extra norms).
+// Families whose module tree is Llama's ("model.layers.N.self_attn/mlp"), possibly with fused
+// projections, extra norms, q/k norms, MLA attention or MoE blocks. Each field's default is the one
+// of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
+// tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  return t == "llama" || t == "mistral" || t == "mixtral" || t == "qwen2" || t == "gemma" || t == "gemma2" ||
-         t == "phi3";
+  static const char* const kTypes[] = {"llama",       "mistral",     "mixtral",   "qwen2",      "qwen3",
+                                       "qwen2_moe",   "qwen3_moe",   "gemma",     "gemma2",     "gemma3_text",
+                                       "phi3",        "olmo2",       "olmoe",     "granite",    "glm4",
+                                       "starcoder2",  "cohere",      "gpt_oss",   "llama4_text", "deepseek_v2",
+                                       "deepseek_v3"};
+  for (const char* k : kTypes)
+    if (t == k) return true;
+  return false;
+}
+
+// A non-negative integer field (0 allowed: first_k_dense_replace, n_shared_experts).
+std::optional<int64_t> opt_count(const ConfigReader& r, const char* key, int64_t max) {
+  const json* v = r.find({key});
+  if (!v) return std::nullopt;
+  if (v->is_number_integer() && v->get<int64_t>() == 0) return 0;
+  return r.opt_int({key}, max);
+}
+
+// A list of layer indices (mlp_only_layers, moe_layers); out-of-range indices are an error.
+std::vector<int64_t> opt_layer_list(const ConfigReader& r, const char* key, int64_t layers) {
+  std::vector<int64_t> out;
+  const json* v = r.find({key});
+  if (!v) return out;
+  if (!v->is_array())
+    throw_user_error("model config '{}': field '{}' must be a list of layer indices, found {}", r.origin(), key,
+                     v->dump());
+  for (const auto& e : *v) {
+    if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= layers)
+      throw_user_error("model config '{}': field '{}' holds {}, not a layer index in [0, {})", r.origin(), key,
+                       e.dump(), layers);
+    out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+// MoE blocks: expert counts, widths, shared experts and which layers are sparse, per family.
+void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
+  const int64_t L = m.num_layers;
+  auto all_moe = [&](bool on) { m.moe_layers.assign(static_cast<size_t>(L), on); };
+  if (type == "mixtral") {
+    // MixtralConfig: num_local_experts 8, num_experts_per_tok 2; experts as wide as intermediate_size.
+    m.moe_style = MoeStyle::Mixtral;
+    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(8);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
+    m.moe_intermediate_size = m.intermediate_size;
+  } else if (type == "qwen2_moe" || type == "qwen3_moe") {
+    // Qwen2MoeConfig: num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
+    // shared_expert_intermediate_size 5632 (+ shared_expert_gate); Qwen3MoeConfig: num_experts 128
+    // (attribute_map num_experts -> num_local_experts), 8 per token, moe_intermediate_size 768, no
+    // shared expert. Layer i is sparse iff i is not in mlp_only_layers and (i+1) % decoder_sparse_step
+    // == 0 (modeling_qwen3_moe.py Qwen3MoeDecoderLayer).
+    const bool q2 = type == "qwen2_moe";
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(q2 ? 60 : 128);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(q2 ? 4 : 8);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(q2 ? 1408 : 768);
+    if (q2) {
+      m.shared_expert_intermediate_size =
+          opt_count(r, "shared_expert_intermediate_size", kMaxIntermediate).value_or(5632);
+      m.num_shared_experts = 1;
+      m.shared_expert_gate = true;
+    }
+    const int64_t step = r.opt_int({"decoder_sparse_step"}, kMaxLayers).value_or(1);
+    const auto dense = opt_layer_list(r, "mlp_only_layers", L);
+    all_moe(false);
+    for (int64_t i = 0; i < L; ++i)
+      m.moe_layers[static_cast<size_t>(i)] =
+          std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0;
+  } else if (type == "olmoe") {
+    // OlmoeConfig: num_experts 64, num_experts_per_tok 8, experts as wide as intermediate_size.
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(64);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size = m.intermediate_size;
+  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+    // DeepseekV2Config: n_routed_experts 64, n_shared_experts 2, moe_intermediate_size 1407,
+    // first_k_dense_replace 0, num_experts_per_tok None; DeepseekV3Config: 256, 1, 2048, 3, 8.
+    // Layer i is sparse iff i >= first_k_dense_replace (modeling_deepseek_v3.py
+    // DeepseekV3DecoderLayer); the shared experts are one MLP of moe_intermediate_size *
+    // n_shared_experts (DeepseekV3MoE.shared_experts).
+    const bool v3 = type == "deepseek_v3";
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"n_routed_experts"}, kMaxExperts).value_or(v3 ? 256 : 64);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(v3 ? 2048 : 1407);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(v3 ? 1 : 2);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    if (auto k = r.opt_int({"num_experts_per_tok"}, kMaxExperts)) {
+      m.experts_per_token = *k;
+    } else {
+      // DeepseekV2Config leaves num_experts_per_tok None; the routing then has no top-k. FLOPs need
+      // one: 6, deepseek-ai/DeepSeek-V2's config.json value.
+      m.experts_per_token = v3 ? 8 : 6;
+      if (!v3)
+        m.warnings.push_back(fmt::format(
+            "model config '{}': num_experts_per_tok is not given; active parameters assume 6 routed experts "
+            "per token (deepseek-ai/DeepSeek-V2's value)",
+            r.origin()));
+    }
+    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(v3 ? 3 : 0);
+    if (const auto freq = r.opt_int({"moe_layer_freq"}, kMaxLayers); freq && *freq != 1)
+      m.warnings.push_back(fmt::format(
+          "model config '{}': moe_layer_freq {} is ignored, as transformers' DeepSeek model ignores it (every "
+          "layer from first_k_dense_replace on is MoE); DeepSeek's own modeling code would make only every {}th "
+          "layer MoE",
+          r.origin(), *freq, *freq));
+    all_moe(false);
+    for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
+    m.router_score_bias = v3;
+  } else if (type == "gpt_oss") {
+    // GptOssConfig: num_local_experts 128, num_experts_per_tok 4 (Hub files also say
+    // experts_per_token); experts as wide as intermediate_size, fused with biases; router has a bias.
+    m.moe_style = MoeStyle::FusedGptOss;
+    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(128);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok", "experts_per_token"}, kMaxExperts).value_or(4);
+    m.moe_intermediate_size = m.intermediate_size;
+    m.router_bias = true;
+  } else if (type == "llama4_text") {
+    // Llama4TextConfig: num_local_experts 16, num_experts_per_tok 1; routed experts and the shared
+    // expert are intermediate_size wide (8192), dense layers intermediate_size_mlp (16384); MoE layers
+    // are moe_layers, else every interleave_moe_layer_step-th: range(step-1, L, step).
+    m.moe_style = MoeStyle::FusedLlama4;
+    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(16);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(1);
+    m.moe_intermediate_size = m.intermediate_size;
+    m.shared_expert_intermediate_size = m.intermediate_size;
+    m.num_shared_experts = 1;
+    m.intermediate_size = r.opt_int({"intermediate_size_mlp"}, kMaxIntermediate).value_or(16384);
+    all_moe(false);
+    if (r.find({"moe_layers"})) {
+      for (const int64_t i : opt_layer_list(r, "moe_layers", L)) m.moe_layers[static_cast<size_t>(i)] = true;
+    } else {
+      const int64_t step = r.opt_int({"interleave_moe_layer_step"}, kMaxLayers).value_or(1);
+      for (int64_t i = step - 1; i < L; i += step) m.moe_layers[static_cast<size_t>(i)] = true;
+    }
+  }
+  if (!m.moe_layers.empty() &&
+      std::all_of(m.moe_layers.begin(), m.moe_layers.end(), [](bool b) { return b; }))
+    m.moe_layers.clear();  // all sparse: the compact form
+  if (m.is_moe() && !m.moe_layers.empty() &&
+      std::none_of(m.moe_layers.begin(), m.moe_layers.end(), [](bool b) { return b; })) {
+    // No layer is sparse (e.g. decoder_sparse_step > layers): a dense model.
+    m.num_experts = m.experts_per_token = 0;
+    m.moe_style = MoeStyle::None;
+    m.moe_layers.clear();
+  }
 }
 
 void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec& m) {
@@ -134,39 +287,96 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   m.num_heads = r.req_int({"num_attention_heads"}, kMaxHeads);
   m.intermediate_size = r.req_int({"intermediate_size"}, kMaxIntermediate);
   m.vocab_size = r.req_int({"vocab_size"}, kMaxVocab);
-  m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(m.num_heads);
-  if (auto hd = r.opt_int({"head_dim"}, kMaxHidden)) m.head_dim = *hd;
+  // num_key_value_heads defaults: MistralConfig/MixtralConfig 8, Qwen3MoeConfig 4, Gemma2Config/
+  // Gemma3TextConfig 4, Glm4Config 2, Starcoder2Config 2, GptOssConfig 8, Llama4TextConfig 8; the
+  // others (and LlamaConfig's None) = num_attention_heads.
+  int64_t dflt_kv = m.num_heads;
+  if (type == "mistral" || type == "mixtral" || type == "gpt_oss" || type == "llama4_text") dflt_kv = 8;
+  if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text") dflt_kv = 4;
+  if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
+  m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
+  // head_dim defaults: GemmaConfig/Gemma2Config/Gemma3TextConfig 256, Qwen3Config 128,
+  // Glm4Config 128, Llama4TextConfig 128, GptOssConfig 64; the others hidden/heads.
+  int64_t dflt_head_dim = 0;
+  if (type == "gemma" || type == "gemma2" || type == "gemma3_text") dflt_head_dim = 256;
+  if (type == "qwen3" || type == "glm4" || type == "llama4_text") dflt_head_dim = 128;
+  if (type == "gpt_oss") dflt_head_dim = 64;
+  m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
-  // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096).
+  // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
   int64_t dflt_pos = 2048;
   if (type == "mistral" || type == "mixtral") dflt_pos = 4096 * 32;
-  if (type == "qwen2") dflt_pos = 32768;
+  if (type.rfind("qwen", 0) == 0) dflt_pos = 32768;
   if (type == "gemma" || type == "gemma2") dflt_pos = 8192;
-  if (type == "phi3") dflt_pos = 4096;
+  if (type == "phi3" || type == "olmoe") dflt_pos = 4096;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
-  m.norm_eps = r.opt_double({"rms_norm_eps"}, 0.0);
+  m.norm_eps = r.opt_double({"rms_norm_eps", "norm_epsilon", "layer_norm_eps"}, 0.0);
   m.mlp = MlpKind::Gated;
   m.position = PositionKind::Rotary;
-  // Gemma and Gemma-2 tie by default (GemmaConfig tie_word_embeddings=True); the others don't.
-  const bool tie_default = type == "gemma" || type == "gemma2";
+  // Tied by default: GemmaConfig, Gemma2Config, Gemma3TextConfig, Starcoder2Config, CohereConfig.
+  const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
+                           type == "starcoder2" || type == "cohere";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
   m.activation = r.opt_string({"hidden_activation", "hidden_act"},
-                              type.rfind("gemma", 0) == 0 ? "gelu_pytorch_tanh" : "silu");
-  // Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False (modeling_qwen2.py).
-  m.qkv_bias_only = type == "qwen2";
-  m.attention_bias = !m.qkv_bias_only && r.opt_bool("attention_bias", false);
-  m.mlp_bias = r.opt_bool("mlp_bias", false);
-  m.extra_norms = type == "gemma2";
-  m.fused_qkv = m.fused_gate_up = type == "phi3";
-  // MoE: Mixtral spells it num_local_experts / num_experts_per_tok (MixtralConfig defaults 8 / 2).
-  if (type == "mixtral") {
-    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(8);
-    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
-  } else if (auto e = r.opt_int({"num_local_experts"}, kMaxExperts)) {
-    m.num_experts = *e;
-    m.experts_per_token = r.req_int({"num_experts_per_tok"}, kMaxExperts);
+                              type.rfind("gemma", 0) == 0 || type == "starcoder2" ? "gelu_pytorch_tanh" : "silu");
+  // Attention biases. Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False; Qwen2MoeConfig
+  // qkv_bias (default True) with o_proj bias=False; Glm4Attention: q/k/v bias=attention_bias
+  // (Glm4Config default True), o_proj bias=False; GptOssConfig attention_bias default True (q/k/v/o);
+  // Starcoder2Config use_bias default True (q/k/v/o and c_fc/c_proj).
+  if (type == "qwen2") {
+    m.qkv_bias_only = true;
+  } else if (type == "qwen2_moe") {
+    m.qkv_bias_only = r.opt_bool("qkv_bias", true);
+  } else if (type == "glm4") {
+    m.qkv_bias_only = r.opt_bool("attention_bias", true);
+  } else if (type == "starcoder2") {
+    m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", true);
+  } else {
+    m.attention_bias = r.opt_bool("attention_bias", type == "gpt_oss");
   }
+  if (type != "starcoder2") m.mlp_bias = r.opt_bool("mlp_bias", false);
+  m.fused_qkv = type == "phi3";
+  m.fused_gate_up = type == "phi3" || type == "glm4";
+
+  // Norm placement and q/k norms (modeling_<family>.py DecoderLayer / Attention __init__).
+  if (type == "gemma2" || type == "gemma3_text") m.norm_placement = NormPlacement::Sandwich;
+  if (type == "glm4") m.norm_placement = NormPlacement::Glm4;
+  if (type == "olmo2") m.norm_placement = NormPlacement::PostOnly;
+  m.extra_norms = m.norm_placement == NormPlacement::Sandwich || m.norm_placement == NormPlacement::Glm4;
+  if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") m.qk_norm = QkNorm::PerHead;
+  if (type == "olmo2" || type == "olmoe") m.qk_norm = QkNorm::FullWidth;
+  if (type == "starcoder2") {
+    // Starcoder2: nn.LayerNorm (bias) everywhere, plain MLP c_fc -> gelu -> c_proj.
+    m.norm = NormKind::LayerNorm;
+    m.norm_bias = true;
+    m.mlp = MlpKind::Plain;
+    m.mlp_c_names = true;
+  }
+  if (type == "cohere") {
+    // CohereLayerNorm: weight only (bias=False); one input_layernorm feeds attention and MLP
+    // (CohereDecoderLayer: parallel residual); use_qk_norm (default False) adds q_norm/k_norm of
+    // shape [heads, head_dim] / [kv_heads, head_dim].
+    m.norm = NormKind::LayerNorm;
+    m.norm_placement = NormPlacement::Parallel;
+    m.parallel_attention = true;
+    if (r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::HeadMatrix;
+  }
+  m.attention_sinks = type == "gpt_oss";
+
+  // MLA (modeling_deepseek_v3.py DeepseekV3Attention; DeepseekV2/V3Config defaults identical).
+  if (type == "deepseek_v2" || type == "deepseek_v3") {
+    m.mla = true;
+    // q_lora_rank null (DeepSeek-V2-Lite) means a plain q_proj; absent means the default 1536.
+    m.q_lora_rank = r.is_null("q_lora_rank") ? 0 : r.opt_int({"q_lora_rank"}, kMaxHidden).value_or(1536);
+    m.kv_lora_rank = r.opt_int({"kv_lora_rank"}, kMaxHidden).value_or(512);
+    m.qk_rope_head_dim = r.opt_int({"qk_rope_head_dim"}, kMaxHidden).value_or(64);
+    m.qk_nope_head_dim = r.opt_int({"qk_nope_head_dim"}, kMaxHidden).value_or(128);
+    m.v_head_dim = r.opt_int({"v_head_dim"}, kMaxHidden).value_or(128);
+    m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;  // the query/key head width
+  }
+
+  read_moe(r, type, m);
 }
 
 void read_gpt2(const ConfigReader& r, ModelSpec& m) {
@@ -316,6 +526,35 @@ void check_shapes(const ConfigReader& r, ModelSpec& m) {
   (void)m.num_parameters();
 }
 
+// Fields that change the module tree of the families that use them: a config of a family zeroplan
+// does not model carrying any of them (with a non-zero, non-empty value) would be silently miscounted
+// as a dense Llama, so it is refused instead.
+constexpr const char* kStructuralFields[] = {
+    // MoE
+    "num_experts", "num_local_experts", "n_routed_experts", "num_experts_per_tok", "experts_per_token",
+    "moe_intermediate_size", "n_shared_experts", "shared_expert_intermediate_size", "moe_layer_freq",
+    "first_k_dense_replace", "decoder_sparse_step", "mlp_only_layers", "moe_layers",
+    "interleave_moe_layer_step", "num_shared_experts", "moe_num_experts",
+    // MLA
+    "q_lora_rank", "kv_lora_rank", "qk_rope_head_dim", "qk_nope_head_dim", "v_head_dim",
+    // other module-tree changes: q/k norms, parallel blocks, state-space/linear-attention layers
+    "use_qk_norm", "qk_layernorm", "parallel_attn", "use_parallel_residual", "ssm_state_size",
+    "mamba_d_state", "linear_num_value_heads", "attn_layer_period", "hybrid_override_pattern",
+    "layers_block_type", "num_nextn_predict_layers"};
+
+std::vector<std::string> structural_fields_present(const json& j) {
+  std::vector<std::string> out;
+  for (const char* k : kStructuralFields) {
+    auto it = j.find(k);
+    if (it == j.end() || it->is_null()) continue;
+    if ((it->is_number() && it->get<double>() == 0) || (it->is_boolean() && !it->get<bool>()) ||
+        (it->is_array() && it->empty()))
+      continue;
+    out.push_back(k);
+  }
+  return out;
+}
+
 }  // namespace
 
 ModelSpec model_from_hf_config(const std::string& origin, const std::string& json_text) {
@@ -323,10 +562,30 @@ ModelSpec model_from_hf_config(const std::string& origin, const std::string& jso
 }
 
 ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j) {
+  if (!j.is_object()) throw_user_error("model config '{}' must be a JSON object, found {}", origin, j.type_name());
   const ConfigReader r(j, origin);
+  const std::string outer_type = r.opt_string({"model_type"}, "");
+  // Vision-language configs (Gemma-3, Llama-4, Mistral-3, LLaVA, ...): the language tower is the
+  // text_config, a config of one of the families below. zeroplan plans that tower.
+  if (const json* tc = r.find({"text_config"}); tc && tc->is_object() && !is_llama_family(outer_type)) {
+    json text = *tc;
+    // text_config files inherit tie_word_embeddings from the outer config when they omit it
+    // (PreTrainedConfig.get_text_config returns the sub-config; the outer flag decides the tie in
+    // *ForConditionalGeneration).
+    if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+      text["tie_word_embeddings"] = j["tie_word_embeddings"];
+    ModelSpec m = model_from_hf_json(origin + " (text_config)", text);
+    m.name = origin;
+    m.text_config_of = outer_type;
+    m.warnings.push_back(fmt::format(
+        "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower (text_config, "
+        "'{}') only: the vision encoder and projector are not counted",
+        origin, outer_type, m.model_type));
+    return m;
+  }
   ModelSpec m;
   m.name = origin;
-  m.model_type = r.opt_string({"model_type"}, "");
+  m.model_type = outer_type;
   if (const json* a = r.find({"architectures"}); a && a->is_array() && !a->empty() && (*a)[0].is_string())
     m.architecture = (*a)[0].get<std::string>();
 
@@ -344,7 +603,18 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j)
   } else if (t == "gpt_neox") {
     read_gpt_neox(r, m);
   } else {
-    // Not a family we model: accept it when it has Llama's standard fields, and say what we assumed.
+    const auto fields = structural_fields_present(j);
+    if (!fields.empty()) {
+      std::string names;
+      for (const auto& f : fields) names += (names.empty() ? "'" : ", '") + f + "'";
+      throw_user_error(
+          "model config '{}': {} is not a family zeroplan models, and it has fields that change the module tree "
+          "({}: mixture-of-experts, latent attention or other structure); zeroplan will not guess its parameter "
+          "count. Give --model the folder of the checkpoint (config.json with its *.safetensors files) for an exact "
+          "tensor inventory",
+          origin, t.empty() ? std::string("a config without model_type") : fmt::format("model_type '{}'", t), names);
+    }
+    // A plain dense config: accept it when it has Llama's standard fields, and say what we assumed.
     read_llama_family(r, "llama", m);
     m.warnings.push_back(fmt::format(
         "model config '{}': {} is not a family zeroplan models; assumed a Llama-style decoder from its "

@@ -3,8 +3,10 @@
 // final norm, LM head). Shapes follow nn.Linear's [out_features, in_features]; GPT-2's Conv1D
 // stores the transpose in its checkpoint, which changes no count.
 //
-// Module trees read from transformers' modeling files (v4.4x):
-//   Llama/Mistral/Mixtral/Qwen2/Gemma/Gemma-2: models/llama/modeling_llama.py and siblings
+// Module trees read from transformers' modeling files (v4.4x; the Llama-layout families of
+// transformers 5.24, each checked against a meta-device model by tests/test_models_hf.cpp):
+//   Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen2-MoE/Qwen3-MoE/DeepSeek-V2/V3/gpt-oss/Llama-4 text/
+//   Gemma 1-3/OLMo-2/OLMoE/Granite/GLM-4/Starcoder2/Cohere: models/<family>/modeling_<family>.py
 //   Phi-3: models/phi3/modeling_phi3.py (qkv_proj, gate_up_proj)
 //   GPT-2: models/gpt2/modeling_gpt2.py; OPT: models/opt/modeling_opt.py;
 //   BLOOM: models/bloom/modeling_bloom.py; Falcon: models/falcon/modeling_falcon.py;
@@ -52,6 +54,14 @@ class GroupBuilder {
     }
   }
 
+  // A parameter that is neither a Linear's weight nor a norm (gpt-oss attention sinks, fused 3-D
+  // expert tensors, Cohere's 2-D q/k norm weights): `path` is the full parameter name under the prefix.
+  void param(const std::string& path, std::vector<int64_t> shape, std::string module = "", bool norm = false) {
+    TensorSpec t{full(path), module.empty() ? leaf(path) : std::move(module), std::move(shape)};
+    t.is_norm = norm;
+    group_.tensors.push_back(std::move(t));
+  }
+
   void embedding(const std::string& path, int64_t rows, int64_t dim) {
     TensorSpec w{full(path) + ".weight", leaf(path), {rows, dim}};
     w.is_embedding = true;
@@ -71,12 +81,44 @@ class GroupBuilder {
   std::string prefix_;
 };
 
-// Llama-style decoder (also Phi-3's fused variant): pre-norm RMSNorm, q/k/v/o, gated MLP or MoE.
-void llama_layer(const ModelSpec& m, GroupBuilder& g) {
+// A gated MLP (gate_proj, up_proj, down_proj) of width f under `prefix` (or fused gate_up_proj).
+void gated_mlp(const ModelSpec& m, GroupBuilder& g, const std::string& prefix, int64_t f, bool bias) {
+  const int64_t h = m.hidden_size;
+  if (m.fused_gate_up) {
+    g.linear(prefix + ".gate_up_proj", 2 * f, h, bias);
+  } else {
+    g.linear(prefix + ".gate_proj", f, h, bias);
+    g.linear(prefix + ".up_proj", f, h, bias);
+  }
+  g.linear(prefix + ".down_proj", h, f, bias);
+}
+
+// The attention block of a Llama-layout layer.
+void llama_attention(const ModelSpec& m, GroupBuilder& g) {
   const int64_t h = m.hidden_size, q = m.num_heads * m.head_dim, kv = m.num_kv_heads * m.head_dim;
+  if (m.mla) {
+    // DeepSeek MLA (modeling_deepseek_v3.py DeepseekV3Attention): queries through a low-rank
+    // q_a_proj -> q_a_layernorm -> q_b_proj (or one q_proj when q_lora_rank is null); keys/values
+    // through kv_a_proj_with_mqa [kv_lora_rank + rope dim] -> kv_a_layernorm -> kv_b_proj
+    // [heads * (nope + v)]; o_proj from heads * v_head_dim. Biases: q_a/kv_a/o_proj use
+    // attention_bias, q_b/kv_b/q_proj none.
+    const int64_t qk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    if (m.q_lora_rank > 0) {
+      g.linear("self_attn.q_a_proj", m.q_lora_rank, h, m.attention_bias);
+      g.norm("self_attn.q_a_layernorm", m.q_lora_rank, false);
+      g.linear("self_attn.q_b_proj", m.num_heads * qk, m.q_lora_rank, false);
+    } else {
+      g.linear("self_attn.q_proj", m.num_heads * qk, h, false);
+    }
+    g.linear("self_attn.kv_a_proj_with_mqa", m.kv_lora_rank + m.qk_rope_head_dim, h, m.attention_bias);
+    g.norm("self_attn.kv_a_layernorm", m.kv_lora_rank, false);
+    g.linear("self_attn.kv_b_proj", m.num_heads * (m.qk_nope_head_dim + m.v_head_dim), m.kv_lora_rank, false);
+    g.linear("self_attn.o_proj", h, m.num_heads * m.v_head_dim, m.attention_bias);
+    return;
+  }
   const bool qkv_bias = m.attention_bias || m.qkv_bias_only;
   const bool o_bias = m.attention_bias && !m.qkv_bias_only;
-  g.norm("input_layernorm", h, m.norm_bias);
+  if (m.attention_sinks) g.param("self_attn.sinks", {m.num_heads});  // gpt-oss: one logit per head
   if (m.fused_qkv) {
     g.linear("self_attn.qkv_proj", q + 2 * kv, h, qkv_bias);
   } else {
@@ -85,31 +127,107 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g) {
     g.linear("self_attn.v_proj", kv, h, qkv_bias);
   }
   g.linear("self_attn.o_proj", h, q, o_bias);
-  g.norm("post_attention_layernorm", h, m.norm_bias);
-  if (m.extra_norms) g.norm("pre_feedforward_layernorm", h, m.norm_bias);
+  switch (m.qk_norm) {
+    case QkNorm::None:
+      break;
+    case QkNorm::PerHead:  // Qwen3Attention / Gemma3Attention: RMSNorm(head_dim)
+      g.norm("self_attn.q_norm", m.head_dim, false);
+      g.norm("self_attn.k_norm", m.head_dim, false);
+      break;
+    case QkNorm::FullWidth:  // Olmo2Attention: RMSNorm(heads*head_dim), RMSNorm(kv_heads*head_dim);
+      // OlmoeAttention: RMSNorm(hidden), RMSNorm(hidden/heads*kv_heads) -- the same without head_dim
+      g.norm("self_attn.q_norm", m.model_type == "olmoe" ? h : q, false);
+      g.norm("self_attn.k_norm", m.model_type == "olmoe" ? h / m.num_heads * m.num_kv_heads : kv, false);
+      break;
+    case QkNorm::HeadMatrix:  // CohereAttention: CohereLayerNorm([heads, head_dim]), weight only
+      g.param("self_attn.q_norm.weight", {m.num_heads, m.head_dim}, "q_norm", true);
+      g.param("self_attn.k_norm.weight", {m.num_kv_heads, m.head_dim}, "k_norm", true);
+      break;
+  }
+}
+
+// The MoE block of a Llama-layout layer (names as the Hub checkpoints store them).
+void moe_block(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, f = m.moe_intermediate_size, E = m.num_experts;
+  switch (m.moe_style) {
+    case MoeStyle::None:
+      break;
+    case MoeStyle::Mixtral:
+      // Mixtral: block_sparse_moe.gate is the router (Linear hidden -> experts, no bias);
+      // experts.{e}.w1/w3 are gate/up, w2 is down (MixtralBlockSparseTop2MLP in the checkpoints;
+      // transformers 5 fuses them into mlp.experts.gate_up_proj at load time, same count).
+      g.linear("block_sparse_moe.gate", E, h, false);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string p = "block_sparse_moe.experts." + std::to_string(e);
+        g.linear(p + ".w1", f, h, m.mlp_bias);
+        g.linear(p + ".w2", h, f, m.mlp_bias);
+        g.linear(p + ".w3", f, h, m.mlp_bias);
+      }
+      break;
+    case MoeStyle::PerExpert:
+      // Qwen2/3-MoE, OLMoE, DeepSeek: mlp.gate router [E, h]; mlp.experts.{e}.gate/up/down_proj.
+      g.linear("mlp.gate", E, h, false);
+      for (int64_t e = 0; e < E; ++e) {
+        const std::string p = "mlp.experts." + std::to_string(e);
+        g.linear(p + ".gate_proj", f, h, false);
+        g.linear(p + ".up_proj", f, h, false);
+        g.linear(p + ".down_proj", h, f, false);
+      }
+      if (m.shared_expert_intermediate_size > 0) {
+        // Qwen2-MoE: mlp.shared_expert (+ shared_expert_gate [1, h]); DeepSeek: mlp.shared_experts.
+        const bool qwen = m.shared_expert_gate;
+        gated_mlp(m, g, qwen ? "mlp.shared_expert" : "mlp.shared_experts", m.shared_expert_intermediate_size,
+                  false);
+      }
+      if (m.shared_expert_gate) g.linear("mlp.shared_expert_gate", 1, h, false);
+      break;
+    case MoeStyle::FusedGptOss:
+      // modeling_gpt_oss.py GptOssTopKRouter (weight [E, h], bias [E]) and GptOssExperts:
+      // gate_up_proj [E, h, 2f] + gate_up_proj_bias [E, 2f], down_proj [E, f, h] + down_proj_bias [E, h].
+      g.linear("mlp.router", E, h, m.router_bias);
+      g.param("mlp.experts.gate_up_proj", {E, h, 2 * f});
+      g.param("mlp.experts.gate_up_proj_bias", {E, 2 * f});
+      g.param("mlp.experts.down_proj", {E, f, h});
+      g.param("mlp.experts.down_proj_bias", {E, h});
+      break;
+    case MoeStyle::FusedLlama4:
+      // modeling_llama4.py Llama4TextMoe: router [E, h]; Llama4TextExperts gate_up_proj [E, h, 2f],
+      // down_proj [E, f, h]; shared_expert a Llama4TextMLP of intermediate_size.
+      g.param("feed_forward.experts.gate_up_proj", {E, h, 2 * f});
+      g.param("feed_forward.experts.down_proj", {E, f, h});
+      g.linear("feed_forward.router", E, h, false);
+      gated_mlp(m, g, "feed_forward.shared_expert", m.shared_expert_intermediate_size, false);
+      break;
+  }
+}
+
+// Llama-layout decoder layer (also Phi-3's fused variant): attention, gated/plain MLP or MoE, and
+// the norms where the family puts them.
+void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
+  const int64_t h = m.hidden_size;
+  const bool nb = m.norm_bias;
+  // Forward order: input norm, attention, the norm(s) after it, MLP, the norm after it.
+  if (m.norm_placement != NormPlacement::PostOnly) g.norm("input_layernorm", h, nb);
+  llama_attention(m, g);
+  if (m.norm_placement != NormPlacement::Parallel) g.norm("post_attention_layernorm", h, nb);
+  if (m.norm_placement == NormPlacement::Sandwich) g.norm("pre_feedforward_layernorm", h, nb);
+  if (m.norm_placement == NormPlacement::Glm4) g.norm("post_self_attn_layernorm", h, nb);
   const int64_t f = m.intermediate_size;
-  if (m.is_moe()) {
-    // Mixtral: block_sparse_moe.gate is the router (Linear hidden -> experts, no bias);
-    // experts.{e}.w1/w3 are gate/up, w2 is down (modeling_mixtral.py MixtralBlockSparseTop2MLP).
-    g.linear("block_sparse_moe.gate", m.num_experts, h, false);
-    for (int64_t e = 0; e < m.num_experts; ++e) {
-      const std::string p = "block_sparse_moe.experts." + std::to_string(e);
-      g.linear(p + ".w1", f, h, m.mlp_bias);
-      g.linear(p + ".w2", h, f, m.mlp_bias);
-      g.linear(p + ".w3", f, h, m.mlp_bias);
-    }
-  } else if (m.fused_gate_up) {
-    g.linear("mlp.gate_up_proj", 2 * f, h, m.mlp_bias);
-    g.linear("mlp.down_proj", h, f, m.mlp_bias);
+  const std::string mlp = m.moe_style == MoeStyle::FusedLlama4 ? "feed_forward" : "mlp";
+  if (m.is_moe_layer(index)) {
+    moe_block(m, g);
   } else if (m.mlp == MlpKind::Gated) {
-    g.linear("mlp.gate_proj", f, h, m.mlp_bias);
-    g.linear("mlp.up_proj", f, h, m.mlp_bias);
-    g.linear("mlp.down_proj", h, f, m.mlp_bias);
+    gated_mlp(m, g, mlp, f, m.mlp_bias);
+  } else if (m.mlp_c_names) {
+    g.linear("mlp.c_fc", f, h, m.mlp_bias);  // Starcoder2MLP
+    g.linear("mlp.c_proj", h, f, m.mlp_bias);
   } else {
     g.linear("mlp.up_proj", f, h, m.mlp_bias);
     g.linear("mlp.down_proj", h, f, m.mlp_bias);
   }
-  if (m.extra_norms) g.norm("post_feedforward_layernorm", h, m.norm_bias);
+  if (m.norm_placement == NormPlacement::PostOnly || m.norm_placement == NormPlacement::Sandwich)
+    g.norm("post_feedforward_layernorm", h, nb);
+  if (m.norm_placement == NormPlacement::Glm4) g.norm("post_mlp_layernorm", h, nb);
 }
 
 // GPT-2 block: ln_1, attn.c_attn (fused qkv) + c_proj, ln_2, mlp.c_fc + c_proj; all with biases.
@@ -245,7 +363,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
     switch (layout) {
       case Layout::Llama:
       case Layout::Phi3:
-        llama_layer(*this, g);
+        llama_layer(*this, g, i);
         break;
       case Layout::GPT2:
         gpt2_layer(*this, g);
@@ -268,7 +386,8 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
 
   {
     GroupBuilder g("final_norm", "", false);
-    if (final_norm) g.norm(n.final_norm, h, layer_norm_bias);
+    // Llama layout: the final norm is the layers' kind (Starcoder2 LayerNorm with bias, Cohere without).
+    if (final_norm) g.norm(n.final_norm, h, layout == Layout::Llama ? norm_bias : layer_norm_bias);
     if (embed_dim != h) g.linear("model.decoder.project_out", embed_dim, h, false);
     out.push_back(g.take());
   }

@@ -27,22 +27,36 @@ int64_t ModelSpec::num_parameters() const {
   return n;
 }
 
-// A token is routed to experts_per_token of num_experts experts in every MoE layer (Mixtral: 2 of
-// 8, Jiang et al. 2024 "Mixtral of Experts" §2.1); everything else (attention, norms, router,
-// embeddings) it always touches. All experts of a layer have the same shape, so the untouched share
-// is exactly (E - k) / E of the layer's expert parameters. Embeddings are included, as in the
-// published "12.9B active" for Mixtral-8x7B.
+int64_t ModelSpec::num_moe_layers() const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i) ? 1 : 0;
+  return n;
+}
+
+// A token is routed to experts_per_token of num_experts routed experts in every MoE layer (Mixtral:
+// 2 of 8, Jiang et al. 2024 "Mixtral of Experts" §2.1; DeepSeek-V3: 8 of 256 plus 1 shared expert,
+// DeepSeek-AI 2024 "DeepSeek-V3 Technical Report" §2.1.2); everything else (attention, dense layers,
+// norms, routers, shared experts, embeddings, head) it always touches. The routed experts of a layer
+// all have the same shape, so the untouched share is exactly (E - k) / E of that layer's
+// routed-expert parameters. Embeddings are included, as in the published "12.9B active" for
+// Mixtral-8x7B and "3.3B activated" for Qwen3-30B-A3B (its model card).
 int64_t ModelSpec::active_parameters() const {
   if (params_only || !is_moe()) return num_parameters();
-  int64_t total = 0, expert = 0;
+  int64_t total = 0, untouched = 0;
   for (const auto& layer : inventory()) {
-    total = checked_add(total, layer.numel());
-    for (const auto& t : layer.tensors)
-      if (t.name.find(".experts.") != std::string::npos) expert = checked_add(expert, t.numel());
+    int64_t routed = 0;
+    for (const auto& t : layer.tensors) {
+      total = checked_add(total, t.numel());
+      // Routed experts: "...experts.<e>..." per expert or the fused "...experts.gate_up_proj" [E, ...];
+      // the shared experts are "shared_expert(s)", which this does not match.
+      if (t.name.find(".experts.") != std::string::npos) routed = checked_add(routed, t.numel());
+    }
+    if (routed == 0) continue;
+    ZP_CHECK(routed % num_experts == 0, "routed expert parameters {} of {} not divisible by {} experts", routed,
+             layer.name, num_experts);
+    untouched = checked_add(untouched, routed / num_experts * (num_experts - experts_per_token));
   }
-  ZP_CHECK(expert % num_experts == 0, "expert parameters {} not divisible by {} experts", expert,
-           num_experts);
-  return total - expert / num_experts * (num_experts - experts_per_token);
+  return total - untouched;
 }
 
 ModelSpec model_from_param_count(int64_t n) {

@@ -13,8 +13,33 @@ enum class NormKind { RMSNorm, LayerNorm };
 enum class MlpKind { Gated, Plain };  // Gated: SwiGLU/GeGLU (gate, up, down); Plain: fc1 -> act -> fc2
 enum class PositionKind { Rotary, Learned, Alibi };
 // Which HF module tree a checkpoint uses: it decides parameter names, fused projections and which
-// norms exist. Llama covers Llama/Mistral/Mixtral/Qwen2/Gemma/Gemma-2 and unknown Llama-style configs.
+// norms exist. Llama covers every "model.layers.N.self_attn / mlp" family (Llama, Mistral, Mixtral,
+// Qwen2/3 and their MoE, DeepSeek-V2/V3, gpt-oss, Llama-4 text, Gemma 1-3, OLMo-2, OLMoE, Granite,
+// GLM-4, Starcoder2, Cohere) and unknown Llama-style configs; the fields below pick the variant.
 enum class Layout { Llama, Phi3, GPT2, OPT, Bloom, Falcon, GPTNeoX };
+// Where a Llama-layout decoder layer has its norms (names as in the HF modeling files).
+enum class NormPlacement {
+  Pre,       // input_layernorm + post_attention_layernorm (Llama)
+  Parallel,  // input_layernorm only; attention and MLP read the same input (Cohere)
+  PostOnly,  // post_attention_layernorm + post_feedforward_layernorm (OLMo-2)
+  Sandwich,  // Pre + pre_feedforward_layernorm + post_feedforward_layernorm (Gemma-2/3)
+  Glm4,      // Pre + post_self_attn_layernorm + post_mlp_layernorm (GLM-4)
+};
+// Query/key normalisation weights inside the attention block.
+enum class QkNorm {
+  None,
+  PerHead,     // q_norm, k_norm: RMSNorm(head_dim), shared by the heads (Qwen3, Gemma-3)
+  FullWidth,   // q_norm: RMSNorm(heads*head_dim), k_norm: RMSNorm(kv_heads*head_dim) (OLMo-2, OLMoE)
+  HeadMatrix,  // q_norm: LayerNorm([heads, head_dim]), k_norm: [kv_heads, head_dim] (Cohere use_qk_norm)
+};
+// How a MoE block's experts are stored (names as in the Hub checkpoints).
+enum class MoeStyle {
+  None,
+  Mixtral,       // block_sparse_moe.gate, block_sparse_moe.experts.E.w1/w2/w3 (2-D per expert)
+  PerExpert,     // mlp.gate, mlp.experts.E.gate_proj/up_proj/down_proj (Qwen-MoE, OLMoE, DeepSeek)
+  FusedGptOss,   // mlp.router (+bias), mlp.experts.gate_up_proj [E, h, 2f] (+bias), down_proj [E, f, h]
+  FusedLlama4,   // feed_forward.router, feed_forward.experts.gate_up_proj [E, h, 2f], down_proj [E, f, h]
+};
 
 // One parameter tensor. `module` is the HF module name LoRA targets match against
 // ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "c_attn",
@@ -73,8 +98,30 @@ struct ModelSpec {
   bool parallel_attention = false;   // Falcon/GPT-J style: attention and MLP read the same input
   bool extra_norms = false;          // Gemma-2: pre+post norms around attention and MLP
   bool embedding_layernorm = false;  // BLOOM: word_embeddings_layernorm
-  int64_t num_experts = 0;           // MoE: num_local_experts (0 = dense)
-  int64_t experts_per_token = 0;     // MoE: num_experts_per_tok
+  int64_t num_experts = 0;           // MoE: routed experts per MoE layer (0 = dense)
+  int64_t experts_per_token = 0;     // MoE: routed experts each token goes to (top-k)
+
+  // MoE details. `intermediate_size` is the dense MLP's width (dense layers of a MoE model too).
+  MoeStyle moe_style = MoeStyle::None;
+  int64_t moe_intermediate_size = 0;     // one routed expert's width (Mixtral, OLMoE: intermediate_size)
+  int64_t num_shared_experts = 0;        // experts every token goes to (DeepSeek n_shared_experts; 1 for
+                                         // Qwen2-MoE's and Llama-4's shared_expert)
+  int64_t shared_expert_intermediate_size = 0;  // width of the one shared-expert MLP holding them all
+  bool shared_expert_gate = false;       // Qwen2-MoE: mlp.shared_expert_gate Linear(h, 1)
+  bool router_bias = false;              // gpt-oss: mlp.router has a bias
+  bool router_score_bias = false;        // DeepSeek-V3 gate.e_score_correction_bias: a buffer, not a
+                                         // parameter (no gradient, not in model.parameters())
+  std::vector<bool> moe_layers;          // per decoder layer: MoE or dense MLP (empty: all MoE if is_moe())
+
+  // Multi-head latent attention (DeepSeek-V2/V3): q_lora_rank 0 means a plain q_proj.
+  bool mla = false;
+  int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_rope_head_dim = 0, qk_nope_head_dim = 0, v_head_dim = 0;
+
+  NormPlacement norm_placement = NormPlacement::Pre;
+  QkNorm qk_norm = QkNorm::None;
+  bool attention_sinks = false;  // gpt-oss: self_attn.sinks, one learned logit per head
+  bool mlp_c_names = false;      // Starcoder2: plain MLP named mlp.c_fc / mlp.c_proj
+  std::string text_config_of;    // vision-language wrapper whose text_config this is ("gemma3", ...)
 
   Layout layout = Layout::Llama;
   bool fused_gate_up = false;             // Phi-3: one gate_up_proj [2*intermediate, hidden]
@@ -86,13 +133,22 @@ struct ModelSpec {
   double norm_eps = 0.0;                  // rms_norm_eps / layer_norm_epsilon as given (0 = not given)
 
   bool is_moe() const { return num_experts > 0; }
+  // Decoder layer i has a routed-expert block (MoE models with dense layers: DeepSeek's first
+  // first_k_dense_replace layers, Qwen-MoE's mlp_only_layers, Llama-4 Maverick's interleaving).
+  bool is_moe_layer(int64_t i) const {
+    return is_moe() && (moe_layers.empty() || moe_layers[static_cast<size_t>(i)]);
+  }
+  int64_t num_moe_layers() const;
   // The layer inventory, in forward order. Throws UserError for params_only models. With tied
   // embeddings there is no "lm_head" group: the output layer reuses the embedding's tensor, which
   // is counted once (as real checkpoints and model.parameters() count it).
   std::vector<LayerInventory> inventory() const;
   // Exact parameter count (the inventory's sum; params_only_count for --params).
   int64_t num_parameters() const;
-  // Parameters a token actually touches (MoE: only experts_per_token experts); for FLOPs.
+  // Parameters a token actually touches, for FLOPs: everything except the routed experts it is not
+  // sent to, i.e. total - sum over MoE layers of (E - k)/E of that layer's routed-expert parameters.
+  // Attention, dense layers, norms, routers, shared experts and the embeddings and head all count
+  // (the convention of Mixtral's "12.9B active" and Qwen3-30B-A3B's "3.3B activated").
   int64_t active_parameters() const;
 };
 

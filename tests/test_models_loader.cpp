@@ -188,6 +188,93 @@ TEST(Loader, MixtureOfExpertsFields) {
   expect_user_error([&] { parse(j); }, {"num_experts_per_tok"});
 }
 
+TEST(Loader, UnknownFamilyWithStructuralFieldsIsRefused) {
+  // An unknown model_type with MoE or MLA fields would be miscounted as a dense Llama: refused, with
+  // the fields named and the safetensors folder suggested.
+  json moe = llama_config();
+  moe["model_type"] = "mycorp_moe";
+  moe["num_experts"] = 64;
+  moe["moe_intermediate_size"] = 1024;
+  expect_user_error([&] { parse(moe); }, {"mycorp_moe", "'num_experts'", "'moe_intermediate_size'", "safetensors"});
+  json mla = llama_config();
+  mla["model_type"] = "mycorp_mla";
+  mla["kv_lora_rank"] = 512;
+  mla["q_lora_rank"] = nullptr;  // null is not a structural value, kv_lora_rank is
+  expect_user_error([&] { parse(mla); }, {"'kv_lora_rank'"});
+  // Zero / false / empty values change nothing: still a plain dense config, read with the warning.
+  json plain = llama_config();
+  plain["model_type"] = "mycorp_dense";
+  plain["num_experts"] = 0;
+  plain["use_qk_norm"] = false;
+  plain["mlp_only_layers"] = json::array();
+  const auto m = parse(plain);
+  EXPECT_EQ(m.num_parameters(), 6'738'415'616);
+  EXPECT_EQ(m.warnings.size(), 1u);
+}
+
+TEST(Loader, VisionLanguageConfigPlansItsTextTower) {
+  json j = {{"model_type", "llava"}, {"text_config", llama_config()}, {"vision_config", {{"hidden_size", 1024}}}};
+  const auto m = parse(j);
+  EXPECT_EQ(m.model_type, "llama");
+  EXPECT_EQ(m.text_config_of, "llava");
+  EXPECT_EQ(m.num_parameters(), 6'738'415'616);
+  ASSERT_EQ(m.warnings.size(), 1u);
+  EXPECT_NE(m.warnings[0].find("language tower"), std::string::npos);
+  // The outer tie_word_embeddings applies when the text_config has none.
+  j["text_config"].erase("tie_word_embeddings");
+  j["tie_word_embeddings"] = true;
+  EXPECT_EQ(parse(j).num_parameters(), 6'738'415'616 - 32000 * 4096);
+}
+
+// Qwen3-MoE layer selection by hand: 4 layers, h=64, 8 heads of 8 (head_dim given), 2 kv heads,
+// dense MLP 128, experts 4 x 32 wide, 2 per token, vocab 100, untied.
+TEST(Loader, QwenMoeSparseLayersByHand) {
+  json j = {{"model_type", "qwen3_moe"}, {"hidden_size", 64},          {"num_hidden_layers", 4},
+            {"num_attention_heads", 8},  {"num_key_value_heads", 2},  {"head_dim", 8},
+            {"intermediate_size", 128},  {"moe_intermediate_size", 32}, {"num_experts", 4},
+            {"num_experts_per_tok", 2},  {"vocab_size", 100},         {"decoder_sparse_step", 2},
+            {"mlp_only_layers", {3}}};
+  const auto m = parse(j);
+  // sparse: (i+1) % 2 == 0 and i not in {3} -> only layer 1.
+  EXPECT_EQ(m.num_moe_layers(), 1);
+  EXPECT_TRUE(m.is_moe_layer(1));
+  EXPECT_FALSE(m.is_moe_layer(3));
+  const int64_t attn = 64 * 64 + 2 * 16 * 64 + 64 * 64 + 2 * 8;  // q, k+v, o, q_norm+k_norm
+  const int64_t norms = 2 * 64;
+  const int64_t dense_mlp = 3 * 128 * 64;
+  const int64_t moe = 4 * 64 + 4 * 3 * 32 * 64;  // router + 4 experts
+  const int64_t total = 2 * 100 * 64 + 64 + 4 * (attn + norms) + 3 * dense_mlp + moe;
+  EXPECT_EQ(m.num_parameters(), total);
+  EXPECT_EQ(m.active_parameters(), total - 2 * 3 * 32 * 64);  // 2 of 4 experts untouched
+}
+
+// DeepSeek MLA + MoE by hand: 3 layers, first_k_dense_replace 1, h=64, 4 heads, q_lora 16, kv_lora 8,
+// rope 4, nope 8, v 6, dense MLP 96, 8 routed experts of 16, 2 shared (one MLP of 32), top-2.
+TEST(Loader, DeepseekMlaAndMoeByHand) {
+  json j = {{"model_type", "deepseek_v3"}, {"hidden_size", 64},       {"num_hidden_layers", 3},
+            {"num_attention_heads", 4},    {"num_key_value_heads", 4}, {"intermediate_size", 96},
+            {"vocab_size", 100},           {"q_lora_rank", 16},        {"kv_lora_rank", 8},
+            {"qk_rope_head_dim", 4},       {"qk_nope_head_dim", 8},    {"v_head_dim", 6},
+            {"n_routed_experts", 8},       {"num_experts_per_tok", 2}, {"n_shared_experts", 2},
+            {"moe_intermediate_size", 16}, {"first_k_dense_replace", 1}};
+  const auto m = parse(j);
+  EXPECT_TRUE(m.mla);
+  const int64_t attn = 64 * 16 + 16 + 16 * 4 * 12  // q_a_proj, q_a_layernorm, q_b_proj (nope+rope = 12)
+                       + 64 * (8 + 4) + 8           // kv_a_proj_with_mqa, kv_a_layernorm
+                       + 8 * 4 * (8 + 6)            // kv_b_proj
+                       + 4 * 6 * 64;                // o_proj
+  const int64_t norms = 2 * 64;
+  const int64_t dense = 3 * 96 * 64;
+  const int64_t moe = 8 * 64 + 8 * 3 * 16 * 64 + 3 * 32 * 64;  // router, routed, shared (2 x 16)
+  const int64_t total = 2 * 100 * 64 + 64 + 3 * (attn + norms) + dense + 2 * moe;
+  EXPECT_EQ(m.num_parameters(), total);
+  EXPECT_EQ(m.active_parameters(), total - 2 * 6 * 3 * 16 * 64);
+  // V2-Lite writes q_lora_rank null: one q_proj [heads * 12, h] instead of the low-rank pair.
+  j["model_type"] = "deepseek_v2";
+  j["q_lora_rank"] = nullptr;
+  EXPECT_EQ(parse(j).num_parameters(), total - 3 * (64 * 16 + 16 + 16 * 4 * 12) + 3 * (4 * 12 * 64));
+}
+
 TEST(Loader, Gpt2Spellings) {
   // GPT-2 124M written with n_embd/n_layer/n_head/n_positions and n_inner null.
   json j = {{"model_type", "gpt2"}, {"n_embd", 768},       {"n_layer", 12},      {"n_head", 12},
