@@ -24,6 +24,12 @@ FAMILIES = {
     "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_layer": 2, "n_head": 4, "n_positions": 256,
              "vocab_size": VOCAB, "n_inner": 1024, "resid_pdrop": 0.0, "embd_pdrop": 0.0, "attn_pdrop": 0.0,
              "tie_word_embeddings": True},
+    # Qwen3-MoE: 4 experts (moe_intermediate 128), top-2, q/k norms, decoder_sparse_step 1.
+    "qwen3_moe": {"model_type": "qwen3_moe", "hidden_size": 256, "intermediate_size": 512,
+                  "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                  "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB, "max_position_embeddings": 256,
+                  "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
+                  "router_aux_loss_coef": 0.0, "tie_word_embeddings": False},
     # Qwen2: q/k/v biases, GQA.
     "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -167,6 +173,21 @@ def _build():
     # 11. MoE.
     for stage in (0, 2):
         add(family="mixtral", stage=stage, world=2)
+    # 12. More breadth: N=4 for the other families and knobs, batch/sequence scaling, leaf modules, MoE at stage 3.
+    for fam in ("gpt2", "qwen2", "mistral"):
+        add(family=fam, stage=3, world=4)
+    add(family="gpt2", stage=1, world=4)
+    add(stage=3, world=4, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
+    add(stage=3, world=4, grad_accum=2, tag="ga2")
+    add(stage=1, world=2, gc=True, tag="gc")
+    add(stage=2, world=4, lora=True, tag="lora")
+    add(stage=2, world=2, precision="fp32", lora=True, tag="lora")
+    add(stage=2, world=2, micro_batch=4, seq=128, tag="b4_s128")
+    add(stage=3, world=2, micro_batch=4, seq=128, tag="b4_s128")
+    add(stage=3, world=2, zero={"leaf_module": {"name_suffixes": ["mlp"]}}, tag="leafmlp")
+    add(family="mixtral", stage=3, world=2)
+    for stage in (2, 3):
+        add(family="qwen3_moe", stage=stage, world=2)
     return out
 
 

@@ -365,6 +365,19 @@ class SavedActivations:
             self.region = i
         return hook
 
+    def count_inputs_of_checkpointed_layers(self):
+        """With HF gradient checkpointing (transformers 5: torch.utils.checkpoint, use_reentrant=False,
+        modeling_utils.gradient_checkpointing_enable) the checkpoint's own saved_tensors_hooks replace
+        ours inside each layer and drop what the layer saves; what stays alive for backward is the
+        checkpointed call's arguments, kept by the checkpoint's recompute closure. Those are counted
+        here, as the layer's saved bytes (same storage dedup and parameter exclusion)."""
+        for i, layer in enumerate(self.layers):
+            def hook(mod, args, kwargs, i=i):
+                self.region = i
+                for t in _tensors(list(args) + list(kwargs.values())):
+                    self.pack(t)
+            layer.register_forward_pre_hook(hook, with_kwargs=True)
+
     def _leave(self):
         def hook(mod, args, out):
             self.region = "head_and_loss"
@@ -442,6 +455,8 @@ def rank_main(rank, case, port, result_path):
     n_layers = config.num_hidden_layers
     layers = find_layers(model, n_layers)
     saved = SavedActivations(model, layers)
+    if case["gradient_checkpointing"]:
+        saved.count_inputs_of_checkpointed_layers()
 
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
                                                                           if p.requires_grad],
@@ -588,10 +603,25 @@ def run_case(case, timeout=900):
     import multiprocessing as mp
     import tempfile
     # import the heavy stack once in the parent so that forked ranks start in well under a second
+    # (the same set whatever the case, so that the parent's state, inherited by the ranks, is too)
     import deepspeed  # noqa: F401
+    import peft  # noqa: F401
     import transformers  # noqa: F401
-    if case["lora"]:
-        import peft  # noqa: F401
+    # DeepSpeed's JIT-built CPU ops (the shm collective op every TorchBackend loads, FusedAdam,
+    # CPU Adam) are loaded once here; OpBuilder.load() caches the module per class
+    # (op_builder/builder.py, _loaded_ops), so the forked ranks skip the per-rank ninja check.
+    from deepspeed.accelerator import get_accelerator
+    for op in ("ShareMemCommBuilder", "FusedAdamBuilder", "CPUAdamBuilder"):
+        try:
+            b = get_accelerator().create_op_builder(op)
+            if b is not None:
+                b.load(verbose=False)
+        except Exception as e:  # the rank will hit (and report) the same failure
+            print(f"preloading {op} failed: {e}", file=sys.stderr)
+    # Objects that exist now (the imported stack) are moved out of the cyclic collector's reach, so
+    # the collections at the measured step's phase boundaries (GC_MODE) only scan the ranks' own objects.
+    gc.collect()
+    gc.freeze()
     tmp = tempfile.mkdtemp(prefix="zp_ds_case_")
     result_path = os.path.join(tmp, "rank0.json")
     ctx = mp.get_context(os.environ.get("ZP_DS_START", "fork"))

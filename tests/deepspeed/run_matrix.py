@@ -5,7 +5,8 @@
     python tests/deepspeed/run_matrix.py --only 'llama-gqa_s*_n2_bf16_default' --skip-existing
     python tests/deepspeed/run_matrix.py --out-dir /tmp/rerecord   # for scripts/ds_conformance.sh
 
-Each case runs in its own `harness.py --case NAME --out FILE` process. A fixture is written with
+Each case's ranks are forked from this process, which imports the stack once (the same parent
+state as `harness.py --case NAME`; `--subprocess` runs one harness.py process per case instead). A fixture is written with
 sorted keys and one-space indentation, without the run's wall times (kept separately in
 <out-dir>/../timings-<ds>.json so that a re-recording diffs clean). A case DeepSpeed refuses or that
 crashes is written to failures-<ds>.json with the error's last lines instead of a fixture.
@@ -22,6 +23,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 import cases  # noqa: E402
+import harness  # noqa: E402  (installs the counting allocator before any tensor exists)
 
 
 def ds_version():
@@ -36,6 +38,8 @@ def main():
     ap.add_argument("--out-dir")
     ap.add_argument("--skip-existing", action="store_true")
     ap.add_argument("--timeout", type=int, default=900)
+    ap.add_argument("--subprocess", action="store_true",
+                    help="one harness.py process per case (default: fork each case's ranks from this process)")
     args = ap.parse_args()
     ver = ds_version()
     out_dir = args.out_dir or os.path.join(HERE, "fixtures", ver)
@@ -52,18 +56,25 @@ def main():
             continue
         tmp = path + ".tmp"
         t0 = time.time()
-        proc = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), "--case", name, "--out", tmp],
-                              capture_output=True, text=True, timeout=args.timeout + 60, cwd=REPO)
-        wall = round(time.time() - t0, 1)
-        if proc.returncode != 0 or not os.path.exists(tmp):
-            tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-25:])
-            failures[name] = {"returncode": proc.returncode, "error_tail": tail}
-            print(f"[{i + 1}/{len(names)}] {name}: FAILED ({wall}s)\n{tail}", flush=True)
-            if os.path.exists(tmp):
-                os.remove(tmp)
+        if args.subprocess:
+            proc = subprocess.run([sys.executable, os.path.join(HERE, "harness.py"), "--case", name, "--out", tmp],
+                                  capture_output=True, text=True, timeout=args.timeout + 60, cwd=REPO)
+            ok, err = proc.returncode == 0 and os.path.exists(tmp), (proc.stderr or proc.stdout)
+            res = json.load(open(tmp)) if ok else None
         else:
-            res = json.load(open(tmp))
+            # in this process: the stack is imported once and each case forks its ranks from here
+            try:
+                res, ok, err = harness.run_case(cases.CASES[name], timeout=args.timeout), True, ""
+            except Exception as e:  # noqa: BLE001 (recorded as a failure with its message)
+                res, ok, err = None, False, str(e)
+        wall = round(time.time() - t0, 1)
+        if os.path.exists(tmp):
             os.remove(tmp)
+        if not ok:
+            tail = "\n".join(err.strip().splitlines()[-25:])
+            failures[name] = {"error_tail": tail}
+            print(f"[{i + 1}/{len(names)}] {name}: FAILED ({wall}s)\n{tail}", flush=True)
+        else:
             t = res.pop("timing_s", {})
             t["process_wall"] = wall
             timings[name] = t
