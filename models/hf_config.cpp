@@ -561,7 +561,7 @@ ModelSpec model_from_hf_config(const std::string& origin, const std::string& jso
   return model_from_hf_json(origin, parse_json_text(json_text, origin, "model config"));
 }
 
-ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j) {
+ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j, bool with_checkpoint) {
   if (!j.is_object()) throw_user_error("model config '{}' must be a JSON object, found {}", origin, j.type_name());
   const ConfigReader r(j, origin);
   const std::string outer_type = r.opt_string({"model_type"}, "");
@@ -574,7 +574,7 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j)
     // *ForConditionalGeneration).
     if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
       text["tie_word_embeddings"] = j["tie_word_embeddings"];
-    ModelSpec m = model_from_hf_json(origin + " (text_config)", text);
+    ModelSpec m = model_from_hf_json(origin + " (text_config)", text, with_checkpoint);
     m.name = origin;
     m.text_config_of = outer_type;
     m.warnings.push_back(fmt::format(
@@ -604,7 +604,13 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j)
     read_gpt_neox(r, m);
   } else {
     const auto fields = structural_fields_present(j);
-    if (!fields.empty()) {
+    if (!fields.empty() && with_checkpoint) {
+      m.warnings.push_back(fmt::format(
+          "model config '{}': model_type '{}' with fields zeroplan does not model ({} in all, e.g. '{}'): parameter "
+          "counts come from the safetensors headers; activations and FLOPs from the config's standard fields as a "
+          "dense Llama-style decoder (approximate)",
+          origin, t, fields.size(), fields.front()));
+    } else if (!fields.empty()) {
       std::string names;
       for (const auto& f : fields) names += (names.empty() ? "'" : ", '") + f + "'";
       throw_user_error(

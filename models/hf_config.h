@@ -8,6 +8,9 @@
 
 namespace zeroplan::models {
 
-ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j);
+// `with_checkpoint`: the config sits beside *.safetensors files whose headers will give the exact
+// inventory, so an unknown family with structural fields is read from its standard fields (for
+// activations and FLOPs) with a warning instead of refused.
+ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j, bool with_checkpoint = false);
 
 }  // namespace zeroplan::models

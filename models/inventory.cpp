@@ -338,6 +338,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
         "zoo "
         "name or a config.json",
         name);
+  if (from_checkpoint()) return checkpoint_tensors;
   const Names n = names_for(layout);
   const int64_t h = hidden_size;
   // OPT embeds tokens at word_embed_proj_dim and projects in/out when it differs from hidden.

@@ -53,6 +53,7 @@ struct TensorSpec {
   bool is_bias = false;
   bool is_norm = false;
   bool is_embedding = false;
+  std::string dtype;  // safetensors dtype ("BF16", "F32", "U8", ...) when read from a checkpoint
   int64_t numel() const;
 };
 
@@ -132,6 +133,14 @@ struct ModelSpec {
   double rotary_pct = 1.0;                // GPT-NeoX: fraction of head_dim that is rotated
   double norm_eps = 0.0;                  // rms_norm_eps / layer_norm_epsilon as given (0 = not given)
 
+  // --model DIR with *.safetensors: the checkpoint's own tensors (headers only), which inventory()
+  // then returns instead of the one derived from the config's fields. Quantized checkpoints keep their
+  // stored dtypes and element counts (packed 4-bit blocks count as the U8 elements they are stored as).
+  std::vector<LayerInventory> checkpoint_tensors;
+  std::string checkpoint_dir;
+  int64_t checkpoint_bytes = 0;  // sum of the tensors' stored bytes (data_offsets)
+  bool from_checkpoint() const { return !checkpoint_tensors.empty(); }
+
   bool is_moe() const { return num_experts > 0; }
   // Decoder layer i has a routed-expert block (MoE models with dense layers: DeepSeek's first
   // first_k_dense_replace layers, Qwen-MoE's mlp_only_layers, Llama-4 Maverick's interleaving).
@@ -154,10 +163,16 @@ struct ModelSpec {
 
 // Resolves `name_or_path`: an alias ("7b", "13b", "70b"), a zoo name (case-insensitive, e.g.
 // "llama-2-13b", "mistral-7b"), or a path to an HF config.json (a folder holding config.json works
-// too). Throws UserError with the nearest known name for anything else.
+// too; a folder that also holds *.safetensors files gets the checkpoint's exact tensor inventory,
+// see read_safetensors_folder). Throws UserError with the nearest known name for anything else.
 ModelSpec load_model(const std::string& name_or_path);
 // Parses an HF config.json object; `origin` names it in messages.
 ModelSpec model_from_hf_config(const std::string& origin, const std::string& json_text);
+// Reads the JSON header of every *.safetensors file in `dir` (8-byte little-endian header length,
+// then the JSON; no tensor data is read) into `m.checkpoint_tensors`, grouped like inventory():
+// "embed", "layers.<i>", "final_norm", "lm_head" (anything else goes to "other"). When `m` was read
+// from the folder's config.json, every disagreement between the two is added to m.warnings.
+void read_safetensors_folder(const std::string& dir, ModelSpec& m);
 // A model known only by its parameter count (--params).
 ModelSpec model_from_param_count(int64_t n);
 

@@ -90,15 +90,20 @@ ModelSpec load_model(const std::string& name_or_path) {
       (name_or_path.size() > 5 && to_lower(name_or_path.substr(name_or_path.size() - 5)) == ".json");
   if (fs::exists(name_or_path, ec) || looks_like_path) {
     std::string path = name_or_path;
+    bool safetensors = false;
     if (fs::is_directory(path, ec)) {
+      for (const auto& e : fs::directory_iterator(path, ec))
+        if (e.is_regular_file() && e.path().extension() == ".safetensors") safetensors = true;
       path = (fs::path(name_or_path) / "config.json").string();
       if (!fs::exists(path, ec))
         throw_user_error(
-            "folder '{}' has no config.json; give the path of a HF model folder or of its config.json",
+            "folder '{}' has no config.json; give the path of a HF model folder (config.json, with its "
+            "*.safetensors files for an exact inventory) or of its config.json",
             name_or_path);
     }
-    ModelSpec m = model_from_hf_json(path, read_json_file(path, "model config"));
+    ModelSpec m = model_from_hf_json(path, read_json_file(path, "model config"), safetensors);
     m.name = name_or_path;
+    if (safetensors) read_safetensors_folder(name_or_path, m);
     return m;
   }
 

@@ -102,6 +102,28 @@ def jsonable(d):
     return json.loads(json.dumps(d, default=lambda o: None))
 
 
+def write_safetensors_fixture(out):
+    """A tiny Llama (2 layers, hidden 16, tied=False) saved with save_pretrained in bf16: the
+    config.json + model.safetensors that tests/test_models_safetensors.cpp reads headers from. Real
+    weights (CPU, a few KB) because safetensors writes data, not just shapes."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=16, intermediate_size=40, num_hidden_layers=2, num_attention_heads=2,
+                      num_key_value_heads=1, vocab_size=48, max_position_embeddings=64)
+    model = LlamaForCausalLM(cfg).to(torch.bfloat16)
+    d = os.path.join(OUT_DIR, "tiny-llama-safetensors")
+    model.save_pretrained(d, safe_serialization=True)
+    for extra in ("generation_config.json",):
+        if os.path.exists(os.path.join(d, extra)):
+            os.remove(os.path.join(d, extra))
+    import safetensors
+    r = {"class": type(model).__name__, "total": sum(p.numel() for p in model.parameters()),
+         "tensors": compact_inventory(model), "config": "tests/data/models/tiny-llama-safetensors/config.json",
+         "safetensors": safetensors.__version__}
+    out["models"]["safetensors/tiny-llama"] = r
+    print(f"safetensors/tiny-llama {r['class']:32s} {r['total']:>16,}", flush=True)
+
+
 def main():
     os.makedirs(DEFAULTS_DIR, exist_ok=True)
     out = {
@@ -145,6 +167,9 @@ def main():
         r["config"] = f"models/zoo/{fn}"
         out["models"][f"zoo/{name}"] = r
         print(f"zoo/{name:20s} {r['class']:32s} {r['total']:>16,}", flush=True)
+
+    if not only or "safetensors" in only:
+        write_safetensors_fixture(out)
 
     path = os.path.join(OUT_DIR, "param_counts.json")
     if only and os.path.exists(path):  # partial run: merge into the existing file
