@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <exception>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -15,12 +16,14 @@
 #include "cli/plan_json.h"
 #include "common/checked.h"
 #include "common/errors.h"
+#include "executor/admission.h"
 #include "executor/engine.h"
 #include "executor/mpi_comm.h"
 #include "planner/model_stats.h"
 #include "planner/search.h"
 #ifdef ZEROPLAN_HAVE_CUDA
 #include "executor/cuda/cuda_runtime.h"
+#include "executor/cuda/device.h"
 #endif
 
 namespace zeroplan::cli {
@@ -185,6 +188,47 @@ exec::RunResult run_ranks(const exec::RunConfig& rc, exec::Runtime& rt, exec::Mp
   return res;
 }
 
+// ---- admission before allocation (issue 16): the run's certain needs, sized by the executor's own
+// layout (executor/admission.h, not the planner), against what this machine has; refused with both
+// numbers before the engine allocates a byte.
+
+std::string gb(int64_t b) { return fmt::format("{:.1f} GB", static_cast<double>(b) / 1e9); }
+
+// Ranks that share this machine's memory: every thread rank, or under mpirun the processes on this
+// node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH/Hydra's MPI_LOCALNRANKS; 1 when neither is set).
+int64_t ranks_on_this_node(bool multi, int world) {
+  if (!multi) return world;
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"})
+    if (const char* v = std::getenv(var)) {
+      const long n = std::strtol(v, nullptr, 10);
+      if (n > 0) return n;
+    }
+  return 1;
+}
+
+// Host RAM: each local rank's device tier on the cpu backend (it is host memory there; capped at the
+// profile's memory, where the engine stops with an out-of-memory report), the host tier, the host
+// staging vectors, and the process's result.
+void admit_host(const exec::RunNeeds& n, bool cpu_backend, int64_t device_cap, int64_t local_ranks,
+                std::string_view who) {
+  const int64_t avail = exec::host_memory_available();
+  if (avail < 0) return;  // no /proc/meminfo (not Linux): nothing to compare with
+  const bool fits_cap = !cpu_backend || device_cap <= 0 || n.device_per_rank <= device_cap;
+  const int64_t device_on_host = cpu_backend ? (fits_cap ? n.device_per_rank : device_cap) : 0;
+  int64_t per_rank = checked_add(checked_add(device_on_host, n.host_tier_per_rank), n.host_staging_per_rank);
+  if (fits_cap) per_rank = checked_add(per_rank, n.host_export_per_rank);
+  const int64_t need = checked_add(checked_mul(per_rank, local_ranks), fits_cap ? n.host_per_process : 0);
+  if (need <= avail) return;
+  throw_user_error(
+      "this run needs at least {} of host memory ({} {} x {} each: {}{} host tier, {} staging{}), but this "
+      "machine has {} available (MemAvailable in /proc/meminfo); refused before allocating. Use a smaller "
+      "model, fewer ranks or a higher --stage",
+      gb(need), local_ranks, who, gb(per_rank),
+      cpu_backend ? gb(device_on_host) + (fits_cap ? " device tier, " : " device tier (its cap), ") : "",
+      gb(n.host_tier_per_rank), gb(n.host_staging_per_rank),
+      fits_cap ? ", " + gb(n.host_export_per_rank) + " result export" : "", gb(avail));
+}
+
 CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::MpiSession& mpi) {
   // Everything is validated before anything runs or prints.
   if (v.backend != "cpu" && v.backend != "cuda")
@@ -213,6 +257,15 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
     }
   }
 
+  const exec::RunNeeds needs = exec::minimum_run_needs(rc, world);
+  if (v.backend == "cpu") {
+    admit_host(needs, true, w.cluster.gpu.memory_bytes, ranks_on_this_node(multi, world),
+               multi ? "processes" : "thread ranks");
+  } else {
+    admit_host(needs, false, 0, emulate >= 0 ? 1 : ranks_on_this_node(multi, world),
+               multi ? "processes" : "ranks");
+  }
+
   std::unique_ptr<exec::Runtime> rt;
   bool emulated = false;
   if (v.backend == "cpu") {
@@ -228,6 +281,14 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
 #ifdef ZEROPLAN_HAVE_CUDA
     rt = exec::make_cuda_runtime(world, emulate);
     emulated = exec::cuda::runtime_is_emulated(*rt);
+    // Device memory: what cudaMemGetInfo says is free once the context, streams and cuBLASLt
+    // workspace exist, against one rank's certain needs (ranks are symmetric).
+    if (const exec::cuda::MemInfo mi = exec::cuda::mem_info(); needs.device_per_rank > mi.free_bytes)
+      throw_user_error(
+          "this run needs at least {} of GPU memory per rank (parameters, gradients, optimizer states and "
+          "reduce buckets, before activations), but the GPU has {} free of {} (cudaMemGetInfo); refused "
+          "before allocating. Use a higher --stage, --offload-optimizer cpu or more GPUs",
+          gb(needs.device_per_rank), gb(mi.free_bytes), gb(mi.total_bytes));
 #else
     (void)emulate;
     throw UserError(

@@ -4,12 +4,13 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/bounded_file.h"
 #include "common/errors.h"
 
 namespace zeroplan {
 
 // 64 MiB: far above any real config.json or ds_config.json; guards against reading a huge file.
-constexpr std::uintmax_t kMaxJsonBytes = 64ull << 20;
+constexpr std::uintmax_t kMaxJsonBytes = kMaxJsonFileBytes;
 
 nlohmann::json parse_json_text(std::string_view text, std::string_view origin, std::string_view what) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
@@ -36,14 +37,8 @@ nlohmann::json read_json_file(const std::string& path, std::string_view what) {
   if (!fs::exists(path, ec)) throw_user_error("{} '{}' does not exist", what, path);
   if (fs::is_directory(path, ec))
     throw_user_error("{} '{}' is a directory; give the path of a JSON file", what, path);
-  const auto size = fs::file_size(path, ec);
-  if (!ec && size > kMaxJsonBytes)
-    throw_user_error("{} '{}' is larger than 64 MiB; not a config file", what, path);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw_user_error("cannot read {} '{}'", what, path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return parse_json_text(ss.str(), path, what);
+  // A regular file of at most kMaxJsonBytes, checked before reading (common/bounded_file.h).
+  return parse_json_text(read_bounded_file(path, kMaxJsonBytes, what), path, what);
 }
 
 }  // namespace zeroplan

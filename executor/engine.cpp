@@ -1442,4 +1442,16 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   return res;
 }
 
+LayoutSizes layout_sizes(const RunConfig& cfg) {
+  const Layout lo = make_layout(cfg.model, cfg.lora);
+  LayoutSizes s;
+  s.total = lo.total;
+  s.frozen_total = lo.frozen_total;
+  for (const auto& p : lo.params) {
+    s.numel.push_back(p.numel);
+    s.frozen.push_back(p.frozen);
+  }
+  return s;
+}
+
 }  // namespace zeroplan::exec

@@ -113,4 +113,14 @@ void check_run_config(const RunConfig& cfg, int world_size);
 // Runs `cfg` on every local rank of `rt` (one thread per rank) and gathers the measurements.
 RunResult run_training(const RunConfig& cfg, Runtime& rt);
 
+// The engine's flat parameter layout (make_layout) as element counts: every parameter's numel and
+// whether it is frozen (LoRA), in layout order. Lets executor/admission.h size a run before it
+// allocates anything.
+struct LayoutSizes {
+  std::vector<int64_t> numel;
+  std::vector<bool> frozen;
+  int64_t total = 0, frozen_total = 0;
+};
+LayoutSizes layout_sizes(const RunConfig& cfg);
+
 }  // namespace zeroplan::exec

@@ -19,6 +19,8 @@
 // an offload must win by more than 3% (kOffloadPreference); ties go to the lower peak memory.
 #include "planner/search.h"
 
+#include "planner/invariants.h"
+
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -207,6 +209,9 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
     if (w.train.precision == Precision::FP32) peak = w.cluster.gpu.fp32_tflops;
     if (peak > 0) p.mfu = p.time.flops_per_step / (p.time.step_s * peak * 1e12);
   }
+  // No plan leaves the planner without passing the physical checks (planner/invariants.h): a
+  // violation is our bug and ends the command with exit 3, never a printed number.
+  enforce_plan_invariants(w, p);
   return p;
 }
 
