@@ -36,7 +36,9 @@ TEST(LinkProfiles, TheTiersOfIssue2AreBuiltIn) {
   for (const auto& l : builtin_links()) names.insert(l.name);
   for (const char* n : {"nvlink2", "nvlink3", "nvlink4", "nvlink4-nvls", "pcie3", "pcie4", "pcie5",
                         "pcie3-nop2p", "pcie4-nop2p", "pcie5-nop2p", "ib-edr-100", "ib-hdr-200", "ib-ndr-400",
-                        "roce-100", "roce-200", "eth-25", "eth-100", "host-shm"})
+                        "roce-100", "roce-200", "eth-25", "eth-100", "host-shm",
+                        // issue 14
+                        "nvlink5", "nvlink4-400", "nvlink3-400", "nvlink-c2c", "xgmi-mi300", "ib-xdr-800", "roce-400"})
     EXPECT_TRUE(names.count(n)) << n;
 }
 

@@ -23,13 +23,45 @@ constexpr int64_t kGiB = int64_t{1} << 30;
 
 using zeroplan::testing::error_of;
 
-TEST(GpuProfiles, TheFifteenProfilesOfIssue2AreBuiltIn) {
+TEST(GpuProfiles, TheProfilesOfIssues2And14AreBuiltIn) {
   std::set<std::string> names;
   for (const auto& g : builtin_gpus()) names.insert(g.name);
-  const std::set<std::string> expected = {"A40",     "A100-40GB", "A100-80GB", "H100", "H100-PCIE",
-                                          "H200",    "L40S",      "L4",        "A10G", "RTX3090",
-                                          "RTX4090", "V100-16GB", "V100-32GB", "T4",   "CPU"};
+  const std::set<std::string> expected = {
+      "A40",  "A100-40GB", "A100-80GB", "H100",      "H100-PCIE",   "H200",      "L40S",   "L4",
+      "A10G", "RTX3090",   "RTX4090",   "V100-16GB", "V100-32GB",   "T4",        "CPU",
+      // issue 14: Blackwell, China-market Hopper/Ampere/Ada parts, workstation cards, AMD Instinct
+      "B200", "GB200",     "B300",      "H20",       "H800",        "A800",      "L20",    "RTX5090",
+      "RTX6000-ADA",       "RTX-A6000", "MI300X",    "MI325X"};
   EXPECT_EQ(names, expected);
+  // The A10 is the A10G profile (same NVIDIA A10 datasheet figures), reached by its alias.
+  EXPECT_EQ(find_gpu("A10").name, "A10G");
+}
+
+// Issue 14's profiles: dense datasheet figures as typed from the sources named in each file, and the
+// link / node shape each platform has.
+TEST(GpuProfiles, BlackwellAndOtherIssue14Figures) {
+  EXPECT_DOUBLE_EQ(find_gpu("B200").bf16_tflops, 4500.0 / 2);  // HGX B200: 4.5 PF sparse per GPU
+  EXPECT_DOUBLE_EQ(find_gpu("B200").hbm_GBps, 8000.0);
+  EXPECT_EQ(find_gpu("B200").intra_node.name, "nvlink5");
+  EXPECT_DOUBLE_EQ(find_gpu("GB200").bf16_tflops, 5000.0 / 2);  // NVL72: 360 PF sparse / 72 GPUs
+  EXPECT_EQ(find_gpu("GB200").gpus_per_node, 72);               // one NVLink domain of 72 GPUs
+  EXPECT_EQ(find_gpu("nvl72").name, "GB200");
+  EXPECT_EQ(find_gpu("B300").memory_bytes, 288 * kGiB);
+  EXPECT_DOUBLE_EQ(find_gpu("H20").bf16_tflops, 296.0 / 2);
+  EXPECT_EQ(find_gpu("H20").intra_node.name, "nvlink4");  // H20 keeps 900 GB/s NVLink
+  EXPECT_DOUBLE_EQ(find_gpu("H800").bf16_tflops, find_gpu("H100").bf16_tflops);
+  EXPECT_DOUBLE_EQ(find_gpu("H800").intra_node.unidirectional_GBps, 200.0);  // 400 GB/s bidirectional
+  EXPECT_DOUBLE_EQ(find_gpu("A800").intra_node.unidirectional_GBps, 200.0);
+  EXPECT_DOUBLE_EQ(find_gpu("A800").bf16_tflops, 312.0);
+  EXPECT_DOUBLE_EQ(find_gpu("L20").bf16_tflops, 239.0 / 2);
+  EXPECT_DOUBLE_EQ(find_gpu("RTX5090").bf16_tflops, 209.5);  // FP32-accumulate rate
+  EXPECT_EQ(find_gpu("RTX5090").intra_node.name, "pcie5-nop2p");
+  EXPECT_DOUBLE_EQ(find_gpu("RTX6000-ADA").bf16_tflops, 1457.0 / 4);
+  EXPECT_DOUBLE_EQ(find_gpu("RTX-A6000").hbm_GBps, 768.0);
+  EXPECT_DOUBLE_EQ(find_gpu("MI300X").bf16_tflops, 1307.4);  // AMD: 1307.4 dense (2614.9 with sparsity)
+  EXPECT_DOUBLE_EQ(find_gpu("MI325X").hbm_GBps, 6000.0);
+  EXPECT_EQ(find_gpu("MI325X").memory_bytes, 256 * kGiB);
+  EXPECT_EQ(find_gpu("MI300X").intra_node.name, "xgmi-mi300");
 }
 
 TEST(GpuProfiles, EveryProfileHasPositiveFieldsAndSources) {
@@ -177,7 +209,9 @@ TEST(GpuLookup, TypoGetsTheExactSuggestionMessage) {
             "unknown GPU 'A4O'; did you mean 'A40'? (run `zeroplan gpus` for the list)");
   EXPECT_NE(error_of([] { find_gpu("H10O"); }).find("did you mean 'H100'"), std::string::npos);
   EXPECT_NE(error_of([] { find_gpu("RTX409"); }).find("did you mean 'RTX4090'"), std::string::npos);
-  EXPECT_NE(error_of([] { find_gpu("H2OO"); }).find("did you mean 'H200'"), std::string::npos);
+  // "H2OO" is now as close to H20 as to H200; these two are not.
+  EXPECT_NE(error_of([] { find_gpu("H2000"); }).find("did you mean 'H200'"), std::string::npos);
+  EXPECT_NE(error_of([] { find_gpu("H2O"); }).find("did you mean 'H20'"), std::string::npos);
 }
 
 TEST(GpuLookup, FarOffNameGetsNoSuggestionAndLongNamesAreCut) {
