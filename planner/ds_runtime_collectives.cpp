@@ -50,75 +50,141 @@ bool norms_registered_last(const std::string& model_type) {
   return false;
 }
 
-// Trainable parameter tensors (numel) in module.parameters() order (the order of DeepSpeed's
-// gradient and persistent-parameter lists), from the model inventory; LoRA adapters are not in the
-// inventory, so LoRA falls back to the size table (order unknown: listed in docs/conformance.md).
-std::vector<int64_t> trainable_numels_in_order(const Workload& w, const ModelStats& s) {
-  std::vector<int64_t> out;
-  if (w.train.method == Method::Full && !w.model.params_only) {
-    const bool reorder = norms_registered_last(w.model.model_type);
-    for (const auto& layer : w.model.inventory()) {
-      std::vector<int64_t> norms;
-      for (const auto& t : layer.tensors) {
-        if (reorder && layer.is_decoder_layer && t.is_norm)
-          norms.push_back(t.numel());
-        else
-          out.push_back(t.numel());
-      }
-      out.insert(out.end(), norms.begin(), norms.end());
-    }
-    return out;
-  }
-  const TensorSizeTable& t = s.mem.trainable_tensors;
-  for (size_t i = 0; i < t.numel.size(); ++i)
-    for (int64_t k = 0; k < t.count[i]; ++k) out.push_back(t.numel[i]);
-  return out;
-}
-
-// One module of the stage-3 trace: its own parameters (numel), in forward order.
-struct Module {
-  std::vector<int64_t> params;
+// Trainable parameter tensors in module.parameters() order (the order of DeepSpeed's flat buffers
+// and gradient/persistent-parameter lists) and in the order the forward uses them (autograd fires each
+// parameter's gradient hook in reverse execution order: recorded in llama-gqa_s2_n2_bf16_rbs50k as
+// lm_head, final norm, down, up, gate, post_attention_layernorm, o, v, k, q, input_layernorm, ...).
+// The inventory lists a Llama-layout layer's norms first; its forward (modeling_llama.py
+// LlamaDecoderLayer.forward) runs input_layernorm, self_attn, post_attention_layernorm, mlp.
+// LoRA adapters are not in the inventory, so LoRA falls back to the size table (order unknown:
+// listed in docs/conformance.md).
+struct ParamOrder {
+  std::vector<int64_t> numel;  // module.parameters() order
+  std::vector<size_t> exec;    // indices into numel, in execution order
+  // Stage 3's module trace (partitioned_param_coordinator.py record_module: every module whose
+  // forward runs, each fetch one step of the trace), forward part: each module's own parameters
+  // (indices into numel; empty for modules owning none: the model wrappers, a decoder layer, its
+  // self_attn/mlp containers, the rotary embedding, the activation). `no_backward` marks modules whose
+  // output needs no gradient (the rotary embedding): they fire no backward hook.
+  std::vector<std::vector<size_t>> fwd_modules;
+  std::vector<bool> no_backward;
 };
 
-// Modules in forward order: the inventory's tensors grouped by owning module (name minus the last
-// component), preceded by the root module, which owns no parameters.
-std::vector<Module> modules_in_order(const Workload& w) {
-  std::vector<Module> mods(1);  // root
-  std::string last;
-  for (const auto& layer : w.model.inventory())
-    for (const auto& t : layer.tensors) {
-      const auto dot = t.name.rfind('.');
-      const std::string owner = dot == std::string::npos ? t.name : t.name.substr(0, dot);
-      if (owner != last || mods.size() == 1) mods.push_back({});
-      last = owner;
-      mods.back().params.push_back(t.numel());
+// The module owning a tensor: its name without the last component.
+std::string owner_of(const std::string& tensor_name) {
+  const auto dot = tensor_name.rfind('.');
+  return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
+}
+
+ParamOrder param_order(const Workload& w, const ModelStats& s) {
+  ParamOrder o;
+  if (w.train.method != Method::Full || w.model.params_only) {
+    const TensorSizeTable& t = s.mem.trainable_tensors;
+    for (size_t i = 0; i < t.numel.size(); ++i)
+      for (int64_t k = 0; k < t.count[i]; ++k) o.numel.push_back(t.numel[i]);
+    for (size_t i = 0; i < o.numel.size(); ++i) o.exec.push_back(i);
+    return o;
+  }
+  const bool llama_layout = norms_registered_last(w.model.model_type);
+  auto module = [&](bool no_bwd = false) {
+    o.fwd_modules.push_back({});
+    o.no_backward.push_back(no_bwd);
+  };
+  module();  // the *ForCausalLM root
+  module();  // the base model (LlamaModel, GPT2Model, ...)
+  for (const auto& layer : w.model.inventory()) {
+    if (!llama_layout || !layer.is_decoder_layer) {
+      if (layer.is_decoder_layer) module();  // the decoder layer container
+      std::string last;
+      for (const auto& t : layer.tensors) {
+        const std::string owner = owner_of(t.name);
+        if (owner != last) module();
+        last = owner;
+        o.fwd_modules.back().push_back(o.numel.size());
+        o.exec.push_back(o.numel.size());
+        o.numel.push_back(t.numel());
+      }
+      // modeling_llama.py LlamaModel.forward computes the rotary embedding right after the token
+      // embedding (a module without parameters or gradient).
+      if (llama_layout && !layer.tensors.empty() && layer.tensors.front().is_embedding) module(true);
+      continue;
     }
-  return mods;
+    struct T {
+      int64_t numel;
+      std::string owner;
+    };
+    std::vector<T> norms, attn, rest;
+    for (const auto& t : layer.tensors) {
+      T x{t.numel(), owner_of(t.name)};
+      if (t.is_norm)
+        norms.push_back(x);
+      else if (t.name.find("self_attn.") != std::string::npos)
+        attn.push_back(x);
+      else
+        rest.push_back(x);
+    }
+    // registration: self_attn, mlp, norms; execution: norm 0, self_attn, other norms, mlp.
+    const size_t base = o.numel.size();
+    for (const auto* v : {&attn, &rest, &norms})
+      for (const T& x : *v) o.numel.push_back(x.numel);
+    const size_t a0 = base, r0 = base + attn.size(), n0 = r0 + rest.size();
+    std::string last;
+    auto use = [&](size_t idx, const std::string& owner) {
+      if (owner != last) module();
+      last = owner;
+      o.fwd_modules.back().push_back(idx);
+      o.exec.push_back(idx);
+    };
+    module();  // decoder layer
+    if (!norms.empty()) use(n0, norms[0].owner);
+    module();  // self_attn container
+    last.clear();
+    for (size_t i = 0; i < attn.size(); ++i) use(a0 + i, attn[i].owner);
+    last.clear();
+    for (size_t i = 1; i < norms.size(); ++i) use(n0 + i, norms[i].owner);
+    module();  // mlp container
+    last.clear();
+    for (size_t i = 0; i < rest.size(); ++i) {
+      use(r0 + i, rest[i].owner);
+      // LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)): the activation module runs
+      // after the first projection.
+      if (i == 0) {
+        module();
+        last.clear();
+      }
+    }
+  }
+  return o;
 }
 
 // Greedy bucketing shared by stages 1-3: flush when the next gradient would overflow the bucket
-// (and the bucket is not empty). Returns the numel of each flush, in order.
-std::vector<int64_t> bucket_flushes(const std::vector<int64_t>& grads_in_order, int64_t bucket,
-                                    int64_t (*padded)(int64_t, int64_t), int64_t n) {
-  std::vector<int64_t> flushes;
-  int64_t elems = 0, payload = 0;
-  for (int64_t g : grads_in_order) {
+// (and the bucket is not empty). Returns the indices (into grads_in_order) of each flush, in order.
+std::vector<std::vector<size_t>> bucket_flush_members(const std::vector<int64_t>& grads_in_order, int64_t bucket) {
+  std::vector<std::vector<size_t>> flushes;
+  std::vector<size_t> cur;
+  int64_t elems = 0;
+  for (size_t i = 0; i < grads_in_order.size(); ++i) {
+    const int64_t g = grads_in_order[i];
     if (elems > 0 && elems + g > bucket) {
-      flushes.push_back(payload);
-      elems = payload = 0;
+      flushes.push_back(cur);
+      cur.clear();
+      elems = 0;
     }
     elems += g;
-    payload += padded(g, n);
+    cur.push_back(i);
   }
-  if (elems > 0) flushes.push_back(payload);
+  if (elems > 0) flushes.push_back(cur);
   return flushes;
 }
 
-int64_t unpadded(int64_t g, int64_t) { return g; }
 // reduce_scatter_coalesced pads every tensor to ceil(numel/N) per rank.
 int64_t padded_to_n(int64_t g, int64_t n) { return ceil_div(g, n) * n; }
 
 }  // namespace
+
+const char* call_op_name(const CollectiveCall& c) {
+  return c.to_one_rank ? "reduce" : collective_name(c.kind);
+}
 
 std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
   std::vector<CollectiveCall> out;
@@ -135,8 +201,14 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     out.push_back(CollectiveCall{ph, k, bytes, eb, n, caller});
   };
 
-  const std::vector<int64_t> grads = trainable_numels_in_order(w, s);
-  std::vector<int64_t> backward_order(grads.rbegin(), grads.rend());
+  // module.parameters() order: DeepSpeed's flat buffers, the stage-0 all-reduce, stage 1's
+  // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
+  // persistent-parameter list. Stages 2 and 3 reduce from autograd hooks, in reverse execution order.
+  const ParamOrder order = param_order(w, s);
+  const std::vector<int64_t>& grads = order.numel;
+  std::vector<size_t> backward_idx(order.exec.rbegin(), order.exec.rend());
+  std::vector<int64_t> backward_order;
+  for (size_t i : backward_idx) backward_order.push_back(grads[i]);
 
   if (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer ||
       path.wrapper == OptimizerWrapper::BF16Optimizer) {
@@ -163,17 +235,62 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   }
 
   if (path.wrapper == OptimizerWrapper::ZeroStage1And2) {
-    const std::vector<int64_t> f = bucket_flushes(backward_order, z.reduce_bucket_size, unpadded, N);
     const int64_t reductions = stage == 2 ? accum : 1;
+    // average_tensor: with reduce_scatter (default) and use_multi_rank_bucket_allreduce (default
+    // True in 0.19.8) every slice goes to one "allreduce" bucket, sub-bucketed by allreduce_and_scatter
+    // at reduce_bucket_size (never reached: the IPG flush holds at most that, or one larger
+    // parameter alone) -> one all_reduce per flush; reduce_scatter False -> gradient_reduction_w_predivide,
+    // one all_reduce per flush. use_multi_rank_bucket_allreduce False: the flush's gradient slices are
+    // grouped by the rank owning them (partition boundaries of the padded flat) and each group is
+    // dist.reduce'd to its owner (allreduce_no_retain(rank=dst)), owners in order of first slice.
+    const bool per_owner = z.reduce_scatter && !z.use_multi_rank_bucket_allreduce && N > 1;
+    // Offsets of each gradient in the flat buffer (module.parameters() order).
+    std::vector<int64_t> offset(grads.size() + 1, 0);
+    for (size_t i = 0; i < grads.size(); ++i) offset[i + 1] = offset[i] + grads[i];
+    const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;
+    // Stage 1 reduces at the boundary in module.parameters() order, stage 2 from the hooks.
+    std::vector<size_t> reduce_idx = backward_idx;
+    if (stage == 1)
+      for (size_t i = 0; i < grads.size(); ++i) reduce_idx[i] = i;
+    std::vector<int64_t> reduce_order;
+    for (size_t i : reduce_idx) reduce_order.push_back(grads[i]);
+    const auto flushes = bucket_flush_members(reduce_order, z.reduce_bucket_size);
     for (int64_t m = 0; m < reductions; ++m)
-      for (int64_t b : f)
-        add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+      for (const auto& members : flushes) {
+        if (!per_owner) {
+          int64_t b = 0;
+          for (size_t i : members) b += reduce_order[i];
+          add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+          continue;
+        }
+        std::vector<int64_t> owners, numel;
+        for (size_t i : members) {
+          const size_t fwd = reduce_idx[i];  // index in module.parameters() order
+          int64_t lo = offset[fwd];
+          const int64_t hi = offset[fwd + 1];
+          while (lo < hi) {
+            const int64_t owner = lo / part;
+            const int64_t end = std::min(hi, (owner + 1) * part);
+            auto it = std::find(owners.begin(), owners.end(), owner);
+            if (it == owners.end()) {
+              owners.push_back(owner);
+              numel.push_back(0);
+              it = owners.end() - 1;
+            }
+            numel[static_cast<size_t>(it - owners.begin())] += end - lo;
+            lo = end;
+          }
+        }
+        for (int64_t e : numel) {
+          add(kBackward, CollectiveKind::AllReduce, e * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+          out.back().to_one_rank = true;
+        }
+      }
     // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
     if (w.train.precision != Precision::FP32)
       add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
     add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
     // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.
-    const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;
     if (N > 1) add(kStep, CollectiveKind::AllGather, part * comm, comm, "all_gather_into_tensor_dp_groups");
     return out;
   }
@@ -185,69 +302,124 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   // world of one issues no parameter gathers.
   const bool gathers = N > 1;
   if (!w.model.params_only) {
-    const std::vector<Module> mods = modules_in_order(w);
-    int64_t nonpersist_total = 0;
-    for (const Module& m : mods)
-      for (int64_t p : m.params)
-        if (p > thr) nonpersist_total += p;
-    // Forward gathers with a complete trace. Parameters gathered stay available while the live total
-    // is within max_live_parameters and their next use within max_reuse_distance; when the whole model
-    // fits both, nothing is released between forward and backward (partitioned_param_coordinator.py
-    // release_sub_module / __params_to_release), so the backward gathers nothing.
-    const bool all_kept = nonpersist_total <= z.max_live_parameters && nonpersist_total <= z.max_reuse_distance;
-    auto forward_pass = [&](Phase ph) {
-      // queue = non-persistent parameters in trace order
-      std::vector<int64_t> queue;
-      for (const Module& m : mods)
-        for (int64_t p : m.params)
-          if (p > thr) queue.push_back(p);
-      size_t next = 0;        // queue position of the first not yet gathered parameter
-      size_t consumed = 0;    // parameters used so far (trace position)
-      for (const Module& m : mods) {
-        int64_t own = 0, own_part = 0;
-        size_t k = 0;
-        for (int64_t p : m.params)
-          if (p > thr) {
-            ++k;
-            if (consumed + k > next) {  // not gathered yet
-              own += p;
-              own_part += ceil_div(p, N);
+    // A simulation of partitioned_param_coordinator.py with a complete trace (every step after the
+    // first): fetch_sub_module gathers the module's unavailable parameters in one coalesced call, then
+    // prefetches from the parameter queue while the prefetched numel is below
+    // min(max_live_parameters - available, stage3_prefetch_bucket_size) (one more call);
+    // release_sub_module frees the module's non-persistent parameters unless they are used again
+    // within stage3_max_reuse_distance parameters of the module trace (__params_to_release) or were
+    // already popped from the queue for a later use. reset_step at each forward empties the counters;
+    // the optimizer step releases everything (stage3.py step -> _partition_all_parameters).
+    const size_t P = grads.size();
+    auto persistent = [&](size_t i) { return grads[i] <= thr; };
+    std::vector<std::vector<size_t>> trace = order.fwd_modules;
+    for (size_t k = order.fwd_modules.size(); k-- > 0;)
+      if (!order.no_backward[k]) trace.push_back(order.fwd_modules[k]);
+    struct InTrace {
+      size_t param;
+      int64_t step;
+    };
+    std::vector<InTrace> param_trace;
+    for (size_t k = 0; k < trace.size(); ++k)
+      for (size_t p : trace[k]) param_trace.push_back({p, static_cast<int64_t>(k)});
+    std::vector<bool> available(P, false);
+    for (size_t i = 0; i < P; ++i) available[i] = persistent(i);
+    const size_t fwd_len = order.fwd_modules.size();
+    for (int64_t micro = 0; micro < accum; ++micro) {
+      size_t queue = 0;  // position in param_trace
+      std::vector<int64_t> recent(P, static_cast<int64_t>(-1e10));
+      int64_t n_available = 0;
+      int64_t bucket_elems = 0, bucket_payload = 0;
+      for (size_t step = 0; step < trace.size(); ++step) {
+        const Phase ph = step < fwd_len ? kForward : kBackward;
+        const auto& params = trace[step];
+        int64_t part = 0;
+        for (size_t p : params)
+          if (!available[p]) {
+            available[p] = true;
+            n_available += grads[p];
+            part += ceil_div(grads[p], N);
+          }
+        if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
+        // Pop this module's own uses off the queue.
+        size_t not_fetched = 0;
+        for (size_t p : params) not_fetched += recent[p] < static_cast<int64_t>(step);
+        for (size_t popped = 0; queue < param_trace.size() && popped < not_fetched; ++popped, ++queue)
+          recent[param_trace[queue].param] = param_trace[queue].step;
+        if (z.prefetch_bucket_size > 0) {
+          const int64_t cap = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
+          int64_t numel = 0, ppart = 0;
+          while (queue < param_trace.size() && numel < cap) {
+            const InTrace& t = param_trace[queue++];
+            recent[t.param] = std::max(recent[t.param], t.step);
+            if (!available[t.param]) {
+              available[t.param] = true;
+              numel += grads[t.param];
+              ppart += ceil_div(grads[t.param], N);
             }
           }
-        if (own > 0 && gathers) {
-          add(ph, CollectiveKind::AllGather, own_part * comm, comm, "_dist_allgather_fn");
-          next = std::max(next, consumed + k);
+          n_available += numel;
+          if (ppart > 0 && gathers) add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
         }
-        consumed += k;
-        if (z.prefetch_bucket_size > 0) {
-          const int64_t cap = std::min(z.prefetch_bucket_size, z.max_live_parameters);
-          int64_t numel = 0, part = 0;
-          while (next < queue.size() && numel < cap) {
-            numel += queue[next];
-            part += ceil_div(queue[next], N);
-            ++next;
+        // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
+        // execution order); a gradient that would overflow a non-empty bucket flushes it first.
+        if (ph == kBackward)
+          for (auto it = params.rbegin(); it != params.rend(); ++it) {
+            const int64_t g = grads[*it];
+            if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
+              add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
+              bucket_elems = bucket_payload = 0;
+            }
+            bucket_elems += g;
+            bucket_payload += padded_to_n(g, N);
           }
-          if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
-        }
+        // release_sub_module after the module ran (step id already advanced).
+        const int64_t next = static_cast<int64_t>(step) + 1;
+        std::vector<size_t> release;
+        for (size_t p : params)
+          if (!persistent(p) && recent[p] <= next) release.push_back(p);
+        int64_t traversed = 0;
+        for (size_t k = static_cast<size_t>(next); k < trace.size() && traversed < z.max_reuse_distance; ++k)
+          for (size_t p : trace[k]) {
+            release.erase(std::remove(release.begin(), release.end(), p), release.end());
+            traversed += grads[p];
+          }
+        for (size_t p : release)
+          if (available[p]) {
+            available[p] = false;
+            n_available -= grads[p];
+          }
       }
-    };
-    for (int64_t m = 0; m < accum; ++m) {
-      forward_pass(kForward);
-      if (!all_kept && gathers) {
-        // ASSUMPTION (listed in docs/conformance.md): when parameters are released, the backward
-        // re-gathers each module's non-persistent parameters in reverse order, one call per module.
-        for (auto it = mods.rbegin(); it != mods.rend(); ++it) {
-          int64_t part = 0;
-          for (int64_t p : it->params)
-            if (p > thr) part += ceil_div(p, N);
-          if (part > 0) add(kBackward, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
-        }
-      }
-      for (int64_t b : bucket_flushes(backward_order, z.reduce_bucket_size, padded_to_n, N))
-        add(kBackward, CollectiveKind::ReduceScatter, b * comm, comm, "_torch_reduce_scatter_fn");
+      // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
+      if (bucket_elems > 0)
+        add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
     }
   }
-  add(kStep, CollectiveKind::AllReduce, 8, 8, "DeepSpeedZeroOptimizer_Stage3.get_grad_norm_direct");
+  // stage3.py _get_norm_groups: one norm all_reduce per sub-group (fp16_groups), fp64 from
+  // get_grad_norm_direct, fp32 from complete_grad_norm_calculation_for_cpu_offload with optimizer
+  // offload. Sub-groups (_create_fp16_sub_groups): parameters in order, a group closed once its
+  // partition numel reaches sub_group_size (one group when sub_group_size >= the whole partition).
+  {
+    int64_t total = 0;
+    for (int64_t g : grads) total += ceil_div(g, N);
+    int64_t groups = 0, acc = 0;
+    if (z.sub_group_size >= total) {
+      groups = 1;
+    } else {
+      for (size_t i = 0; i < grads.size(); ++i) {
+        acc += ceil_div(grads[i], N);
+        if (acc >= z.sub_group_size || i + 1 == grads.size()) {
+          ++groups;
+          acc = 0;
+        }
+      }
+    }
+    const int64_t nb = off_opt ? 4 : 8;
+    for (int64_t g = 0; g < groups; ++g)
+      add(kStep, CollectiveKind::AllReduce, nb, nb,
+          off_opt ? "DeepSpeedZeroOptimizer_Stage3.complete_grad_norm_calculation_for_cpu_offload"
+                  : "DeepSpeedZeroOptimizer_Stage3.get_grad_norm_direct");
+  }
   // _post_step: persistent parameters, one all_gather each (in module order).
   for (int64_t g : grads)
     if (gathers && g <= thr) add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");

@@ -23,7 +23,13 @@ struct CollectiveCall {
   int64_t elem_bytes = 2;    // element size of the communicated dtype
   int group_size = 1;
   const char* caller = "";   // the DeepSpeed function that issues it
+  // dist.reduce to one rank (stage_1_and_2.py allreduce_bucket with `rank=dst`): the bytes of an
+  // all-reduce, the result kept by one rank (nccl-tests' reduce: bus factor 1).
+  bool to_one_rank = false;
 };
+
+// The op name the conformance harness records: "all_reduce", "reduce", "reduce_scatter", "all_gather".
+const char* call_op_name(const CollectiveCall& c);
 
 // The calls of one optimizer step (grad_accum micro-steps) with the trace complete (a step after
 // the first). Calls that carry no tensor payload of the model (sanity-check broadcasts of id lists)

@@ -68,12 +68,17 @@ Buffer& MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, b
   return b;
 }
 
-int64_t MemoryBreakdown::after_step_bytes(Category c) const {
+int64_t MemoryBreakdown::after_step_bytes(Category c, bool with_host) const {
   int64_t sum = 0;
   for (int i = 0; i < num_gpu; ++i) {
     const Buffer& b = gpu[static_cast<size_t>(i)];
     if (b.category == c && b.after_step && (b.phases & kStep)) sum = checked_add(sum, b.bytes);
   }
+  if (with_host)
+    for (int i = 0; i < num_host; ++i) {
+      const Buffer& b = host[static_cast<size_t>(i)];
+      if (b.category == c && b.after_step) sum = checked_add(sum, b.bytes);
+    }
   return sum;
 }
 

@@ -60,7 +60,9 @@ struct MemoryBreakdown {
   int64_t category(Category c) const { return at_peak[static_cast<int>(c)]; }
   // Bytes of category `c` on the GPU that stay allocated after the optimizer step (the state the
   // conformance harness records as model_states).
-  int64_t after_step_bytes(Category c) const;
+  // `with_host`: add the host buffers of that category (the CPU runtime, where host and "device"
+  // memory are the same process memory).
+  int64_t after_step_bytes(Category c, bool with_host = false) const;
   int64_t model_states() const {
     return category(Category::Parameters) + category(Category::Gradients) +
            category(Category::OptimizerStates);

@@ -318,8 +318,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
     // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
     if (z.offload_optimizer == Offload::CPU) {
-      out.add_host("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
-                   checked_mul(12, part_t), pinned, "K*Psi/N on the host (DeepSpeedCPUAdam)");
+      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), pinned,
+                   "single_partition_of_fp32_groups on the host")
+          .ds_name = "optimizer.single_partition_of_fp32_groups";
+      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t), pinned,
+                   "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
     } else {
       out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
                    checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
@@ -327,6 +330,20 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     }
     out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, part_t), pinned,
                  "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned");
+    // stage_1_and_2.py __init__ with cpu_offload: a 16-bit copy of the partition for the upload after
+    // the step (param_buffer_of_bit16_for_cpu_offload_groups), and one largest-parameter-sized 16-bit
+    // gradient staging buffer on each side (temp_grad_buffer_for_cpu_offload / _for_gpu_offload,
+    // `torch.zeros(largest_param_numel)`).
+    out.add_host("16-bit partition upload buffer", Category::Buffers, checked_mul(pe, part_t), pinned,
+                 "param_buffer_of_bit16_for_cpu_offload_groups: 16-bit partition")
+        .ds_name = "optimizer.param_buffer_of_bit16_for_cpu_offload_groups";
+    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
+                 "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")
+        .ds_name = "optimizer.temp_grad_buffer_for_cpu_offload";
+    out.add_gpu("gradient staging buffer (device)", Category::Gradients, checked_mul(pe, largest), kAllPhases,
+                "temp_grad_buffer_for_gpu_offload: largest parameter, 16-bit")
+        .ds_name = "optimizer.temp_grad_buffer_for_gpu_offload";
     if (z.grad_accum > 1)
       out.add_host("16-bit gradient accumulation", Category::Gradients, checked_mul(pe, part_t), pinned,
                    "accumulated_grads_in_cpu (async_accumulate_grad_in_cpu_via_gpu)");

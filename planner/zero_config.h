@@ -22,6 +22,9 @@ struct ZeroConfig {
   bool overlap_comm = false;                      // default False, set True for stage 3 (config.py validator)
   bool contiguous_gradients = true;               // default True
   bool reduce_scatter = true;                     // default True
+  // use_multi_rank_bucket_allreduce default True (0.19.8 runtime/zero/config.py): stage 1/2 all-reduce
+  // each whole bucket; False: each gradient slice is dist.reduce'd to the rank owning it.
+  bool use_multi_rank_bucket_allreduce = true;
   int64_t prefetch_bucket_size = 50'000'000;      // stage3_prefetch_bucket_size default 5e7 (docs say 5e8)
   int64_t param_persistence_threshold = 100'000;  // stage3_param_persistence_threshold default 1e5
   int64_t max_live_parameters = 1'000'000'000;    // stage3_max_live_parameters default 1e9

@@ -17,6 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -104,8 +106,6 @@ std::string exception_for(const std::string& fixture, const std::string& check) 
 
 DeepSpeedVersion version_of(const std::string& rel) { return parse_deepspeed_version(rel.substr(0, rel.find('/'))); }
 
-const char* op_name(CollectiveKind k) { return collective_name(k); }
-
 std::string phase_of(Phase p) { return p == kForward ? "forward" : p == kBackward ? "backward" : "step"; }
 
 struct Case {
@@ -142,6 +142,20 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
   c.z.checkpointing = c.w.train.checkpointing.value_or(Checkpointing::None);
   if (ds.contains("data_types") && ds["data_types"].contains("grad_accum_dtype"))
     c.z.grad_accum_dtype = parse_grad_accum_dtype(ds["data_types"]["grad_accum_dtype"].get<std::string>());
+  // configs/check.cpp still replaces a 0 here by DeepSpeed's default (its models lacked zero-sized
+  // buckets); DeepSpeed 0.19.8 accepts 0 (runtime/zero/config.py: ge=0) and runs it as such
+  // (planner/ds_runtime_collectives.cpp), so the fixture's 0 is applied as written.
+  if (ds.contains("zero_optimization")) {
+    const json& zo = ds["zero_optimization"];
+    auto zero_of = [&](const char* key, int64_t& field) {
+      if (zo.contains(key) && zo[key].is_number() && zo[key].get<double>() == 0) field = 0;
+    };
+    zero_of("stage3_param_persistence_threshold", c.z.param_persistence_threshold);
+    zero_of("stage3_prefetch_bucket_size", c.z.prefetch_bucket_size);
+    zero_of("reduce_bucket_size", c.z.reduce_bucket_size);
+  }
+  if (ds.contains("zero_optimization") && ds["zero_optimization"].contains("use_multi_rank_bucket_allreduce"))
+    c.z.use_multi_rank_bucket_allreduce = ds["zero_optimization"]["use_multi_rank_bucket_allreduce"].get<bool>();
   return c;
 }
 
@@ -156,6 +170,19 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   const ModelStats stats = compute_model_stats(c.w);
   const MemoryBreakdown m = estimate_memory(c.w, stats, c.z);
 
+  // ZP_CONFORMANCE_DUMP=1: print the planner's buffers (for working on a disagreement).
+  if (std::getenv("ZP_CONFORMANCE_DUMP") != nullptr) {
+    std::printf("%s: peak phase %d, phase totals %lld %lld %lld\n", fixture_name.c_str(), m.peak_phase,
+                static_cast<long long>(m.phase_total[0]), static_cast<long long>(m.phase_total[1]),
+                static_cast<long long>(m.phase_total[2]));
+    for (int i = 0; i < m.num_gpu; ++i)
+      std::printf("  gpu  %-48s %12lld phases %d\n", m.gpu[static_cast<size_t>(i)].name,
+                  static_cast<long long>(m.gpu[static_cast<size_t>(i)].bytes), m.gpu[static_cast<size_t>(i)].phases);
+    for (int i = 0; i < m.num_host; ++i)
+      std::printf("  host %-48s %12lld\n", m.host[static_cast<size_t>(i)].name,
+                  static_cast<long long>(m.host[static_cast<size_t>(i)].bytes));
+  }
+
   // Parameter count: the planner's inventory against the HF model DeepSpeed trained.
   EXPECT_EQ(stats.mem.total_params, fx["model"]["parameters"].get<int64_t>()) << fixture_name;
 
@@ -167,17 +194,13 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
                           (path.wrapper == OptimizerWrapper::Basic && fx["engine"].value("inner_optimizer", "") == wrapper);
   CONFORM("optimizer_wrapper", wrapper_ok, "DeepSpeed " << wrapper << ", planner " << wrapper_name(path.wrapper));
 
-  // ---- model states after the step. The harness attributes the fp32 master to optimizer_states
-  // only while it is in the inner optimizer's param_groups; stage 3 empties them after each
-  // sub-group's step (stage3.py _optimizer_step: `param_groups[...]['params'] = []`), so there the
-  // master is the buffer optimizer.fp32_partitioned_groups_flat.
+  // ---- model states after the step (device and host buffers together: on the CPU runtime both are
+  // the process's memory, which is what the harness counts).
   if (fx.contains("model_states")) {
     const json& ms = fx["model_states"];
-    int64_t opt = ms["optimizer_states"].get<int64_t>();
-    if (c.z.stage == 3 && c.z.offload_optimizer == Offload::None && fx["buffers"].contains("optimizer.fp32_partitioned_groups_flat"))
-      opt += fx["buffers"]["optimizer.fp32_partitioned_groups_flat"].get<int64_t>();
-    const int64_t p = m.after_step_bytes(Category::Parameters), g = m.after_step_bytes(Category::Gradients),
-                  o = m.after_step_bytes(Category::OptimizerStates);
+    const int64_t opt = ms["optimizer_states"].get<int64_t>();
+    const int64_t p = m.after_step_bytes(Category::Parameters, true), g = m.after_step_bytes(Category::Gradients, true),
+                  o = m.after_step_bytes(Category::OptimizerStates, true);
     CONFORM("model_states.parameters", p == ms["parameters"].get<int64_t>(),
             "DeepSpeed " << ms["parameters"] << ", planner " << p);
     CONFORM("model_states.gradients", g == ms["gradients"].get<int64_t>(),
@@ -189,8 +212,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   if (fx.contains("buffers")) {
     const json& b = fx["buffers"];
     std::map<std::string, bool> modelled;
-    for (int i = 0; i < m.num_gpu; ++i) {
-      const Buffer& buf = m.gpu[static_cast<size_t>(i)];
+    for (int i = 0; i < m.num_gpu + m.num_host; ++i) {
+      const Buffer& buf = i < m.num_gpu ? m.gpu[static_cast<size_t>(i)] : m.host[static_cast<size_t>(i - m.num_gpu)];
       if (buf.ds_name == nullptr) continue;
       modelled[buf.ds_name] = true;
       const std::string check = std::string("buffers.") + buf.ds_name;
@@ -219,10 +242,10 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
         ds.push_back(x["op"].get<std::string>() + ":" + std::to_string(x["bytes"].get<int64_t>()));
       }
       for (const auto& k : calls)
-        if (phase_of(k.phase) == ph) zp.push_back(std::string(op_name(k.kind)) + ":" + std::to_string(k.bytes));
-      auto join = [](const std::vector<std::string>& v) {
+        if (phase_of(k.phase) == ph) zp.push_back(std::string(call_op_name(k)) + ":" + std::to_string(k.bytes));
+      auto join = [](const std::vector<std::string>& list) {
         std::string s;
-        for (const auto& e : v) s += e + " ";
+        for (const auto& e : list) s += e + " ";
         return s.empty() ? std::string("(none)") : s;
       };
       const std::string check = std::string("collectives.") + ph;
