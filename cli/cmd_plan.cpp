@@ -65,6 +65,8 @@ CommandResult run_plan(const PlanFlags& flags) {
     const planner::Plan* focus =
         chosen ? chosen : (r.best_per_stage.empty() ? nullptr : &r.best_per_stage.front());
     if (flags.explain && focus) text += "\n" + planner::render_explain(w, *focus);
+    if (flags.explain_time && focus)
+      text += "\n" + planner::render_explain_time(w, planner::compute_model_stats(w), *focus);
     if (!flags.compare.empty() && focus) text += "\n" + planner::render_deepspeed_comparison(w, *focus);
     if (!emitted.empty()) text += "\n" + emitted;
     fmt::print("{}", text);

@@ -167,6 +167,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_flag("--explain", f.explain,
                "List every buffer of the recommended (or --stage) plan with size and phase")
       ->group(o);
+  app.add_flag("--explain-time", f.explain_time,
+               "Per-operator step time of the recommended (or --stage) plan: forward, backward, recompute, step")
+      ->group(o);
   app.add_option("--compare", f.compare, "Show another estimator beside zeroplan's prediction: deepspeed")
       ->group(o);
   app.add_option("--emit", f.emit,

@@ -29,6 +29,7 @@ struct PlanFlags {
   std::string memory_margin = "0.05";
   bool json = false;
   bool explain = false;
+  bool explain_time = false;  // --explain-time: per-operator step time of the focus plan
   std::string compare;  // --compare deepspeed
   std::string emit;     // --emit ds_config.json
   bool hf_auto = false;

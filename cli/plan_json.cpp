@@ -93,11 +93,14 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
         {"offload_s", p.time.offload_s},
         {"hook_overhead_s", p.time.hook_overhead_s},
         {"hook_host_s", p.time.hook_host_s},
-        {"hooked_module_calls", p.time.hooked_module_calls}}},
+        {"hooked_module_calls", p.time.hooked_module_calls},
+        {"overlap_slowdown_s", p.time.overlap_slowdown_s},
+        {"kernels_per_step", p.time.kernels_per_step},
+        {"error_band", p.time.error_band}}},
       {"communication",
        {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
       {"throughput",
-       {{"tokens_per_s", p.tokens_per_s}, {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}, {"mfu", p.mfu}}},
+       {{"tokens_per_s", p.tokens_per_s}, {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}, {"mfu", p.mfu}, {"hfu", p.time.hfu}}},
       {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
 }
 

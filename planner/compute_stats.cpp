@@ -20,6 +20,7 @@
 #include <string>
 
 #include "models/model_spec.h"
+#include "planner/op_model.h"
 #include "planner/time_model.h"
 #include "planner/zero_config.h"
 
@@ -77,6 +78,9 @@ void add_gemm(std::vector<GemmShape>& v, const GemmShape& g) {
 
 ComputeStats compute_compute_stats(const Workload& w) {
   const models::ModelSpec& m = w.model;
+  // Parse the time model's data file (planner/data/time_model.json) here, once, so that costing
+  // candidates never allocates (tests/test_time_alloc.cpp).
+  (void)time_model_data();
   ComputeStats s;
   s.frozen_base = w.train.method != Method::Full;
   s.quantized_base = w.train.method == Method::QLoRA;
@@ -105,6 +109,13 @@ ComputeStats compute_compute_stats(const Workload& w) {
   const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
   s.attn_width = m.num_heads * head_dim;
   const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads) * head_dim;
+  s.kv_width = kv_width;
+  s.rms_norm = m.norm == models::NormKind::RMSNorm;
+  s.rotary = m.position == models::PositionKind::Rotary;
+  s.gated_mlp = m.mlp == models::MlpKind::Gated;
+  s.sdpa_supported = m.layout != models::Layout::Bloom;
+  s.mlp_act_elems_per_token = static_cast<double>(m.intermediate_size) *
+                              (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
   const double f = static_cast<double>(m.intermediate_size);
   const double h = static_cast<double>(m.hidden_size);
   s.elementwise_elems_per_token_fwd =
@@ -134,6 +145,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
       if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
     };
     for (const auto& t : layer.tensors) {
+      // One weight per norm module (LayerNorm biases are the same module).
+      if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
       const bool target = s.frozen_base && is_lora_target(t, targets);
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());
@@ -202,6 +215,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   for (const auto& g : s.layer_gemms)
     fwd +=
         2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction * static_cast<double>(m.num_layers);
+  s.layer_gemm_flops_per_token_fwd = fwd;
   for (const auto& g : s.head_gemms) fwd += 2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction;
   s.gemm_flops_per_token_fwd = fwd;
 

@@ -98,6 +98,18 @@ struct ComputeStats {
 
   // Attention core: query heads * head_dim (the width of QK^T and PV), per layer.
   int64_t attn_width = 0;
+  int64_t kv_width = 0;  // key/value heads * head_dim (GQA: narrower than attn_width)
+  // Operator inventory of one decoder layer for the operator-level time model (op_model.cpp):
+  int64_t norms_per_layer = 0;  // norm modules in a decoder layer (2 for Llama; Gemma-2: 4)
+  bool rms_norm = true;         // LlamaRMSNorm-style eager chain (7 kernels) vs fused nn.LayerNorm
+  bool rotary = false;          // apply_rotary_pos_emb on q and k
+  bool gated_mlp = true;
+  // HF attention runs SDPA/flash kernels when asked (--attention flash); false where the modeling
+  // file has only an eager path (transformers models/bloom/modeling_bloom.py: ALiBi scores via
+  // alibi.baddbmm, no _supports_sdpa), whatever the flag says.
+  bool sdpa_supported = true;        // act_fn(gate) * up (2 element-wise kernels) vs one activation
+  double mlp_act_elems_per_token = 0;  // intermediate activations per token (MoE: x experts_per_token)
+  double layer_gemm_flops_per_token_fwd = 0;  // decoder-layer weight GEMMs only (recompute, HFU)
   // Memory-bound traffic per token in the forward, in activation ELEMENTS read + written (times the
   // activation dtype size gives bytes): per decoder layer (norms, residual adds, rotary, activation
   // function) and once for the head (softmax/cross-entropy over the vocabulary). Backward counted

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "planner/op_model.h"
+
 namespace zeroplan::planner {
 
 namespace {
@@ -59,6 +61,82 @@ std::string render_explain(const Workload& w, const Plan& p) {
   out += fmt::format(
       "  per node: {:.3f} GiB (pinned {:.3f} GiB) while training; {:.3f} GiB while loading the model\n",
       gib(m.host_per_node), gib(m.host_pinned_per_node), gib(m.host_load_per_node));
+  return out;
+}
+
+namespace {
+
+std::string si(double v, const char* unit) {
+  if (v <= 0) return "-";
+  const char* p[] = {"", "K", "M", "G", "T", "P", "E"};
+  int i = 0;
+  while (v >= 1000 && i < 6) {
+    v /= 1000;
+    ++i;
+  }
+  return fmt::format("{:.2f} {}{}", v, p[i], unit);
+}
+
+std::string dur(double s) {
+  if (s >= 1) return fmt::format("{:.3f} s", s);
+  if (s >= 1e-3) return fmt::format("{:.2f} ms", s * 1e3);
+  return fmt::format("{:.1f} us", s * 1e6);
+}
+
+}  // namespace
+
+std::string render_explain_time(const Workload& w, const ModelStats& s, const Plan& p) {
+  const ZeroConfig& z = p.zero;
+  const StepTime& t = p.time;
+  const int64_t n = w.cluster.world_size();
+  const bool bf16_optimizer = z.stage == 0 && w.train.precision == Precision::BF16;
+  const int64_t trainable = s.compute.trainable_params;
+  const int64_t partition = (z.stage == 0 && !bf16_optimizer) ? trainable : (trainable + n - 1) / n;
+  const OpTable ops =
+      operator_table(w, s.compute, z.micro_batch, z.checkpointing, z.offload_optimizer == Offload::None ? partition : 0);
+  std::string out;
+  out += fmt::format(
+      "Step time of one GPU (stage {}, micro-batch {} x {} tokens, grad-accum {}, checkpointing {}, {} on {}; "
+      "architecture {}, sustained tensor-core factor {:.2f})\n",
+      z.stage, z.micro_batch, w.train.seq_len, z.grad_accum, to_string(z.checkpointing), to_string(w.train.precision),
+      w.cluster.gpu.name, gpu_architecture(w.cluster.gpu), sustained_tensor_core_factor(w.cluster.gpu));
+  out += "Operators (per micro-step; 'step' rows once per optimizer step). GEMM shapes [m,k]x[k,n] of one launch;\n"
+         "efficiency = achieved fraction of peak FLOP/s (compute) or of HBM bandwidth (memory):\n";
+  for (int pass = 0; pass < kNumOpPasses; ++pass) {
+    bool header = false;
+    for (int i = 0; i < ops.size; ++i) {
+      const OpCost& c = ops.ops[static_cast<size_t>(i)];
+      if (static_cast<int>(c.pass) != pass) continue;
+      if (!header) {
+        out += fmt::format("  {}\n", op_pass_name(static_cast<OpPass>(pass)));
+        out += fmt::format("    {:<66} {:>8} {:>12} {:>11} {:>7} {:>5} {:>10}\n", "operator", "launches", "FLOPs",
+                           "bytes", "bound", "eff", "time");
+        header = true;
+      }
+      std::string name = c.name;
+      if (c.m > 0) name += fmt::format(" [{},{}]x[{},{}]", c.m, c.k, c.k, c.n);
+      out += fmt::format("    {:<66} {:>8.0f} {:>12} {:>11} {:>7} {:>5.2f} {:>10}\n", name, c.kernels,
+                         si(c.flops, "FLOP"), si(c.bytes, "B"), c.bound == OpBound::Compute ? "compute" : "memory",
+                         c.efficiency, dur(c.time_s));
+    }
+    if (header) {
+      const auto i = static_cast<size_t>(pass);
+      out += fmt::format("    {:<66} {:>8.0f}   GPU {}; host launches {} -> pass {}\n", "total", ops.kernels[i],
+                         dur(ops.gpu_s[i]), dur(ops.host_s[i]), dur(ops.pass_s(static_cast<OpPass>(pass))));
+    }
+  }
+  const double band = t.error_band * 100;
+  out += fmt::format(
+      "Step: forward {} + backward {} + recompute {} (x {} micro-steps) + optimizer {} + exposed communication {} + "
+      "offload {} + stage-3 hooks {} + compute slowed by overlapping NCCL {} = {} +- {:.0f}%\n",
+      dur(t.forward_s), dur(t.backward_s), dur(t.recompute_s), z.grad_accum, dur(t.optimizer_s),
+      dur(t.exposed_communication_s), dur(t.offload_s), dur(t.hook_overhead_s), dur(t.overlap_slowdown_s),
+      dur(t.step_s), band);
+  out += fmt::format(
+      "  MFU {:.1f}% (model FLOPs: 6N per token, 4N for frozen LoRA weights, + causal attention 6*L*h*s), "
+      "HFU {:.1f}% (+ recomputed forward); error band: 80th percentile of |error| on the calibration runs "
+      "(planner/data/calibration/runs.json, scripts/calibrate_fit.py)\n",
+      t.mfu * 100, t.hfu * 100);
   return out;
 }
 

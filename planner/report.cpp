@@ -93,18 +93,20 @@ std::string render_report(const Workload& w, const SearchResult& r) {
   else if (!w.train.grad_accum)
     out += " (no --global-batch: gradient accumulation 1)";
   out += ":\n\n";
-  out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>8} {:>17} {:>10} {:>5}\n", "stage",
+  // Step and tokens/s carry the calibration error band (StepTime::error_band); MFU and HFU as in
+  // time_model.cpp (PaLM model FLOPs; HFU adds the recomputed forward).
+  out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10} {:>5} {:>5}\n", "stage",
                      "fits", "peak/usable GB", "micro", "accum", "ckpt", "offload", "step", "comm (exposed)",
-                     "tokens/s", "MFU");
+                     "tokens/s", "MFU", "HFU");
   for (const Plan& p : r.best_per_stage) {
     const bool rec = r.recommendation && r.recommendation->zero.stage == p.zero.stage;
-    out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>8} {:>17} {:>10.0f} {:>4.0f}%\n",
+    out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10.0f} {:>4.0f}% {:>4.0f}%\n",
                        fmt::format("{}ZeRO-{}", rec ? "*" : " ", p.zero.stage), p.fits ? "yes" : "NO",
                        fmt::format("{}/{}", gb(p.memory.peak), gb(p.capacity_bytes)), p.zero.micro_batch,
                        p.zero.grad_accum, short_ckpt(p.zero.checkpointing), short_offload(p.zero),
-                       ms(p.time.step_s),
+                       fmt::format("{} +-{:.0f}%", ms(p.time.step_s), p.time.error_band * 100),
                        fmt::format("{} ({})", ms(p.time.communication_s), ms(p.time.exposed_communication_s)),
-                       p.tokens_per_s, p.mfu * 100);
+                       p.tokens_per_s, p.mfu * 100, p.time.hfu * 100);
   }
   out +=
       "\nGPU memory at peak (P params, G grads, O optimizer, A activations, B buffers, X overhead, . free, "

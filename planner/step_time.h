@@ -32,8 +32,17 @@ struct StepTime {
   int64_t hooked_module_calls = 0;  // module passes per step (forward + backward + recomputed forward)
   double hook_host_s = 0;           // their host (Python) time per step
   double hook_overhead_s = 0;       // the part not hidden behind GPU compute; counted in step_s
-  double step_s = 0;                // compute + exposed communication + offload + hook overhead
-  double flops_per_step = 0;        // model FLOPs (6*Psi per token + attention), for MFU
+  // Compute slowed by NCCL kernels running beside it (the hidden communication x the slowdown
+  // fraction of planner/data/time_model.json); counted in step_s.
+  double overlap_slowdown_s = 0;
+  double step_s = 0;  // compute + exposed communication + offload + hook overhead + overlap slowdown
+  // Relative error band of step_s (and tokens/s) from the calibration spread: median |error| of the
+  // held-out calibration runs (scripts/calibrate_fit.py), e.g. 0.12 for "1.84 s +- 12%".
+  double error_band = 0;
+  double kernels_per_step = 0;           // GPU kernel launches of the compute (operator table)
+  double flops_per_step = 0;             // model FLOPs per GPU (PaLM: 6N or LoRA's 4N+6N_lora, + attention)
+  double hardware_flops_per_step = 0;    // + recomputed forward FLOPs (HFU numerator)
+  double mfu = 0, hfu = 0;               // over the GPU's dense peak for the precision
   int64_t comm_bytes_per_rank = 0;
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;

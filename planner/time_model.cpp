@@ -1,27 +1,19 @@
 // The time model (issue 4): compute, every collective DeepSpeed v0.16 issues, overlap, offload.
 //
-// Compute (per micro-step of b sequences of s tokens, m = b*s tokens):
-//  - weight GEMMs: 2*m*n*k FLOPs each (Kaplan et al. 2020 §2.1); backward = input-grad GEMM +
-//    weight-grad GEMM of the same size (2x forward), frozen weights (LoRA) only the input grad.
-//  - attention core: QK^T and PV are 2 GEMMs of 2*s*s*d FLOPs per head and sequence, i.e.
-//    4*b*s^2*(heads*head_dim) per layer (the FLOP count of FlashAttention-2's benchmarks, Dao 2023,
-//    §4.1). Convention: with causal flash attention we count what the kernel computes, half of the
-//    square (FA2's benchmarks divide by 2 for causal; the kernel skips blocks above the diagonal);
-//    eager attention computes the full masked square. Backward: FA2's benchmarks count 2.5x the
-//    forward (5 GEMMs instead of 2: QK^T is recomputed, then dV, dP, dQ, dK); eager backward 2x.
-//  - achievable rate: peak(precision) x eff(f), eff(f) = gemm_max_efficiency * f / (f + half),
-//    f = the GEMM's FLOPs, from the GPU profile (hw::GpuProfile; small GEMMs run far below peak).
-//  - memory-bound work (norms, residuals, rotary, activation function, softmax/cross-entropy;
-//    traffic derived in compute_stats.cpp) at hbm_GBps * hbm_efficiency; backward 2x forward traffic
-//    (each element-wise op reads its saved input and the incoming gradient, writes one gradient).
-//  - recomputation: full checkpointing re-runs each decoder layer's forward in the backward;
-//    selective recomputes the attention core only (Korthikanti et al. 2022, "selective activation
-//    recomputation").
-//  - optimizer step on GPU (fused Adam, deepspeed/ops/csrc/adam/multi_tensor_adam.cu): per element
-//    of the rank's partition it reads fp32 param, grad, m, v (16 B) and writes param, m, v (12 B),
-//    then the 16-bit copy of the param is written (2 B): 30 bytes per partitioned parameter.
+// Compute (per micro-step of b sequences of s tokens): planner/op_model.cpp lists the kernels
+// (weight GEMMs 2*m*n*k FLOPs each, Kaplan et al. 2020 §2.1, backward = input grad + weight grad,
+// frozen LoRA weights input grad only; causal flash attention 4*b*s^2*q/2 forward, 2.5x backward as
+// in FlashAttention-2's benchmarks; HF eager norms, rotary, activation, residual, loss; DeepSpeed's
+// gradient copies; fused Adam + norm/clip on the GPU), each timed on its roofline with measured
+// efficiencies (planner/data/time_model.json). Full checkpointing re-runs each decoder layer's
+// forward; selective recomputes the attention core (Korthikanti et al. 2022).
 // MFU: PaLM (Chowdhery et al. 2022, Appendix B): (6N + 12*L*H*Q*T) FLOPs per token, no recompute,
-// over the GPU's dense peak. flops_per_step is per GPU: that formula times the GPU's tokens per step.
+// over the GPU's dense peak, with the attention term halved for causal attention (see below) and
+// LoRA's frozen weights at 4N; HFU adds the recomputed forward. flops_per_step is per GPU: that
+// formula times the GPU's tokens per step.
+// Compute: the operator table of planner/op_model.cpp (kernels of forward, backward, recompute and
+// the optimizer step, each max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth), passes
+// bounded below by host launch time), calibrated in planner/data/time_model.json.
 //
 // Communication (DeepSpeed v0.16, deepspeed/runtime/...):
 //  - stage 0 (engine.py allreduce_gradients -> buffered_allreduce_fallback): grads all-reduced in
@@ -75,6 +67,7 @@
 #include <cmath>
 
 #include "planner/comm_model.h"
+#include "planner/op_model.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -87,15 +80,6 @@ namespace {
 // with ZeRO offload on 2xA100-40GB and a 128-core host at 2383 ms per whole step, so its CPU Adam
 // runs at >= 1.3e9 parameters/s; same order. `zeroplan calibrate` should measure it.
 constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
-
-// FlashAttention-2 (Dao 2023) abstract: "reaching 50-73% of the theoretical maximum FLOPs/s on A100".
-// ASSUMPTION within that range: the forward may reach its top, the backward (more GEMMs with
-// dependencies, atomics-free but with more shared-memory traffic) is capped at its bottom.
-constexpr double kFlashForwardMaxEfficiency = 0.73;
-constexpr double kFlashBackwardMaxEfficiency = 0.50;
-
-// Bytes the GPU's fused Adam moves per partitioned parameter (derivation in the header comment).
-constexpr double kAdamBytesPerParam = 30.0;
 
 // Host time of one stage-3 module pass: the pre+post hooks of one module's forward (or backward),
 // i.e. fetch_sub_module (trace bookkeeping, the all-gather launch, the wait, the prefetch scan) and
@@ -143,81 +127,6 @@ double peak_flops(const hw::GpuProfile& g, Precision p) {
 
 int64_t act_bytes(Precision p) {
   return p == Precision::FP32 ? 4 : 2;
-}
-
-// Time of `flops` of one GEMM-like kernel at the shape-dependent efficiency.
-inline double gemm_time(double flops, double peak, const hw::GpuProfile& g) {
-  if (flops <= 0) return 0;
-  const double half = g.gemm_half_efficiency_gflop * 1e9;
-  const double eff = g.gemm_max_efficiency * flops / (flops + half);
-  return flops / (peak * eff);
-}
-
-struct ComputeTimes {
-  double layer_fwd = 0;  // one decoder layer's forward (GEMMs + attention + element-wise)
-  double attn_fwd = 0;   // one layer's attention core forward
-  double head_fwd = 0;   // LM head + softmax/loss forward
-  double layer_bwd = 0;
-  double head_bwd = 0;
-};
-
-ComputeTimes compute_times(const Workload& w, const ComputeStats& s, int64_t micro) {
-  const hw::GpuProfile& g = w.cluster.gpu;
-  const double peak = peak_flops(g, w.train.precision);
-  const double hbm = g.hbm_GBps * 1e9 * g.hbm_efficiency;
-  const double m = static_cast<double>(micro * w.train.seq_len);
-  ComputeTimes t;
-  if (s.params_only) {
-    // No shapes: all forward GEMM FLOPs at the large-GEMM efficiency, as one "layer".
-    const double fwd = s.gemm_flops_per_token_fwd * m / (peak * g.gemm_max_efficiency);
-    t.layer_fwd = fwd;
-    t.layer_bwd = 2 * fwd;
-    return t;
-  }
-  for (const auto& gm : s.layer_gemms) {
-    const double f = 2.0 * m * gm.token_fraction * static_cast<double>(gm.n) * static_cast<double>(gm.k);
-    const double one = gemm_time(f, peak, g) * static_cast<double>(gm.count);
-    t.layer_fwd += one;
-    t.layer_bwd += gm.trainable ? 2 * one : one;
-  }
-  for (const auto& gm : s.head_gemms) {
-    const double f = 2.0 * m * gm.token_fraction * static_cast<double>(gm.n) * static_cast<double>(gm.k);
-    const double one = gemm_time(f, peak, g) * static_cast<double>(gm.count);
-    t.head_fwd += one;
-    // The head's input gradient is always needed (it feeds the layers' backward).
-    t.head_bwd += gm.trainable ? 2 * one : one;
-  }
-  const double sl = static_cast<double>(w.train.seq_len);
-  const bool flash = w.train.attention == Attention::Flash;
-  const double attn_f =
-      4.0 * static_cast<double>(micro) * sl * sl * static_cast<double>(s.attn_width) * (flash ? 0.5 : 1.0);
-  // FlashAttention-2 reaches 50-73% of peak on A100 (kFlash*MaxEfficiency): cap the GEMM curve.
-  t.attn_fwd = std::max(gemm_time(attn_f, peak, g), attn_f / (peak * kFlashForwardMaxEfficiency));
-  const double attn_bwd_f = attn_f * (flash ? 2.5 : 2.0);
-  const double attn_bwd =
-      std::max(gemm_time(attn_bwd_f, peak, g), attn_bwd_f / (peak * kFlashBackwardMaxEfficiency));
-  const double ab = static_cast<double>(act_bytes(w.train.precision));
-  double ew_fwd = s.elementwise_elems_per_token_fwd * m * ab / hbm;
-  if (!flash) {
-    // Eager attention materialises the b*heads*s*s scores: write scores, read for softmax, write
-    // probabilities, read for PV = 4 passes (HF LlamaAttention eager path).
-    const double heads = static_cast<double>(w.model.num_heads);
-    ew_fwd += 4.0 * static_cast<double>(micro) * heads * sl * sl * ab / hbm;
-  }
-  t.layer_fwd += t.attn_fwd + ew_fwd;
-  t.layer_bwd += attn_bwd + 2 * ew_fwd;
-  const double head_ew = s.head_elementwise_elems_per_token_fwd * m * 4.0 / hbm;  // fp32 logits/loss
-  t.head_fwd += head_ew;
-  t.head_bwd += head_ew;
-  if (s.quantized_base) {
-    // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the GEMM, in the forward and
-    // again for the input-grad GEMM in the backward: read 0.5 B + write 2 B per parameter.
-    const double deq = static_cast<double>(s.quantized_params) * 2.5 / hbm /
-                       static_cast<double>(std::max<int64_t>(1, s.num_layers));
-    t.layer_fwd += deq;
-    t.layer_bwd += deq;
-  }
-  return t;
 }
 
 // Collective time, from the workload's precomputed table when it applies (same numbers, no log2).
@@ -382,28 +291,25 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   const Timer timer{topo, cached ? &s.comm : nullptr};
   StepTime st;
 
-  // ---- compute, per micro-step
-  const ComputeTimes ct = compute_times(w, s, z.micro_batch);
-  const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
-  const double fwd = ct.layer_fwd * L + ct.head_fwd;
-  const double bwd = ct.layer_bwd * L + ct.head_bwd;
-  double recompute = 0;
-  if (z.checkpointing == Checkpointing::Full) recompute = ct.layer_fwd * L;
-  if (z.checkpointing == Checkpointing::Selective) recompute = ct.attn_fwd * L;
+  // ---- compute, per micro-step: the operator table (op_model.cpp)
   const int64_t trainable = s.trainable_params;
   // Stage 0 with bf16 runs BF16_Optimizer (engine.py get_data_types/_do_optimizer_sanity_check: bf16
   // without ZeRO accumulates gradients in fp32), which partitions the fp32 optimizer over the ranks
   // like stage 1 (bf16_optimizer.py); fp16/fp32 stage 0 keeps the whole optimizer on every rank.
   const bool bf16_optimizer = z.stage == 0 && w.train.precision == Precision::BF16;
   const int64_t partition = (z.stage == 0 && !bf16_optimizer) ? trainable : (trainable + n - 1) / n;
-  double optimizer = 0;
-  if (z.offload_optimizer == Offload::None)
-    optimizer = static_cast<double>(partition) * kAdamBytesPerParam / (g.hbm_GBps * 1e9 * g.hbm_efficiency);
+  const OpTable ops = operator_table(w, s, z.micro_batch, z.checkpointing,
+                                     z.offload_optimizer == Offload::None ? partition : 0);
+  const double fwd = ops.pass_s(OpPass::Forward);
+  const double bwd = ops.pass_s(OpPass::Backward);
+  const double recompute = ops.pass_s(OpPass::Recompute);
+  const double optimizer = ops.pass_s(OpPass::Step);
   st.forward_s = fwd * static_cast<double>(accum);
   st.backward_s = bwd * static_cast<double>(accum);
   st.recompute_s = recompute * static_cast<double>(accum);
   st.optimizer_s = optimizer;
   st.compute_s = st.forward_s + st.backward_s + st.recompute_s + st.optimizer_s;
+  st.kernels_per_step = (ops.kernels[0] + ops.kernels[1] + ops.kernels[2]) * static_cast<double>(accum) + ops.kernels[3];
   const double bwd_micro = bwd + recompute;  // what backward-time communication can hide behind
   // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
   // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
@@ -600,15 +506,39 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   }
   st.exposed_communication_s = exposed;
   st.offload_s = offload;
-  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s;
+  // Compute that runs beside NCCL kernels is slowed by them (SMs and HBM shared): the hidden part of
+  // the communication, bounded by the compute it hides behind, costs nccl_overlap_slowdown of itself
+  // (planner/data/time_model.json "nccl_overlap").
+  const double hidden = std::clamp(st.communication_s - st.exposed_communication_s, 0.0, st.compute_s);
+  st.overlap_slowdown_s = hidden * time_model_data().nccl_overlap_slowdown;
+  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s + st.overlap_slowdown_s;
+  st.error_band = time_model_data().error_band;
 
   // ---- model FLOPs (PaLM Appendix B), per GPU per step
   const double tokens = static_cast<double>(z.micro_batch * accum * w.train.seq_len);
+  // Attention term: PaLM's 12*L*H*Q*T counts the full T x T score square; a causal decoder needs
+  // only the lower triangle (FlashAttention-2 §4.1 halves the count for causal, and the kernels skip
+  // the masked blocks), so, counting only the FLOPs the method needs (as for LoRA's frozen weights),
+  // we count 6*L*H*Q*T. Stated convention: MFUs that use PaLM's full square read higher at long
+  // sequences (at 32k tokens the attention term exceeds 6N for a 7B model).
   const double attn = s.params_only
                           ? 0.0
-                          : 12.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
+                          : 6.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
                                 static_cast<double>(w.train.seq_len);
   st.flops_per_step = (s.model_flops_per_token_dense + attn) * tokens;
+  // Hardware FLOPs (Korthikanti et al. 2022 §6 / PaLM Appendix B "HFU"): what the GPU executes,
+  // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal
+  // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
+  double recompute_flops = 0;
+  if (!s.params_only && z.checkpointing == Checkpointing::Full)
+    recompute_flops = s.layer_gemm_flops_per_token_fwd + attn / 3.0;
+  if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
+  st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;
+  const double peak = peak_flops(g, w.train.precision);
+  if (st.step_s > 0 && peak > 0) {
+    st.mfu = st.flops_per_step / (st.step_s * peak);
+    st.hfu = st.hardware_flops_per_step / (st.step_s * peak);
+  }
   return st;
 }
 

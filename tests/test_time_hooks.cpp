@@ -117,19 +117,22 @@ TEST(Stage3Hooks, StagesZeroToTwoHaveNoHooks) {
     EXPECT_EQ(t.hooked_module_calls, 0) << "stage " << stage;
     EXPECT_EQ(t.hook_host_s, 0.0) << "stage " << stage;
     EXPECT_EQ(t.hook_overhead_s, 0.0) << "stage " << stage;
-    EXPECT_DOUBLE_EQ(t.step_s, t.compute_s + t.exposed_communication_s + t.offload_s) << "stage " << stage;
+    EXPECT_DOUBLE_EQ(t.step_s, t.compute_s + t.exposed_communication_s + t.offload_s + t.overlap_slowdown_s)
+        << "stage " << stage;
   }
 }
 
 // 128 tokens per micro-step: the forward's GPU work (~2 x 6.74e9 x 128 = 1.7 TFLOP at <= 250 TFLOP/s,
-// under 10 ms) is far below the 422 x 0.121 = 51.062 ms of forward hooks, so the host is the limit:
+// under 10 ms; with the operator model the pass is bounded by its kernel launches instead, ~1,260
+// launches x 10 us = 12.6 ms, planner/data/time_model.json "host") is far below the 422 x 0.121 =
+// 51.062 ms of forward hooks, so the host is the limit:
 // each pass shows max(0, hooks - (compute + the communication that pass exposes)), and the step
 // carries it on top of compute and exposed communication.
 TEST(Stage3Hooks, ShortMicroStepsExposeTheHooks) {
   const Workload w = workload("llama-2-7b", 4, 128, 1e4);
   const ModelStats s = compute_model_stats(w);
   const StepTime t = estimate_time(w, s, config(3, 1, 1));
-  ASSERT_LT(t.forward_s, 0.010);
+  ASSERT_LT(t.forward_s, 0.015);
   double fwd_comm = 0, bwd_comm = 0;  // exposed communication of each pass
   for (int i = 0; i < t.num_collectives; ++i) {
     const std::string name = t.collectives[i].name;
@@ -142,11 +145,13 @@ TEST(Stage3Hooks, ShortMicroStepsExposeTheHooks) {
   ASSERT_LT(t.backward_s + bwd_comm, host_pass);
   EXPECT_NEAR(t.hook_overhead_s, (host_pass - t.forward_s - fwd_comm) + (host_pass - t.backward_s - bwd_comm),
               1e-12);
-  EXPECT_DOUBLE_EQ(t.step_s, t.compute_s + t.exposed_communication_s + t.offload_s + t.hook_overhead_s);
+  EXPECT_DOUBLE_EQ(t.step_s, t.compute_s + t.exposed_communication_s + t.offload_s + t.hook_overhead_s +
+                                 t.overlap_slowdown_s);
   // Full checkpointing adds 416 hooked passes (50.336 ms) to the backward but only the layers'
-  // forward compute (< 10 ms) to hide them: the exposed overhead grows.
+  // recomputed forward (< 15 ms, launch-bound as above) to hide them: the exposed overhead grows by
+  // more than 50.3 - 15 = 35 ms.
   const StepTime c = estimate_time(w, s, config(3, 1, 1, Checkpointing::Full));
-  EXPECT_GT(c.hook_overhead_s, t.hook_overhead_s + 0.040);
+  EXPECT_GT(c.hook_overhead_s, t.hook_overhead_s + 0.035);
 }
 
 // The same short micro-step on a slow link: the GPU waits for gathers longer than the hooks take

@@ -1,0 +1,416 @@
+// Operator-level compute time (issue 13); see op_model.h and docs/time-model.md.
+//
+// Kernel inventory of one HF Transformers decoder layer in eager mode with SDPA attention
+// (transformers modeling_llama.py; counts per layer, bytes per token, a = activation bytes, 2 in
+// bf16/fp16; h hidden, q = heads*head_dim, kv = kv_heads*head_dim, f = intermediate size):
+//  - LlamaRMSNorm.forward: hidden.to(float32), pow(2), mean(-1), + eps, rsqrt, hidden * rsqrt,
+//    .to(input dtype), weight * hidden = 8 launches; bytes (fp32 intermediates, 4 B): read 2h write 4h,
+//    r4h w4h, r4h, (scalar-sized), (scalar-sized), r4h w4h, r4h w2h, r2h w2h = 36h per token.
+//    Its autograd backward (mul, to, mul, rsqrt, mean-expand, pow, add of the two paths, to): 12
+//    launches, ~80h per token (each fp32 node reads its saved input and the incoming gradient and
+//    writes one gradient; walked node by node). nn.LayerNorm (GPT-2, OPT, BLOOM, Falcon) is one
+//    fused native kernel: r2h w2h (+ per-row mean/rstd) forward, backward 2 kernels ~10h.
+//  - apply_rotary_pos_emb on q and on k: q*cos, rotate_half (neg of one half, cat), *sin, add =
+//    5 launches per tensor; element reads + writes per element of q (cos/sin are small cached
+//    tables): q*cos 2, neg of one half 1, cat 2, *sin 2, add 3 = 10, i.e. 10a bytes per element of
+//    q and k; backward ASSUMED 1.2x (the slice/cat backward adds zero-filled gradient buffers).
+//  - gated MLP act_fn(gate) * up: silu (r f w f) + mul (r 2f w f) = 2 launches, 5f elements;
+//    backward silu' and mul' = 3 launches, 8f elements. Plain MLP (GELU): 1 launch 2f, backward 3f.
+//  - 2 residual adds (r 2h w h each); backward: the autograd engine sums the two gradient paths at
+//    each residual (same traffic).
+//  - attention output transpose(1, 2).reshape: one copy r q w q (SDPA returns [b, heads, s, d]).
+//  - weight GEMMs: one launch per nn.Linear forward; backward one input-grad GEMM and, when the
+//    weight is trained, one weight-grad GEMM of the same FLOPs.
+//  - gradients of trained weights: DeepSpeed copies each into its reduction bucket
+//    (stage_1_and_2.py copy_grads_in_partition / stage3.py __add_grad_to_ipg_bucket): r a w a
+//    bytes per trained parameter per micro-step, one launch per tensor.
+// Outside the layers: embedding gather (r/w h), final norm, LM head GEMM, ForCausalLMLoss
+// (transformers loss_utils.py: logits.float() then cross_entropy = log_softmax + nll_loss):
+// r 2V w 4V, r 4V w 4V per token = 14V bytes in 3 launches; backward (nll', log_softmax', the
+// float cast's backward) r 4V... = 22V bytes in 3 launches; the embedding's dense gradient
+// (embedding_dense_backward: zero-fill V*h then scatter-add) 2 launches, 2 x V*h*a bytes + r/w h
+// per token.
+// Optimizer step on the GPU (per element of the rank's partition): fused Adam
+// (deepspeed/ops/csrc/adam/multi_tensor_adam.cu: read fp32 param, grad, m, v, write param, m, v:
+// 28 B) plus the 16-bit copy of the param (2 B); DeepSpeed's unscale/clip and gradient norm
+// (stage_1_and_2.py / stage3.py scaled_global_norm + unscale_and_clip_grads: read the fp32
+// gradient twice, write once: 12 B); the 16-bit gradient partition converted to fp32 (r 2 w 4 =
+// 6 B). Multi-tensor kernels batch many tensors per launch: counted as 7 launches (their host time is
+// negligible next to the bytes).
+#include "planner/op_model.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/embedded_data.h"
+#include "common/errors.h"
+
+namespace zeroplan::planner {
+namespace {
+
+constexpr std::string_view kDataPath = "planner/data/time_model.json";
+
+std::vector<double> numbers(const nlohmann::json& j, const char* key) {
+  std::vector<double> v;
+  if (j.contains(key))
+    for (const auto& x : j.at(key)) v.push_back(x.get<double>());
+  return v;
+}
+
+TimeModelData parse_data() {
+  std::string text;
+  // ZEROPLAN_TIME_MODEL=path replaces the embedded file (scripts/calibrate_fit.py evaluates candidate
+  // calibrations through the real binary this way).
+  if (const char* path = std::getenv("ZEROPLAN_TIME_MODEL"); path != nullptr && *path != '\0') {
+    std::ifstream in(path);
+    if (!in) throw_user_error("ZEROPLAN_TIME_MODEL={}: cannot read the file", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  } else {
+    for (const auto& f : embedded_files())
+      if (f.path == kDataPath) text = std::string(f.content);
+  }
+  ZP_CHECK(!text.empty(), "embedded planner/data/time_model.json missing");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_user_error("time model data is not valid JSON: {}", e.what());
+  }
+  TimeModelData d;
+  for (const auto& [name, c] : j.at("attention").items()) {
+    if (!c.is_object() || !c.contains("seq")) continue;
+    AttentionCurve a;
+    a.name = name;
+    if (name.rfind("flash2_", 0) == 0) a.architecture = name.substr(7);
+    a.peak_tflops = c.at("peak_tflops").get<double>();
+    a.seq = numbers(c, "seq");
+    a.fwd = numbers(c, "fwd_tflops");
+    a.fwd_causal = numbers(c, "fwd_causal_tflops");
+    a.bwd = numbers(c, "bwd_tflops");
+    a.eager_fwd = numbers(c, "eager_fwd_tflops");
+    a.eager_bwd = numbers(c, "eager_bwd_tflops");
+    ZP_CHECK(a.fwd.size() == a.seq.size() && a.bwd.size() == a.seq.size() && a.fwd_causal.size() == a.seq.size(),
+             "time_model.json: attention curve lengths differ");
+    d.curves.push_back(std::move(a));
+  }
+  for (const auto& [gpu, arch] : j.at("attention").at("architecture").items())
+    d.architecture.emplace_back(gpu, arch.get<std::string>());
+  d.default_architecture = j.at("attention").at("default_architecture").get<std::string>();
+  for (const auto& [arch, v] : j.at("calibrated").at("sustained_tensor_core_factor").items())
+    d.sustained_tensor_core_factor.emplace_back(arch, v.get<double>());
+  d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
+  d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
+  d.error_band = j.at("calibrated").at("error_band").get<double>();
+  return d;
+}
+
+const std::string& architecture_of(const TimeModelData& d, const std::string& gpu) {
+  for (const auto& [g, a] : d.architecture)
+    if (g == gpu) return a;
+  return d.default_architecture;
+}
+
+const AttentionCurve& curve_for(const TimeModelData& d, const std::string& gpu) {
+  const std::string& arch = architecture_of(d, gpu);  // no allocation: the search calls this per plan
+  for (const auto& c : d.curves)
+    if (c.architecture == arch) return c;
+  for (const auto& c : d.curves)
+    if (c.architecture == d.default_architecture) return c;
+  return d.curves.front();
+}
+
+// Linear in log2(seq) between measured lengths, flat outside (the FlashAttention curves plateau by
+// 8k-16k; beyond 16k a tile loop only gets longer).
+double interp(const std::vector<double>& xs, const std::vector<double>& ys, double x) {
+  if (ys.empty()) return 0;
+  if (x <= xs.front()) return ys.front();
+  if (x >= xs.back()) return ys.back();
+  for (size_t i = 1; i < xs.size(); ++i) {
+    if (x <= xs[i]) {
+      const double t = (std::log2(x) - std::log2(xs[i - 1])) / (std::log2(xs[i]) - std::log2(xs[i - 1]));
+      return ys[i - 1] + t * (ys[i] - ys[i - 1]);
+    }
+  }
+  return ys.back();
+}
+
+double peak_flops(const hw::GpuProfile& g, Precision p) {
+  switch (p) {
+    case Precision::BF16:
+      return g.bf16_tflops * 1e12;
+    case Precision::FP16:
+      return g.fp16_tflops * 1e12;
+    // PyTorch >= 1.12 disables TF32 for matmuls by default (torch.backends.cuda.matmul.allow_tf32).
+    case Precision::FP32:
+      return g.fp32_tflops * 1e12;
+  }
+  return g.bf16_tflops * 1e12;
+}
+
+struct Builder {
+  OpTable& t;
+  const hw::GpuProfile& g;
+  double peak;        // FLOP/s
+  double hbm;         // achievable bytes/s
+  double sustained;   // calibrated tensor-core factor
+  double host_s_per_kernel;
+
+  void add(OpCost c) {
+    if (c.kernels <= 0 && c.flops <= 0 && c.bytes <= 0) return;
+    ZP_CHECK(t.size < kMaxOps, "operator table full");
+    const double tb = c.bytes / hbm;
+    if (c.bound == OpBound::Compute && c.flops > 0) {
+      const double tc = c.flops / (peak * c.efficiency);
+      if (tb > tc) {  // roofline: a compute kernel whose bytes dominate (tiny LoRA GEMMs)
+        c.bound = OpBound::Memory;
+        c.efficiency = g.hbm_efficiency;
+        c.time_s = tb;
+      } else {
+        c.time_s = tc;
+      }
+    } else {
+      c.bound = OpBound::Memory;
+      c.efficiency = g.hbm_efficiency;
+      c.time_s = tb;
+    }
+    const auto p = static_cast<size_t>(c.pass);
+    t.gpu_s[p] += c.time_s;
+    t.kernels[p] += c.kernels;
+    t.host_s[p] += c.kernels * host_s_per_kernel;
+    t.ops[static_cast<size_t>(t.size++)] = c;
+  }
+
+  // GEMM efficiency: the GPU profile's curve eff(f) = max * f / (f + half) for one launch of f
+  // FLOPs (square cuBLAS sweeps, hwprofiles/gpus/*.json notes), times the sustained factor.
+  double gemm_eff(double flops_one) const {
+    const double half = g.gemm_half_efficiency_gflop * 1e9;
+    return g.gemm_max_efficiency * flops_one / (flops_one + half) * sustained;
+  }
+
+  void gemm(const char* name, OpPass pass, double m, const GemmShape& gm, double launches_per_shape,
+            double elem_bytes, double repeat) {
+    const double mm = m * gm.token_fraction;
+    const double one = 2.0 * mm * static_cast<double>(gm.n) * static_cast<double>(gm.k);
+    if (one <= 0) return;
+    const double launches = static_cast<double>(gm.count) * launches_per_shape * repeat;
+    OpCost c;
+    c.name = name;
+    c.pass = pass;
+    c.m = static_cast<int64_t>(mm);
+    c.n = gm.n;
+    c.k = gm.k;
+    c.kernels = launches;
+    c.flops = one * launches;
+    c.bytes = elem_bytes * (mm * static_cast<double>(gm.k) + static_cast<double>(gm.k * gm.n) +
+                            mm * static_cast<double>(gm.n)) *
+              launches;
+    c.bound = OpBound::Compute;
+    c.efficiency = gemm_eff(one);
+    add(c);
+  }
+
+  void memory(const char* name, OpPass pass, double kernels, double bytes) {
+    OpCost c;
+    c.name = name;
+    c.pass = pass;
+    c.kernels = kernels;
+    c.bytes = bytes;
+    c.bound = OpBound::Memory;
+    add(c);
+  }
+};
+
+}  // namespace
+
+const char* op_pass_name(OpPass p) {
+  switch (p) {
+    case OpPass::Forward:
+      return "forward";
+    case OpPass::Backward:
+      return "backward";
+    case OpPass::Recompute:
+      return "recompute";
+    case OpPass::Step:
+      return "step";
+  }
+  return "";
+}
+
+const TimeModelData& time_model_data() {
+  static const TimeModelData d = parse_data();
+  return d;
+}
+
+const std::string& gpu_architecture(const hw::GpuProfile& g) {
+  return architecture_of(time_model_data(), g.name);
+}
+
+double sustained_tensor_core_factor(const hw::GpuProfile& g) {
+  const TimeModelData& d = time_model_data();
+  const std::string& arch = architecture_of(d, g.name);
+  for (const auto& [a, v] : d.sustained_tensor_core_factor)
+    if (a == arch) return v;
+  for (const auto& [a, v] : d.sustained_tensor_core_factor)
+    if (a == d.default_architecture) return v;
+  return 1.0;
+}
+
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash) {
+  const TimeModelData& d = time_model_data();
+  const AttentionCurve& c = curve_for(d, g.name);
+  const double s = static_cast<double>(std::max<int64_t>(1, seq));
+  double tflops = 0;
+  if (!flash) {
+    tflops = interp(c.seq, backward ? c.eager_bwd : c.eager_fwd, s);
+  } else if (!backward) {
+    tflops = interp(c.seq, causal ? c.fwd_causal : c.fwd, s);
+  } else {
+    tflops = interp(c.seq, c.bwd, s);
+    // Causal backward: the forward's causal/non-causal ratio at this length (time_model.json).
+    if (causal) tflops *= interp(c.seq, c.fwd_causal, s) / interp(c.seq, c.fwd, s);
+  }
+  return tflops / c.peak_tflops;
+}
+
+OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
+                       int64_t optimizer_params) {
+  const TimeModelData& d = time_model_data();
+  const hw::GpuProfile& g = w.cluster.gpu;
+  OpTable t;
+  const double a = w.train.precision == Precision::FP32 ? 4.0 : 2.0;  // activation bytes
+  Builder b{t, g, peak_flops(g, w.train.precision), g.hbm_GBps * 1e9 * g.hbm_efficiency,
+            sustained_tensor_core_factor(g), d.host_us_per_kernel * 1e-6};
+  const double m = static_cast<double>(micro * w.train.seq_len);
+  const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
+  const double seq = static_cast<double>(w.train.seq_len);
+
+  if (s.params_only) {
+    // --params: no shapes; one square-ish GEMM family at the large-GEMM efficiency.
+    GemmShape gm{1, 1, 1, 1.0, true};
+    OpCost c;
+    c.name = "weight GEMMs (shapes unknown: --params)";
+    c.bound = OpBound::Compute;
+    c.efficiency = g.gemm_max_efficiency * b.sustained;
+    c.kernels = 1;
+    c.flops = s.gemm_flops_per_token_fwd * m;
+    c.pass = OpPass::Forward;
+    b.add(c);
+    c.pass = OpPass::Backward;
+    c.kernels = 2;
+    c.flops *= 2;
+    b.add(c);
+    (void)gm;
+  } else {
+    const double h = static_cast<double>(s.hidden);
+    const double q = static_cast<double>(s.attn_width);
+    const double kv = static_cast<double>(s.kv_width);
+    const double f = s.mlp_act_elems_per_token;
+    const double V = static_cast<double>(s.vocab);
+    const double norms = static_cast<double>(s.norms_per_layer);
+    const bool flash = w.train.attention == Attention::Flash && s.sdpa_supported;
+    // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
+    // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
+    const double attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
+    const double attn_io = a * m * (2 * q + 2 * kv);  // read q, k, v, write o
+    auto attention = [&](OpPass pass, bool backward, const char* name) {
+      OpCost c;
+      c.name = name;
+      c.pass = pass;
+      c.kernels = L;
+      c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
+      c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
+      c.bound = OpBound::Compute;
+      c.efficiency =
+          attention_efficiency(g, w.train.seq_len, true, backward, flash) * b.sustained;
+      b.add(c);
+    };
+    // Forward of the decoder layers (also the recomputed forward under full checkpointing).
+    auto layer_forward = [&](OpPass pass) {
+      for (const auto& gm : s.layer_gemms) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
+      attention(pass, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
+      if (s.rms_norm)
+        b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
+      else
+        b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
+      if (s.rotary) b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
+      b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
+      b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, (s.gated_mlp ? 2 : 1) * L,
+               (s.gated_mlp ? 5.0 : 2.0) * a * f * m * L);
+      b.memory("residual adds", pass, 2 * L, 6.0 * a * h * m * L);
+    };
+    layer_forward(OpPass::Forward);
+    b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
+    if (s.rms_norm)
+      b.memory("final RMSNorm", OpPass::Forward, 8, 36.0 * h * m);
+    else
+      b.memory("final LayerNorm", OpPass::Forward, 1, 2.0 * a * h * m);
+    for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
+    b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
+
+    // Backward.
+    b.memory("loss backward", OpPass::Backward, 3, 22.0 * V * m);
+    for (const auto& gm : s.head_gemms)
+      b.gemm("LM head GEMM backward", OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, 1.0);
+    if (s.rms_norm)
+      b.memory("final RMSNorm backward", OpPass::Backward, 12, 80.0 * h * m);
+    else
+      b.memory("final LayerNorm backward", OpPass::Backward, 2, 5.0 * a * h * m);
+    for (const auto& gm : s.layer_gemms)
+      b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
+             OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
+    attention(OpPass::Backward, true, flash ? "attention core backward (SDPA flash)" : "attention core backward (eager)");
+    if (s.rms_norm)
+      b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
+    else
+      b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
+    if (s.rotary) b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
+    b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
+    b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
+             (s.gated_mlp ? 3 : 1) * L, (s.gated_mlp ? 8.0 : 3.0) * a * f * m * L);
+    b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
+    if (!s.frozen_base || s.vocab == 0) {
+      b.memory("embedding backward (dense gradient)", OpPass::Backward, 2,
+               2.0 * V * h * a + 2.0 * a * h * m);
+    }
+    // Trained gradients copied into DeepSpeed's reduction buckets: one launch per trained tensor.
+    double trained_tensors = 0;
+    for (const auto& grp : s.groups)
+      for (bool tr : grp.trainable) trained_tensors += tr ? static_cast<double>(grp.repeat) : 0.0;
+    b.memory("gradient copy into reduction buckets", OpPass::Backward, trained_tensors,
+             2.0 * a * static_cast<double>(s.trainable_params));
+    if (s.quantized_base) {
+      // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the forward GEMM and again
+      // before the backward's input-grad GEMM: read 0.5 B + write 2 B per parameter.
+      const double deq = static_cast<double>(s.quantized_params) * 2.5;
+      const double launches = static_cast<double>(s.layer_gemms.size()) * L;
+      b.memory("NF4 dequantize", OpPass::Forward, launches, deq);
+      b.memory("NF4 dequantize (backward)", OpPass::Backward, launches, deq);
+      if (ckpt == Checkpointing::Full) b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);
+    }
+    // Recomputation: full checkpointing re-runs each decoder layer's forward inside the backward
+    // (HF gradient_checkpointing wraps each decoder layer); selective recomputes the attention core
+    // (Korthikanti et al. 2022 §4.2).
+    if (ckpt == Checkpointing::Full) layer_forward(OpPass::Recompute);
+    if (ckpt == Checkpointing::Selective)
+      attention(OpPass::Recompute, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
+  }
+
+  // Optimizer step on the GPU (derivation in the header comment).
+  if (optimizer_params > 0) {
+    const double p = static_cast<double>(optimizer_params);
+    b.memory("16-bit gradient partition -> fp32", OpPass::Step, 2, 6.0 * p);
+    b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 12.0 * p);
+    b.memory("fused Adam (multi-tensor) + 16-bit param copy", OpPass::Step, 3, 30.0 * p);
+  }
+  return t;
+}
+
+}  // namespace zeroplan::planner

@@ -1,0 +1,90 @@
+#pragma once
+// Operator-level compute time (issue 13): the kernels one micro-step launches in the forward, the
+// backward and the recomputation of HF Transformers (eager modules, SDPA attention) under DeepSpeed,
+// and the optimizer step's kernels. Each operator has its FLOPs and HBM bytes; its time is the
+// roofline max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth), the achievable rates coming
+// from published measurements (planner/data/time_model.json, the GPU profile's GEMM curve and
+// STREAM efficiency). A pass takes max(its GPU time, the host time to launch its kernels).
+// PyTorch's estimator (torch/utils/_runtime_estimation.py, torch/distributed/_tools/
+// runtime_estimator.py) is the reference point: per aten op, max(compute time at a fixed 75% of
+// peak, transfer time of inputs + outputs at datasheet bandwidth). We replace its constant by
+// shape-, kernel- and GPU-dependent efficiencies and add host launch time.
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "planner/compute_stats.h"
+#include "planner/training_spec.h"
+
+namespace zeroplan::planner {
+
+enum class OpPass : uint8_t { Forward, Backward, Recompute, Step };
+inline constexpr int kNumOpPasses = 4;
+const char* op_pass_name(OpPass p);
+
+enum class OpBound : uint8_t { Compute, Memory };
+
+// One operator family: `kernels` launches per micro-step (per optimizer step for OpPass::Step),
+// together doing `flops` and moving `bytes`.
+struct OpCost {
+  const char* name = "";
+  OpPass pass = OpPass::Forward;
+  int64_t m = 0, n = 0, k = 0;  // GEMM shape [m,k] x [k,n] of one launch (0 when not a GEMM)
+  double kernels = 0;
+  double flops = 0;
+  double bytes = 0;
+  OpBound bound = OpBound::Compute;
+  double efficiency = 0;  // achieved fraction of peak FLOP/s (compute) or of HBM bandwidth (memory)
+  double time_s = 0;
+};
+
+inline constexpr int kMaxOps = 160;
+
+struct OpTable {
+  std::array<OpCost, kMaxOps> ops{};
+  int size = 0;
+  std::array<double, kNumOpPasses> gpu_s{};    // sum of the pass's operator times
+  std::array<double, kNumOpPasses> kernels{};  // launches
+  std::array<double, kNumOpPasses> host_s{};   // host launch time of those kernels
+  // Wall time of a pass: the GPU and the launching host thread overlap (asynchronous launches).
+  double pass_s(OpPass p) const {
+    const auto i = static_cast<size_t>(p);
+    return gpu_s[i] > host_s[i] ? gpu_s[i] : host_s[i];
+  }
+};
+
+// planner/data/time_model.json, parsed once.
+struct AttentionCurve {
+  std::string name;
+  std::string architecture;  // "hopper" for "flash2_hopper" (the curve PyTorch SDPA runs)
+  double peak_tflops = 0;
+  std::vector<double> seq, fwd, fwd_causal, bwd, eager_fwd, eager_bwd;  // TFLOP/s at peak_tflops
+};
+struct TimeModelData {
+  std::vector<AttentionCurve> curves;
+  std::vector<std::pair<std::string, std::string>> architecture;  // GPU name -> "hopper", ...
+  std::string default_architecture;
+  double host_us_per_kernel = 0;
+  double nccl_overlap_slowdown = 0;
+  // Calibrated, per architecture: sustained tensor-core throughput / microbenchmark throughput.
+  std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;
+  double error_band = 0;                    // calibrated: fraction, e.g. 0.12
+};
+const TimeModelData& time_model_data();
+// The GPU's architecture as the data file names it (default_architecture when not listed).
+const std::string& gpu_architecture(const hw::GpuProfile& g);
+double sustained_tensor_core_factor(const hw::GpuProfile& g);
+
+// Achieved fraction of the GPU's dense peak for the attention kernel of one sequence length
+// (flash: FlashAttention-2/3 curves; eager: the 'standard attention' curve), before the sustained
+// clock factor. Interpolated linearly in log2(seq), flat beyond the measured range.
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash);
+
+// Forward, backward and recompute operators of one micro-step of `micro` sequences.
+// `optimizer_params`: elements of the rank's optimizer partition stepped on the GPU (0 when the
+// optimizer is offloaded), for the OpPass::Step operators.
+OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
+                       int64_t optimizer_params);
+
+}  // namespace zeroplan::planner
