@@ -34,5 +34,5 @@ for f in "$TMP/fixtures/$VER"/*.json; do
   if [ ! -e "$committed" ]; then echo "new fixture (not committed): $(basename "$f")"; status=1; continue; fi
   diff -u "$committed" "$f" || status=1
 done
-[ $status -eq 0 ] && echo "no differences from the committed fixtures" >&2
+[ $status -eq 0 ] && echo "no differences from tests/deepspeed/fixtures/$VER" >&2
 exit $status

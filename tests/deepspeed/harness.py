@@ -293,8 +293,9 @@ def model_states_and_buffers(engine):
 
     parameters: storages of the module's parameters (p.data; at stage 3 also p.ds_tensor, the
         partition), i.e. the working-precision weights.
-    optimizer_states: storages of the inner torch optimizer's parameters when they are not the
-        module's (the fp32 master partitions) plus every tensor in its state (exp_avg, exp_avg_sq, step).
+    optimizer_states: storages of the inner torch optimizer's parameters (param_groups, and the keys
+        of its state) when they are not the module's (the fp32 master partitions) plus every tensor in
+        its state (exp_avg, exp_avg_sq, step).
     gradients: storages of .grad of module parameters and of the master parameters, plus tensors in
         DeepSpeed optimizer attributes whose name contains "grad" (averaged_gradients,
         grads_in_partition, fp32_groups_gradients..., grad_partitions_flat_buffer...), minus the above.
@@ -323,6 +324,13 @@ def model_states_and_buffers(engine):
             for p in g["params"]:
                 master.append(p)
                 obytes.update(_unique_bytes([p], claimed))
+        # Stage 3 empties param_groups outside its own step (stage3.py _optimizer_step puts the fp32
+        # partition in for the step and takes it out after), so the masters are also taken from the
+        # state's keys, which are the optimized tensors.
+        for key in list(inner.state.keys()):
+            if isinstance(key, torch.Tensor):
+                master.append(key)
+                obytes.update(_unique_bytes([key], claimed))
         for st in inner.state.values():
             ts = []
             _walk(st, 2, set(), ts)
