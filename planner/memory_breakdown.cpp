@@ -50,6 +50,7 @@ Buffer& MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, ui
   b.pinned = false;
   b.ds_name = nullptr;
   b.after_step = true;
+  b.backward_moment = Buffer::Moment::Whole;
   return b;
 }
 
@@ -86,6 +87,20 @@ int64_t MemoryBreakdown::after_step_bytes(Category c, bool with_host) const {
 // in the backward (the gradient bucket) and one that lives only in the step (the fp32 gradient
 // copy) never add up.
 void MemoryBreakdown::finalize(int ranks_per_node) {
+  // The backward phase is its larger moment: its start (saved activations and loss gradients still
+  // alive) or its end (every full gradient and the reduction over them).
+  int64_t start = 0, end = 0;
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    if (!(b.phases & kBackward)) continue;
+    if (b.backward_moment != Buffer::Moment::End) start = checked_add(start, b.bytes);
+    if (b.backward_moment != Buffer::Moment::Start) end = checked_add(end, b.bytes);
+  }
+  const Buffer::Moment dropped = end > start ? Buffer::Moment::Start : Buffer::Moment::End;
+  for (int i = 0; i < num_gpu; ++i) {
+    Buffer& b = gpu[static_cast<size_t>(i)];
+    if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
+  }
   phase_total.fill(0);
   for (int i = 0; i < num_gpu; ++i) {
     const Buffer& b = gpu[static_cast<size_t>(i)];

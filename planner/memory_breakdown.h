@@ -32,6 +32,12 @@ struct Buffer {
   // Still allocated after the optimizer step (DeepSpeed frees 16-bit gradients and their fp32 copies
   // at the end of step(); partitioned stage-3 gradient buffers and model weights stay).
   bool after_step = true;
+  // Within the backward: alive at its start only (saved activations, loss gradients: freed as the
+  // backward proceeds), at its end only (full gradients, which accumulate as the activations are
+  // freed, and the reductions over them), or throughout (kWhole). finalize() keeps the backward phase
+  // at the larger of the two moments and drops the other moment's buffers from it.
+  enum class Moment : uint8_t { Whole, Start, End };
+  Moment backward_moment = Moment::Whole;
 };
 
 // Fixed capacity so evaluation never allocates.

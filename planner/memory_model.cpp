@@ -13,6 +13,7 @@
 #include "planner/memory_model.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "common/checked.h"
 #include "planner/ds_runtime.h"
@@ -104,14 +105,36 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                   "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
   }
 
+  // Full (unpartitioned) gradients of stages 0/1: autograd produces them during the backward while
+  // the saved activations are freed, so they coexist with the step's buffers, not with the
+  // activations; the backward phase holds the largest one (added below). With accumulation they
+  // persist from the first micro-step on (engine.py: reduction only at the boundary).
+  // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
+  // allreduce_gradients), so there they are counted in the backward too.
+  const uint8_t full_grad_phases = z.grad_accum > 1 ? kAllPhases : uint8_t(kBackward | kStep);
+  const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
   switch (stage) {
     case 0:
     case 1:
     case 2: {
+      if (stage == 0 && N > 1 && path.wrapper != OptimizerWrapper::Unsupported) {
+        // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
+        // a bucket (allreduce_no_retain: up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements plus the
+        // parameter that crosses it) in their dtype, alive during the all-reduce at the end of backward.
+        // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
+        const int64_t grad_elem = path.wrapper == OptimizerWrapper::BF16Optimizer ? 4 : pe;
+        const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+        out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
+                    checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))), kBackward,
+                    "engine.py allreduce_bucket: flatten(bucket) of the gradients")
+            .after_step = false;
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+      }
       if (path.wrapper == OptimizerWrapper::Basic) {
-        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), kAllPhases,
+        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
                     "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
             .after_step = false;
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
         out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
                     "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
         break;
@@ -144,9 +167,10 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // unpartitioned; FusedAdam's exp_avg/exp_avg_sq on the fp32 flat. The engine all-reduces the
         // 16-bit param.grad (engine.py buffered_allreduce_fallback); DeepSpeed >= 0.18 runs bf16
         // without ZeRO here too (DDP_BFLOAT16).
-        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), kAllPhases,
+        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), full_grad_phases,
                     "param.grad in the model dtype, 2Psi (freed by step: zero_grad)")
             .after_step = false;
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
         out.add_gpu("fp32 master params", Category::OptimizerStates, checked_mul(4, psi_t), kAllPhases,
                     "FP16_Optimizer fp32_groups_flat: 4Psi, every rank")
             .ds_name = "optimizer.fp32_groups_flat";
@@ -165,8 +189,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // of partition size, dtype self.dtype). Both are freed at the end of step().
       if (stage == 1)
         out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
-                    kAllPhases, "stage 1: full gradients (ZeRO paper 2Psi)")
+                    full_grad_phases, "stage 1: full gradients (ZeRO paper 2Psi)")
             .after_step = false;
+      if (stage == 1) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
       else if (!off_opt)
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
                     checked_mul(pe, part_t), kAllPhases, "stage 2: grads_in_partition, 2Psi/N")
@@ -286,12 +311,19 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       }
       if (off_opt) {
         out.add_host("gradient partition", Category::Gradients, checked_mul(pe, t_part), pinned,
-                     "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer");
+                     "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
+            .ds_name = "optimizer.grad_partitions_flat_buffer";
         if (z.offload_optimizer == Offload::CPU) {
-          out.add_host("fp32 master params + Adam momentum + variance", Category::OptimizerStates,
-                       checked_mul(12, t_part), pinned, "K*Psi/N on the host (DeepSpeedCPUAdam)");
+          out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part), pinned,
+                       "stage3.py fp32_partitioned_groups_flat on the host")
+              .ds_name = "optimizer.fp32_partitioned_groups_flat";
+          out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
+                       pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+          // Not held after the step (recorded: llama-gqa_s3_n2_bf16_offloadopt, gradients after the step
+          // = grad_partitions_flat_buffer only).
           out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
-                       "fp32_partitioned_groups_flat[i].grad on the host");
+                       "fp32_partitioned_groups_flat[i].grad on the host")
+              .after_step = false;
         } else {
           out.add_host(
               "optimizer swap buffers (NVMe)", Category::Buffers,
@@ -309,7 +341,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
   // reduce_independent_p_g_buckets_and_remove_grads), so the largest trainable tensor's gradient
   // (the embedding or lm_head: V*h) exists transiently in the backward.
-  if (stage >= 2 && !m.params_only && !m.trainable_tensors.numel.empty())
+  if (!m.params_only && !m.trainable_tensors.numel.empty() &&
+      (stage >= 2 || (full_grad_phases == kStep && path.wrapper != OptimizerWrapper::BF16Optimizer)))
     out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
                 checked_mul(pe, m.trainable_tensors.numel.back()), kBackward,
                 "param.grad of the largest trainable tensor before its bucket copy");
@@ -428,6 +461,15 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     load_per_rank = checked_add(ceil_div(model_bytes, N), std::min(model_bytes, kCheckpointShardBytes));
   out.host_load_per_node = checked_mul(load_per_rank, ranks_per_node);
 
+  // What lives only at the start of the backward: the saved activations (freed layer by layer as
+  // the backward proceeds) and the loss and first parameter gradients.
+  for (int i = 0; i < out.num_gpu; ++i) {
+    Buffer& b = out.gpu[static_cast<size_t>(i)];
+    const std::string_view nm = b.name;
+    if (b.category == Category::Activations || nm == "loss gradients (fp32)" ||
+        nm == "largest parameter gradient (transient)")
+      b.backward_moment = Buffer::Moment::Start;
+  }
   out.finalize(ranks_per_node);
   return out;
 }
