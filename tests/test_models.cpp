@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cctype>
 #include <set>
 #include <string>
@@ -303,7 +304,13 @@ TEST(Zoo, EveryModelLoadsAndHasMetadata) {
     names.insert(e.name);
     const auto m = load_model(e.name);
     EXPECT_GT(m.num_parameters(), 0);
-    EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+    // Vision-language zoo files (Gemma-3 4B+, Llama-4) carry exactly one note: only the text tower is planned.
+    if (m.text_config_of.empty()) {
+      EXPECT_TRUE(m.warnings.empty()) << m.warnings.front();
+    } else {
+      ASSERT_EQ(m.warnings.size(), 1u);
+      EXPECT_NE(m.warnings[0].find("language tower"), std::string::npos);
+    }
     for (const auto& a : e.aliases) {
       EXPECT_TRUE(aliases.insert(a).second) << "duplicate alias " << a;
       EXPECT_TRUE(std::none_of(a.begin(), a.end(),
@@ -368,6 +375,55 @@ TEST(ParamsOnly, CountWithoutArchitecture) {
   }
   EXPECT_THROW(model_from_param_count(0), UserError);
   EXPECT_THROW(model_from_param_count(-5), UserError);
+}
+
+}  // namespace
+}  // namespace zeroplan::models
+
+namespace zeroplan::models {
+namespace {
+
+// Active parameters per token (ModelSpec::active_parameters: everything but the (E-k)/E routed
+// experts a token skips, embeddings included) against the figures the model authors publish, to the
+// precision they publish. Published figures are rounded or truncated to their last digit (Qwen3-30B-A3B's
+// "3.3B" for 3.353B, DeepSeek-V3's "37B" for 37.55B), so ours must lie in [published - unit/2,
+// published + unit).
+void expect_rounded(int64_t ours, double published, double unit) {
+  const double x = static_cast<double>(ours);
+  EXPECT_GE(x, published - unit / 2) << ours << " vs " << published;
+  EXPECT_LT(x, published + unit) << ours << " vs " << published;
+}
+
+TEST(ActiveParameters, MatchThePublishedActiveCounts) {
+  // Mixtral of Experts (Jiang et al. 2024): "47B total, 13B active"; Mistral's announcement: 12.9B.
+  expect_rounded(load_model("mixtral-8x7b").active_parameters(), 12.9e9, 0.1e9);
+  // Qwen3-30B-A3B model card: 30.5B total, 3.3B activated.
+  const auto q = load_model("qwen3-30b-a3b");
+  expect_rounded(q.num_parameters(), 30.5e9, 0.1e9);
+  expect_rounded(q.active_parameters(), 3.3e9, 0.1e9);
+  // Qwen3-235B-A22B model card: 235B total, 22B activated.
+  expect_rounded(load_model("qwen3-235b-a22b").active_parameters(), 22e9, 1e9);
+  // DeepSeek-V3 technical report: 671B total, 37B activated per token.
+  const auto d = load_model("deepseek-v3");
+  expect_rounded(d.num_parameters(), 671e9, 1e9);
+  expect_rounded(d.active_parameters(), 37e9, 1e9);
+  EXPECT_EQ(d.num_moe_layers(), 61 - 3);  // first_k_dense_replace 3
+  // Llama 4 model cards: 17B active for Scout (16 experts) and Maverick (128 experts, every 2nd layer).
+  expect_rounded(load_model("llama-4-scout-17b-16e").active_parameters(), 17e9, 1e9);
+  const auto mav = load_model("llama-4-maverick-17b-128e");
+  expect_rounded(mav.active_parameters(), 17e9, 1e9);
+  EXPECT_EQ(mav.num_moe_layers(), 24);
+  // gpt-oss model card: 20.91B total / 3.61B active, 116.83B / 5.13B. OpenAI counts the input embedding
+  // (a lookup, vocab 201088 x 2880) as not active; ours includes it, so subtract it for the comparison.
+  const int64_t oss_embed = 201088LL * 2880;
+  const auto o20 = load_model("gpt-oss-20b"), o120 = load_model("gpt-oss-120b");
+  expect_rounded(o20.num_parameters(), 20.91e9, 0.01e9);
+  expect_rounded(o20.active_parameters() - oss_embed, 3.61e9, 0.01e9);
+  expect_rounded(o120.num_parameters(), 116.83e9, 0.01e9);
+  expect_rounded(o120.active_parameters() - oss_embed, 5.13e9, 0.01e9);
+  // Dense models: active == total.
+  const auto l = load_model("llama-3.2-1b");
+  EXPECT_EQ(l.active_parameters(), l.num_parameters());
 }
 
 }  // namespace
