@@ -419,11 +419,24 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       c.fix_text = shm ? "NCCL uses shared memory through the host, not peer-to-peer: check ACS/IOMMU (nvidia-smi topo -m), NCCL_P2P_DISABLE/NCCL_P2P_LEVEL"
                    : sock ? "NCCL uses TCP sockets between nodes: check that the IB/RoCE NIC is visible (NCCL_IB_HCA, NCCL_SOCKET_IFNAME)"
                           : "not a config knob: profile the interconnect with nccl-tests (all_reduce_perf) and compare";
-      double total = 0;
-      for (const auto& r : log.comms)
-        if (r.op == worst->op && r.message_bytes == worst->message_bytes) total += r.total_ms;
-      c.gain_ms = total / steps * (1 - ratio);
-      c.gain_basis = "measured: these calls' logged time per step at the link model's busbw instead";
+      // Every logged collective of >= 1 MiB at the link model's busbw instead of its own.
+      double saved = 0;
+      for (const auto& cc : d.collectives) {
+        if (cc.message_bytes < (1 << 20) || cc.model_busbw_GBps <= 0 || cc.measured_busbw_GBps >= cc.model_busbw_GBps) continue;
+        for (const auto& r : log.comms)
+          if (r.op == cc.op && r.message_bytes == cc.message_bytes)
+            saved += r.total_ms * (1 - cc.measured_busbw_GBps / cc.model_busbw_GBps);
+      }
+      c.gain_ms = saved / steps;
+      c.gain_basis = "measured: the logged time of every collective >= 1 MiB at the link model's busbw instead, as if none were hidden behind compute";
+      // It cannot save more than the measured step exceeds the prediction.
+      if (d.predicted && have_timers && m.total_ms > 0) {
+        const double excess = std::max(0.0, m.total_ms * static_cast<double>(accum) - d.predicted->time.step_s * 1000);
+        if (c.gain_ms > excess) {
+          c.gain_ms = excess;
+          c.gain_basis = "measured: capped at the measured step minus the predicted one";
+        }
+      }
       slow.push_back(std::move(c));
     }
   } else if (!log.comms.empty() && !d.workload) {

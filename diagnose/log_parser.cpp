@@ -307,7 +307,9 @@ class Parser {
       if (m.ma_gib >= 0) push(log_.memory, m);
       hit = true;
     }
-    if (contains(raw, "Comm. Op") && contains(raw, "Message Size")) {
+    // CommsLogger.log_all's main table; its "Breakdown with straggler effect" table (show_straggler)
+    // has other columns (straggler latencies, no bandwidth) and is not read.
+    if (contains(raw, "Comm. Op") && contains(raw, "Message Size") && !contains(raw, "straggler")) {
       comm_active_ = true;
       comm_header_seen_ = true;
       comm_op_.clear();
@@ -444,7 +446,7 @@ class Parser {
     const sv t = trim(p);
     if (t.empty()) return true;
     const auto tok = split_ws(t, 16);
-    if (tok.size() == 1 && std::all_of(tok[0].begin(), tok[0].end(), is_ident)) {
+    if (tok.size() == 1 && std::all_of(tok[0].begin(), tok[0].end(), is_ident) && tok[0].front() != '_') {
       comm_op_ = std::string(tok[0]);
       return true;
     }

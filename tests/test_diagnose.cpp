@@ -149,6 +149,26 @@ TEST(DiagnoseCauses, FixesAreTheDeepSpeedDefaults) {
   EXPECT_EQ(t.fixed_config["zero_optimization"]["reduce_bucket_size"], 500000000);
 }
 
+TEST(DiagnoseCauses, LessonLogSlowLinkThenPrefetch) {
+  // docs/worked-examples.md section 4: the constructed 4xA40 log (scripts/make_lesson_log.py):
+  // all-gathers at 2.2 GB/s busbw through SHM with P2P disabled, and stage3_prefetch_bucket_size 0.
+  DiagnoseInputs in;
+  planner::Workload w;
+  w.model = models::load_model("llama-2-7b");
+  w.cluster = hw::parse_cluster("4xA40");
+  w.train.checkpointing = planner::Checkpointing::Full;
+  in.workload = w;
+  const Diagnosis d = diagnose(parse("lesson/lesson_zero3_4xA40.log"), in);
+  ASSERT_EQ(ids(d), (std::vector<std::string>{"low_busbw", "prefetch_off"}));
+  EXPECT_GT(d.causes[0].gain_ms, d.causes[1].gain_ms);
+  // The low_busbw evidence quotes NCCL's own lines.
+  bool shm = false;
+  for (const auto& e : d.causes[0].evidence) shm |= e.find("via SHM/direct/direct") != std::string::npos;
+  EXPECT_TRUE(shm);
+  ASSERT_TRUE(d.predicted && d.fixed);
+  EXPECT_LT(d.fixed->time.step_s, d.predicted->time.step_s);
+}
+
 TEST(DiagnoseCauses, OomOfAPublicZero3Run) {
   const RunLog log = parse("public/lf7532_zero3_oom.log");
   ASSERT_EQ(log.ooms.size(), 1u);
@@ -195,6 +215,35 @@ TEST(DiagnoseParse, PublicOldFormats) {
 
   const RunLog nccl = parse("public/nccl1817_shm.log");
   EXPECT_EQ(nccl.nccl.transports.at("SHM"), 4);
+}
+
+TEST(DiagnoseParse, TrainerProfilerAndReportLines) {
+  // Formats from source: transformers Trainer.log prints the logs dict; DeepSpeed's flops profiler
+  // prints line_fmt '{:<70}  {:<8}' rows (profiling/flops_profiler/profiler.py print_model_profile);
+  // ds_report prints "name ..... value" rows under "DeepSpeed general environment info:".
+  RunLog log;
+  parse_log_text(
+      "{'loss': 2.3456, 'grad_norm': 1.25, 'learning_rate': 2e-05, 'epoch': 0.1}\n"
+      "{'train_runtime': 123.45, 'train_samples_per_second': 6.48, 'train_steps_per_second': 0.405, "
+      "'train_loss': 2.1, 'epoch': 1.0}\n"
+      "-------------------------- DeepSpeed Flops Profiler --------------------------\n"
+      "Profile Summary at step 10:\n"
+      "world size:                                                             4       \n"
+      "fwd latency:                                                            74.73 ms\n"
+      "bwd latency:                                                            1.2 s   \n"
+      "DeepSpeed general environment info:\n"
+      "torch version .................... 2.1.0\n"
+      "deepspeed info ................... 0.14.0, unknown, unknown\n",
+      "mixed.log", log);
+  ASSERT_EQ(log.losses.size(), 1u);
+  EXPECT_DOUBLE_EQ(log.losses[0], 2.3456);
+  EXPECT_DOUBLE_EQ(log.hf_metrics.at("train_samples_per_second"), 6.48);
+  EXPECT_DOUBLE_EQ(log.hf_metrics.at("train_runtime"), 123.45);
+  EXPECT_EQ(log.flops.world_size, 4);
+  EXPECT_DOUBLE_EQ(log.flops.fwd_latency_ms, 74.73);
+  EXPECT_DOUBLE_EQ(log.flops.bwd_latency_ms, 1200.0);
+  EXPECT_EQ(log.torch_version, "2.1.0");
+  EXPECT_EQ(log.deepspeed_version, "0.14.0");
 }
 
 TEST(DiagnoseRobust, TruncatedLogGivesPartialDiagnosis) {

@@ -1,0 +1,76 @@
+// `zeroplan diagnose` command-line contract: user errors exit 2 with one line on stderr and nothing on
+// stdout (no file written); --emit writes the corrected config atomically; --json is one JSON document.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "tests/cli_runner.h"
+
+namespace {
+
+using zeroplan::testing::run_cli;
+using zeroplan::testing::slurp;
+
+const std::string kDir = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/diagnose/";
+
+std::string temp_dir() {
+  char t[] = "/tmp/zeroplan-diag-XXXXXX";
+  return mkdtemp(t);
+}
+
+void expect_user_error(const zeroplan::testing::CliResult& r) {
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+}
+
+TEST(DiagnoseCli, UserErrorsExit2WithOneLine) {
+  expect_user_error(run_cli({"diagnose", kDir + "no-such.log"}));
+  expect_user_error(run_cli({"diagnose", kDir}));  // a directory
+  const std::string d = temp_dir();
+  {
+    std::ofstream(d + "/notes.txt") << "shopping list\nmilk\neggs\n";
+  }
+  expect_user_error(run_cli({"diagnose", d + "/notes.txt"}));  // not a training log
+  expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--model", "7b"}));  // --gpus missing
+  expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--config", d + "/notes.txt"}));  // not JSON
+  // --emit when nothing needs fixing: refused, no file.
+  expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--emit", d + "/fixed.json"}));
+  EXPECT_FALSE(std::filesystem::exists(d + "/fixed.json"));
+  std::filesystem::remove_all(d);
+}
+
+TEST(DiagnoseCli, EmitWritesTheCorrectedConfig) {
+  const std::string d = temp_dir();
+  const auto r = run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[prefetch_off]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Wrote " + d + "/fixed.json"), std::string::npos) << r.out;
+  const auto j = nlohmann::json::parse(slurp(d + "/fixed.json"));
+  EXPECT_EQ(j["zero_optimization"]["stage3_prefetch_bucket_size"], 50000000);
+  EXPECT_EQ(j["zero_optimization"]["stage"], 3);
+  EXPECT_EQ(j["train_micro_batch_size_per_gpu"], 2);  // the rest of the run's config is kept
+  // An existing file is only replaced with --force.
+  expect_user_error(run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json"}));
+  EXPECT_EQ(run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json", "--force"}).exit_code, 0);
+  std::filesystem::remove_all(d);
+}
+
+TEST(DiagnoseCli, JsonNamesTheCauseFirst) {
+  const auto r = run_cli({"diagnose", kDir + "z2_tiny_buckets.log", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["causes"].empty());
+  EXPECT_EQ(j["causes"][0]["id"], "tiny_buckets");
+  EXPECT_EQ(j["deepspeed_version"], "0.19.8");
+  // Two logs (a run and a public OOM excerpt) are one diagnosis.
+  const auto two = run_cli({"diagnose", kDir + "z2_overlap_off.log", kDir + "public/lf7532_zero3_oom.log", "--json"});
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  const auto k = nlohmann::json::parse(two.out);
+  EXPECT_EQ(k["causes"][0]["id"], "oom");
+  EXPECT_EQ(k["causes"][1]["id"], "overlap_off");
+}
+
+}  // namespace
