@@ -407,6 +407,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                     "one layer's saved tensors, recomputed during its backward");
         break;
     }
+    if (a.rope_tables > 0)
+      out.add_gpu("rotary cos/sin + position ids", Category::Activations, a.rope_tables, kFwdBwd,
+                  "[1, s, head_dim] cos and sin + [1, s] int64 positions, shared by the layers (memory_stats.cpp)");
     const int64_t emb_head = checked_mul(a.embedding_per_sample + a.head_per_sample, b);
     if (emb_head > 0)
       out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,

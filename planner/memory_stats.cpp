@@ -338,6 +338,18 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // Embedding: the lookup saves only the token ids; GPT-style models apply dropout to the embedding
   // output (a 1-byte mask per element, Korthikanti §4.3 "input embeddings").
   act.embedding_per_sample = dropout ? checked_mul(h, s) : 0;
+  // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
+  // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype
+  // for the batch (position_ids [1, s], int64), and every layer's apply_rotary_pos_emb saves them:
+  // one storage each for the micro-batch. Recorded: 2 x 64 x 64 x 2 + 64 x 8 = 16,896 bytes at s = 64,
+  // head_dim 64, bf16 (tests/deepspeed/fixtures/0.19.8/llama-gqa_*: layer 0 saves 16,384 + 512 more
+  // than layer 1; with gradient checkpointing they are most of the difference to the layer inputs).
+  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
+                        "gemma2", "gemma3", "gemma3_text", "phi3"})
+    if (m.model_type == t) {
+      const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+      act.rope_tables = checked_add(checked_mul(checked_mul(2 * e, s), d), checked_mul(8, s));
+    }
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : e * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));

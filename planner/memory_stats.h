@@ -64,6 +64,9 @@ struct ActivationStats {
   int64_t logits_fp32_upcast_per_sample = 0;
   // Number of decoder layers.
   int64_t num_layers = 0;
+  // RoPE models: the rotary cos/sin tables and position ids every layer's attention saves, one
+  // storage for the whole micro-batch (not per sample). See memory_stats.cpp.
+  int64_t rope_tables = 0;
 };
 
 struct MemoryStats {
