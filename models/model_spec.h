@@ -148,6 +148,19 @@ struct ModelSpec {
     return is_moe() && (moe_layers.empty() || moe_layers[static_cast<size_t>(i)]);
   }
   int64_t num_moe_layers() const;
+  // Width of the MLP activations one token produces in a MoE layer: experts_per_token routed experts
+  // of moe_intermediate_size plus the shared experts' MLP; intermediate_size for dense models.
+  int64_t active_mlp_width() const {
+    if (!is_moe()) return intermediate_size;
+    return experts_per_token * (moe_intermediate_size > 0 ? moe_intermediate_size : intermediate_size) +
+           shared_expert_intermediate_size;
+  }
+  // The first decoder layer with routed experts (0 for dense models).
+  int64_t first_moe_layer() const {
+    for (int64_t i = 0; i < num_layers; ++i)
+      if (is_moe_layer(i)) return i;
+    return 0;
+  }
   // The layer inventory, in forward order. Throws UserError for params_only models. With tied
   // embeddings there is no "lm_head" group: the output layer reuses the embedding's tensor, which
   // is counted once (as real checkpoints and model.parameters() count it).

@@ -116,14 +116,15 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.sdpa_supported = m.layout != models::Layout::Bloom;
   s.mlp_act_elems_per_token = static_cast<double>(m.intermediate_size) *
                               (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
-  const double f = static_cast<double>(m.intermediate_size);
+  // MoE: the routed experts' width times top-k plus the shared experts (ModelSpec::active_mlp_width;
+  // Qwen3-MoE's intermediate_size is its dense width, 8x an expert's).
+  const double f = static_cast<double>(m.active_mlp_width());
   const double h = static_cast<double>(m.hidden_size);
   s.elementwise_elems_per_token_fwd =
       4 * h + 6 * h +
       (m.position == models::PositionKind::Rotary ? 2.0 * static_cast<double>(s.attn_width + kv_width)
                                                   : 0.0) +
-      (m.mlp == models::MlpKind::Gated ? 3 * f : 2 * f) *
-          (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
+      (m.mlp == models::MlpKind::Gated ? 3 * f : 2 * f);
   s.head_elementwise_elems_per_token_fwd = 3.0 * static_cast<double>(m.vocab_size);
 
   const auto& targets = w.train.lora_targets;
@@ -134,9 +135,13 @@ ComputeStats compute_compute_stats(const Workload& w) {
   int64_t trainable = 0;
   bool head_has_weight = false;
 
+  // MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61; Llama-4 Maverick: every
+  // other layer) are costed from their first MoE layer: an approximation for the dense ones.
+  const int64_t representative = m.first_moe_layer();
+  int64_t decoder_index = -1;
   for (const auto& layer : m.inventory()) {
     // Decoder layers are identical: build the first one's GEMMs and parameter group, repeat it.
-    if (layer.is_decoder_layer && first_decoder_seen) continue;
+    if (layer.is_decoder_layer && (first_decoder_seen || ++decoder_index != representative)) continue;
     ParamGroup g;
     g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
     std::vector<std::string> modules;
@@ -165,6 +170,12 @@ ComputeStats compute_compute_stats(const Workload& w) {
         note_module(module_path(t.name) + ".lora_B");
         ++lora_wrapped;
         trainable += (r * in + out * r) * g.repeat;
+      }
+      // Fused 3-D experts (gpt-oss, Llama-4: gate_up_proj [E, h, 2f], down_proj [E, f, h], x @ W): E GEMMs
+      // of in = shape[1], out = shape[2], each on k/E of the tokens.
+      if (t.shape.size() == 3 && is_expert_tensor(t) && layer.is_decoder_layer) {
+        add_gemm(s.layer_gemms, GemmShape{t.shape[2], t.shape[1], t.shape[0], moe_fraction, tensor_trainable});
+        continue;
       }
       if (!t.is_linear || t.shape.size() != 2) continue;
       const bool expert = is_expert_tensor(t);
