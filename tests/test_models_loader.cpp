@@ -407,6 +407,22 @@ TEST(Lora, FusedAndTiedModules) {
   EXPECT_EQ(lora_trainable_parameters(mix, 1, {}), 32 * (attn + experts + gate));
 }
 
+// PEFT counts on the new families' module names, by hand (r * (in + out) per targeted Linear).
+TEST(Lora, MoeAndMlaModuleNames) {
+  // Qwen3-30B-A3B, attention only, r=8: q 2048->4096, k/v 2048->512, o 4096->2048; 48 layers.
+  EXPECT_EQ(lora_trainable_parameters(load_model("qwen3-30b-a3b"), 8, {"q_proj", "k_proj", "v_proj", "o_proj"}),
+            48LL * 8 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048)));
+  // DeepSeek-V3 MLA projections, r=8: q_a 7168->1536, q_b 1536->128*192, kv_a 7168->576, kv_b 512->128*256,
+  // o 128*128->7168; 61 layers.
+  EXPECT_EQ(lora_trainable_parameters(load_model("deepseek-v3"), 8,
+                                      {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa", "kv_b_proj", "o_proj"}),
+            61LL * 8 * ((7168 + 1536) + (1536 + 24576) + (7168 + 576) + (512 + 32768) + (16384 + 7168)));
+  // gpt-oss-20b all-linear, r=16: q/k/v/o and the router (Linear 2880->32); the fused 3-D experts are
+  // nn.Parameters, not Linears, so PEFT's all-linear leaves them out; 24 layers.
+  EXPECT_EQ(lora_trainable_parameters(load_model("gpt-oss-20b"), 16, {}),
+            24LL * 16 * ((2880 + 4096) + 2 * (2880 + 512) + (4096 + 2880) + (2880 + 32)));
+}
+
 TEST(Lora, UnknownTargetListsTheModelsModules) {
   const auto m = load_model("llama-2-7b");
   expect_user_error([&] { lora_trainable_parameters(m, 8, {"c_attn"}); }, {"c_attn", "q_proj", "down_proj"});
