@@ -24,6 +24,7 @@
 #include "planner/ds_runtime_collectives.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 
 #include "common/checked.h"
@@ -68,6 +69,7 @@ struct ParamOrder {
   // output needs no gradient (the rotary embedding): they fire no backward hook.
   std::vector<std::vector<size_t>> fwd_modules;
   std::vector<bool> no_backward;
+  std::vector<bool> trainable;  // per parameter (LoRA: the adapters only)
 };
 
 // The module owning a tensor: its name without the last component.
@@ -78,17 +80,44 @@ std::string owner_of(const std::string& tensor_name) {
 
 ParamOrder param_order(const Workload& w, const ModelStats& s) {
   ParamOrder o;
-  if (w.train.method != Method::Full || w.model.params_only) {
+  if (w.train.method == Method::QLoRA || w.model.params_only) {
     const TensorSizeTable& t = s.mem.trainable_tensors;
     for (size_t i = 0; i < t.numel.size(); ++i)
       for (int64_t k = 0; k < t.count[i]; ++k) o.numel.push_back(t.numel[i]);
     for (size_t i = 0; i < o.numel.size(); ++i) o.exec.push_back(i);
+    o.trainable.assign(o.numel.size(), true);
     return o;
   }
   const bool llama_layout = norms_registered_last(w.model.model_type);
+  const bool lora = w.train.method == Method::LoRA;
+  const int64_t r = w.train.lora_rank;
+  const auto& tg = w.train.lora_targets;
+  const bool all_linear = tg.empty() || std::find(tg.begin(), tg.end(), "all-linear") != tg.end();
+  // PEFT (tuners/lora/model.py _create_and_replace): a targeted nn.Linear becomes a LoraLayer holding
+  // base_layer (the frozen Linear), lora_A.default [r, in] and lora_B.default [out, r], registered in
+  // that order and run in that order (lora.Linear.forward: base_layer, lora_dropout, lora_A, lora_B).
+  auto targeted = [&](const models::TensorSpec& t, bool in_layer) {
+    if (!lora || !t.is_linear || t.is_bias || t.shape.size() != 2) return false;
+    return all_linear ? in_layer && t.module != "lm_head" : std::find(tg.begin(), tg.end(), t.module) != tg.end();
+  };
   auto module = [&](bool no_bwd = false) {
     o.fwd_modules.push_back({});
     o.no_backward.push_back(no_bwd);
+  };
+  // Adds a tensor (and, if targeted, its adapters as their own modules right after it).
+  auto push = [&](const models::TensorSpec& t, bool in_layer) {
+    o.fwd_modules.back().push_back(o.numel.size());
+    o.exec.push_back(o.numel.size());
+    o.numel.push_back(t.numel());
+    o.trainable.push_back(!lora);
+    if (!targeted(t, in_layer)) return;
+    for (const int64_t n : {r * t.shape[1], t.shape[0] * r}) {
+      module();
+      o.fwd_modules.back().push_back(o.numel.size());
+      o.exec.push_back(o.numel.size());
+      o.numel.push_back(n);
+      o.trainable.push_back(true);
+    }
   };
   module();  // the *ForCausalLM root
   module();  // the base model (LlamaModel, GPT2Model, ...)
@@ -98,11 +127,9 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
       std::string last;
       for (const auto& t : layer.tensors) {
         const std::string owner = owner_of(t.name);
-        if (owner != last) module();
-        last = owner;
-        o.fwd_modules.back().push_back(o.numel.size());
-        o.exec.push_back(o.numel.size());
-        o.numel.push_back(t.numel());
+        if (owner != last || targeted(t, layer.is_decoder_layer)) module();
+        last = targeted(t, layer.is_decoder_layer) ? std::string() : owner;
+        push(t, layer.is_decoder_layer);
       }
       // modeling_llama.py LlamaModel.forward computes the rotary embedding right after the token
       // embedding (a module without parameters or gradient).
@@ -110,12 +137,14 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
       continue;
     }
     struct T {
-      int64_t numel;
+      const models::TensorSpec* spec;
       std::string owner;
+      size_t index = 0;              // parameter index of the tensor
+      std::vector<size_t> adapters;  // LoRA A, B parameter indices
     };
     std::vector<T> norms, attn, rest;
     for (const auto& t : layer.tensors) {
-      T x{t.numel(), owner_of(t.name)};
+      T x{&t, owner_of(t.name)};
       if (t.is_norm)
         norms.push_back(x);
       else if (t.name.find("self_attn.") != std::string::npos)
@@ -123,29 +152,43 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
       else
         rest.push_back(x);
     }
-    // registration: self_attn, mlp, norms; execution: norm 0, self_attn, other norms, mlp.
-    const size_t base = o.numel.size();
-    for (const auto* v : {&attn, &rest, &norms})
-      for (const T& x : *v) o.numel.push_back(x.numel);
-    const size_t a0 = base, r0 = base + attn.size(), n0 = r0 + rest.size();
+    // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
+    // execution: norm 0, self_attn, other norms, mlp.
+    for (auto* v : {&attn, &rest, &norms})
+      for (T& x : *v) {
+        x.index = o.numel.size();
+        o.numel.push_back(x.spec->numel());
+        o.trainable.push_back(!lora);
+        if (targeted(*x.spec, true))
+          for (const int64_t n : {r * x.spec->shape[1], x.spec->shape[0] * r}) {
+            x.adapters.push_back(o.numel.size());
+            o.numel.push_back(n);
+            o.trainable.push_back(true);
+          }
+      }
     std::string last;
-    auto use = [&](size_t idx, const std::string& owner) {
-      if (owner != last) module();
-      last = owner;
-      o.fwd_modules.back().push_back(idx);
-      o.exec.push_back(idx);
+    auto use = [&](const T& x) {
+      if (x.owner != last || !x.adapters.empty()) module();
+      last = x.adapters.empty() ? x.owner : std::string();
+      o.fwd_modules.back().push_back(x.index);
+      o.exec.push_back(x.index);
+      for (size_t a : x.adapters) {
+        module();
+        o.fwd_modules.back().push_back(a);
+        o.exec.push_back(a);
+      }
     };
     module();  // decoder layer
-    if (!norms.empty()) use(n0, norms[0].owner);
+    if (!norms.empty()) use(norms[0]);
     module();  // self_attn container
     last.clear();
-    for (size_t i = 0; i < attn.size(); ++i) use(a0 + i, attn[i].owner);
+    for (const T& x : attn) use(x);
     last.clear();
-    for (size_t i = 1; i < norms.size(); ++i) use(n0 + i, norms[i].owner);
+    for (size_t i = 1; i < norms.size(); ++i) use(norms[i]);
     module();  // mlp container
     last.clear();
     for (size_t i = 0; i < rest.size(); ++i) {
-      use(r0 + i, rest[i].owner);
+      use(rest[i]);
       // LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)): the activation module runs
       // after the first projection.
       if (i == 0) {
@@ -205,8 +248,18 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
   // persistent-parameter list. Stages 2 and 3 reduce from autograd hooks, in reverse execution order.
   const ParamOrder order = param_order(w, s);
-  const std::vector<int64_t>& grads = order.numel;
-  std::vector<size_t> backward_idx(order.exec.rbegin(), order.exec.rend());
+  const std::vector<int64_t>& all = order.numel;  // every parameter (stage 3 partitions frozen ones too)
+  // The trainable ones (DeepSpeed's optimizer groups), in module.parameters() order.
+  std::vector<int64_t> grads;
+  std::vector<size_t> grad_of(all.size(), SIZE_MAX);
+  for (size_t i = 0; i < all.size(); ++i)
+    if (order.trainable[i]) {
+      grad_of[i] = grads.size();
+      grads.push_back(all[i]);
+    }
+  std::vector<size_t> backward_idx;  // indices into grads, reverse execution order
+  for (auto it = order.exec.rbegin(); it != order.exec.rend(); ++it)
+    if (order.trainable[*it]) backward_idx.push_back(grad_of[*it]);
   std::vector<int64_t> backward_order;
   for (size_t i : backward_idx) backward_order.push_back(grads[i]);
 
@@ -310,8 +363,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     // within stage3_max_reuse_distance parameters of the module trace (__params_to_release) or were
     // already popped from the queue for a later use. reset_step at each forward empties the counters;
     // the optimizer step releases everything (stage3.py step -> _partition_all_parameters).
-    const size_t P = grads.size();
-    auto persistent = [&](size_t i) { return grads[i] <= thr; };
+    const size_t P = all.size();
+    auto persistent = [&](size_t i) { return all[i] <= thr; };
     std::vector<std::vector<size_t>> trace = order.fwd_modules;
     for (size_t k = order.fwd_modules.size(); k-- > 0;)
       if (!order.no_backward[k]) trace.push_back(order.fwd_modules[k]);
@@ -337,8 +390,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         for (size_t p : params)
           if (!available[p]) {
             available[p] = true;
-            n_available += grads[p];
-            part += ceil_div(grads[p], N);
+            n_available += all[p];
+            part += ceil_div(all[p], N);
           }
         if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
         // Pop this module's own uses off the queue.
@@ -354,8 +407,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             recent[t.param] = std::max(recent[t.param], t.step);
             if (!available[t.param]) {
               available[t.param] = true;
-              numel += grads[t.param];
-              ppart += ceil_div(grads[t.param], N);
+              numel += all[t.param];
+              ppart += ceil_div(all[t.param], N);
             }
           }
           n_available += numel;
@@ -365,7 +418,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         // execution order); a gradient that would overflow a non-empty bucket flushes it first.
         if (ph == kBackward)
           for (auto it = params.rbegin(); it != params.rend(); ++it) {
-            const int64_t g = grads[*it];
+            if (!order.trainable[*it]) continue;  // frozen: no gradient, no hook
+            const int64_t g = all[*it];
             if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
               add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
               bucket_elems = bucket_payload = 0;
@@ -382,12 +436,12 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         for (size_t k = static_cast<size_t>(next); k < trace.size() && traversed < z.max_reuse_distance; ++k)
           for (size_t p : trace[k]) {
             release.erase(std::remove(release.begin(), release.end(), p), release.end());
-            traversed += grads[p];
+            traversed += all[p];
           }
         for (size_t p : release)
           if (available[p]) {
             available[p] = false;
-            n_available -= grads[p];
+            n_available -= all[p];
           }
       }
       // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
@@ -421,7 +475,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
                   : "DeepSpeedZeroOptimizer_Stage3.get_grad_norm_direct");
   }
   // _post_step: persistent parameters, one all_gather each (in module order).
-  for (int64_t g : grads)
+  for (int64_t g : all)
     if (gathers && g <= thr) add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");
   return out;
 }

@@ -245,12 +245,20 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           ceil_div(frozen_q, N));
       // Without frozen or quantized weights the partitions of all parameters (persistent ones
       // included) are exactly stage3.py's fp16_partitioned_groups_flat.
-      const bool plain = m.frozen_tensors.total_numel() == 0 && frozen_q == 0;
-      if (!off_param)
+      // With frozen weights (LoRA) the flat holds the trainable parameters' partitions only (stage3.py
+      // builds it from trainable_param_groups); the frozen partitions are their own ds_tensors.
+      const bool plain = frozen_q == 0;
+      const int64_t frozen_part_bytes =
+          checked_add(checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
+      if (!off_param) {
         out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
-                    checked_add(param_part_bytes, off_param ? 0 : checked_mul(pe, pers_part)), kAllPhases,
-                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
+                    checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes,
+                    kAllPhases, "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
             .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
+        if (frozen_part_bytes > 0)
+          out.add_gpu("frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
+                      "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
+      }
       // Persistent parameters keep their partition on the GPU even with offload_param
       // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
       if (off_param && pers_part > 0)
@@ -319,11 +327,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
               .ds_name = "optimizer.fp32_partitioned_groups_flat";
           out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
                        pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
-          // Not held after the step (recorded: llama-gqa_s3_n2_bf16_offloadopt, gradients after the step
-          // = grad_partitions_flat_buffer only).
           out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
-                       "fp32_partitioned_groups_flat[i].grad on the host")
-              .after_step = false;
+                       "fp32_partitioned_groups_flat[i].grad on the host");
         } else {
           out.add_host(
               "optimizer swap buffers (NVMe)", Category::Buffers,
