@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up a fresh Debian machine for zeroplan and builds it into ./build (idempotent: re-running
-# only rebuilds what changed). Dependencies are Debian packages; CUDA/NCCL are used from
+# Sets up a fresh Debian machine for zeroplan and builds the planner, ./build/zeroplan (idempotent:
+# re-running only rebuilds what changed). Dependencies are Debian packages; CUDA/NCCL are used from
 # /usr/local/cuda when nvcc is there (the CUDA backend is then compiled, even without a GPU); MPI
 # from Debian's OpenMPI.
 set -euo pipefail
@@ -23,4 +23,6 @@ BUILD=${ZEROPLAN_BUILD_DIR:-build}
 if [ ! -f "$BUILD/build.ninja" ]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" >/dev/null
 fi
-cmake --build "$BUILD" -j"$(nproc)"
+# Only the planner by default (the quick start's first plan needs nothing else: no executor, CUDA
+# kernels, tests or benchmarks); `scripts/test.sh` builds everything (ZEROPLAN_TARGETS=all).
+cmake --build "$BUILD" -j"$(nproc)" --target ${ZEROPLAN_TARGETS:-zeroplan}

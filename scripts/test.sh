@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
-bash scripts/setup.sh
+ZEROPLAN_TARGETS=all bash scripts/setup.sh
 echo "== tests (build/)"
 ctest --test-dir build --output-on-failure -j"$jobs"
 
