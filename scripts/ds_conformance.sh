@@ -4,6 +4,8 @@
 #   bash scripts/ds_conformance.sh                          # every case (~30 min on 2 cores)
 #   bash scripts/ds_conformance.sh --only 'llama-gqa_s*_n2_bf16_default'   # a subset (fnmatch)
 #   VENV=.venv-ds-0.16 bash scripts/ds_conformance.sh       # another venv (see scripts/ds_venv.sh)
+#   DS_VERSION=0.16.9 bash scripts/ds_conformance.sh --only 'llama-gqa_s?_n2_*'   # another DeepSpeed
+#     release over the same venv (compared with tests/deepspeed/fixtures-other-versions/0.16.9)
 # Exit status: 0 when the re-recording equals the committed fixtures, 1 when it differs, 2 when
 # the harness's self-test (exact allocator counting) fails.
 set -euo pipefail
@@ -20,7 +22,18 @@ PY
   VENV="$VENV" bash scripts/ds_venv.sh
 fi
 export DS_ACCELERATOR=cpu OMP_NUM_THREADS=1
+if [ -n "${DS_VERSION:-}" ]; then
+  # Another DeepSpeed release over the same pinned stack: installed (no deps) into build-ds-<ver>/site,
+  # which PYTHONPATH puts ahead of the venv's; its JIT-built CPU ops get their own extensions dir.
+  T="build-ds-$DS_VERSION"
+  if [ ! -d "$T/site/deepspeed" ]; then
+    DS_BUILD_OPS=0 "$VENV/bin/pip" install -q --no-deps --no-build-isolation --target "$T/site" "deepspeed==$DS_VERSION"
+  fi
+  export PYTHONPATH="$PWD/$T/site${PYTHONPATH:+:$PYTHONPATH}" TORCH_EXTENSIONS_DIR="$PWD/$T/torch_ext"
+fi
 VER=$("$VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("deepspeed"))')
+REF=tests/deepspeed/fixtures/$VER
+[ -d "$REF" ] || REF=tests/deepspeed/fixtures-other-versions/$VER
 "$VENV/bin/python" tests/deepspeed/harness.py --self-test || exit 2
 TMP=$(mktemp -d /tmp/zp_ds_conformance.XXXXXX)
 echo "re-recording DeepSpeed $VER fixtures into $TMP/fixtures/$VER" >&2
@@ -30,9 +43,9 @@ echo "failures (if any): $TMP/fixtures/failures-$VER.json; wall times: $TMP/fixt
 status=0
 for f in "$TMP/fixtures/$VER"/*.json; do
   [ -e "$f" ] || continue
-  committed="tests/deepspeed/fixtures/$VER/$(basename "$f")"
+  committed="$REF/$(basename "$f")"
   if [ ! -e "$committed" ]; then echo "new fixture (not committed): $(basename "$f")"; status=1; continue; fi
   diff -u "$committed" "$f" || status=1
 done
-[ $status -eq 0 ] && echo "no differences from tests/deepspeed/fixtures/$VER" >&2
+[ $status -eq 0 ] && echo "no differences from $REF" >&2
 exit $status
