@@ -395,13 +395,13 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     switch (z.checkpointing) {
       case Checkpointing::None:
         out.add_gpu("layer activations", Category::Activations,
-                    checked_mul(checked_mul(L, a.layer_full_per_sample), b), kFwdBwd,
-                    "saved tensors of every decoder layer (see memory_stats.cpp)");
+                    checked_mul(checked_mul(L, a.layer_full_per_sample) - a.first_layer_unsaved_per_sample, b),
+                    kFwdBwd, "saved tensors of every decoder layer (see memory_stats.cpp)");
         break;
       case Checkpointing::Selective:
         out.add_gpu("layer activations (selective)", Category::Activations,
-                    checked_mul(checked_mul(L, a.layer_selective_per_sample), b), kFwdBwd,
-                    "attention core recomputed (Korthikanti et al. 2022 §5)");
+                    checked_mul(checked_mul(L, a.layer_selective_per_sample) - a.first_layer_unsaved_per_sample, b),
+                    kFwdBwd, "attention core recomputed (Korthikanti et al. 2022 §5)");
         break;
       case Checkpointing::Full:
         out.add_gpu("layer inputs (checkpoints)", Category::Activations,

@@ -331,6 +331,26 @@ MemoryStats compute_memory_stats(const Workload& w) {
   act.num_layers = m.num_layers;
   act.layer_full_per_sample = checked_add(la.without_core, la.core);
   act.layer_selective_per_sample = la.without_core;
+  if (lora && first_decoder != nullptr) {
+    // PEFT lora.Linear.forward adds lora_B(lora_A(dropout(x))) * scaling: lora_B's weight gradient
+    // needs its input, lora_A's output, r elements per token per adapter. Recorded: 7 adapters x r 8
+    // x 2 B x 128 tokens = 14,336 B per layer (tests/deepspeed/fixtures/0.19.8/llama-gqa_*_lora).
+    int64_t adapters_in_layer = 0;
+    for (const auto& t : first_decoder->tensors)
+      if (lt.targeted(t) && t.shape.size() == 2) ++adapters_in_layer;
+    const int64_t mid = checked_mul(checked_mul(checked_mul(e, w.train.lora_rank), s), adapters_in_layer);
+    act.layer_full_per_sample = checked_add(act.layer_full_per_sample, mid);
+    act.layer_selective_per_sample = checked_add(act.layer_selective_per_sample, mid);
+    // The embeddings are frozen unless targeted, so the first layer's input requires no gradient and
+    // its first norm saves nothing: RMSNorm's fp32 upcast (4h) and fp32 variance/rsqrt (8) per token,
+    // LayerNorm's input (e*h) and mean/rstd (8). Recorded: llama-gqa layer 0 saves 132,096 B
+    // (= 128 tokens x (4 x 256 + 8)) less than layer 1 under LoRA.
+    bool embedding_trains = false;
+    for (const auto& layer : inv)
+      for (const auto& t : layer.tensors) embedding_trains |= t.is_embedding && lt.targeted(t);
+    if (!embedding_trains)
+      act.first_layer_unsaved_per_sample = checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
+  }
   // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
   // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.
   act.layer_input_per_sample = checked_mul(e * h, s);

@@ -67,6 +67,9 @@ struct ActivationStats {
   // RoPE models: the rotary cos/sin tables and position ids every layer's attention saves, one
   // storage for the whole micro-batch (not per sample). See memory_stats.cpp.
   int64_t rope_tables = 0;
+  // LoRA/QLoRA with frozen embeddings: the first decoder layer's input needs no gradient, so its
+  // first norm saves nothing; these bytes per sample are not saved once (memory_stats.cpp).
+  int64_t first_layer_unsaved_per_sample = 0;
 };
 
 struct MemoryStats {
