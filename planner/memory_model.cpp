@@ -407,6 +407,14 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("layer inputs (checkpoints)", Category::Activations,
                     checked_mul(checked_mul(L, a.layer_input_per_sample), b), kFwdBwd,
                     "full recomputation keeps each layer input 2sbh (Korthikanti Table 2)");
+        if (w.train.attention == Attention::Eager)
+          // Eager attention gets a 4-D causal mask [b, 1, s, s] in the compute dtype
+          // (transformers masking_utils create_causal_mask); each checkpointed layer keeps its call
+          // arguments, the mask among them: one storage for all layers. Recorded: 16,384 B at b 2,
+          // s 64 in bf16 (llama-gqa_s2_n2_bf16_eager_gc vs _gc).
+          out.add_gpu("causal mask (checkpoint argument)", Category::Activations,
+                      checked_mul(checked_mul(checked_mul(w.train.seq_len, w.train.seq_len), m.act_elem_bytes), b),
+                      kFwdBwd, "eager attention's [b, 1, s, s] mask kept by the checkpoints");
         out.add_gpu("recomputed layer working set", Category::Activations,
                     checked_mul(a.layer_full_per_sample, b), kBackward,
                     "one layer's saved tensors, recomputed during its backward");
