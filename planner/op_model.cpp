@@ -109,6 +109,7 @@ TimeModelData parse_data() {
   d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
   d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
   d.error_band = j.at("calibrated").at("error_band").get<double>();
+  d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
   return d;
 }
 
@@ -171,14 +172,14 @@ struct Builder {
       const double tc = c.flops / (peak * c.efficiency);
       if (tb > tc) {  // roofline: a compute kernel whose bytes dominate (tiny LoRA GEMMs)
         c.bound = OpBound::Memory;
-        c.efficiency = g.hbm_efficiency;
+        c.efficiency = hbm / (g.hbm_GBps * 1e9);
         c.time_s = tb;
       } else {
         c.time_s = tc;
       }
     } else {
       c.bound = OpBound::Memory;
-      c.efficiency = g.hbm_efficiency;
+      c.efficiency = hbm / (g.hbm_GBps * 1e9);
       c.time_s = tb;
     }
     const auto p = static_cast<size_t>(c.pass);
@@ -286,7 +287,8 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
   const hw::GpuProfile& g = w.cluster.gpu;
   OpTable t;
   const double a = w.train.precision == Precision::FP32 ? 4.0 : 2.0;  // activation bytes
-  Builder b{t, g, peak_flops(g, w.train.precision), g.hbm_GBps * 1e9 * g.hbm_efficiency,
+  Builder b{t, g, peak_flops(g, w.train.precision),
+            g.hbm_GBps * 1e9 * g.hbm_efficiency * d.elementwise_bandwidth_factor,
             sustained_tensor_core_factor(g), d.host_us_per_kernel * 1e-6};
   const double m = static_cast<double>(micro * w.train.seq_len);
   const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));

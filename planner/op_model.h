@@ -69,6 +69,8 @@ struct TimeModelData {
   double nccl_overlap_slowdown = 0;
   // Calibrated, per architecture: sustained tensor-core throughput / microbenchmark throughput.
   std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;
+  // Calibrated: eager element-wise kernels' bandwidth / STREAM copy bandwidth (all GPUs).
+  double elementwise_bandwidth_factor = 1;
   double error_band = 0;                    // calibrated: fraction, e.g. 0.12
 };
 const TimeModelData& time_model_data();
