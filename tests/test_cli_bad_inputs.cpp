@@ -1,8 +1,10 @@
 // The bad-input catalogue (issues 2 and 8): every user mistake gives exactly one line on stderr
 // starting "zeroplan: error:", exit code 2, nothing on stdout, and no file written.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -46,6 +48,9 @@ struct Fixture {
           R"("intermediate_size":11008,"vocab_size":32000})");
     write("existing.json", "{}");
     fs::create_directory(dir / "subdir");
+    ::mkfifo((dir / "fifo.json").c_str(), 0600);  // a reader without a writer would wait forever
+    std::ofstream(dir / "big.json").close();
+    fs::resize_file(dir / "big.json", (64u << 20) + 1);  // sparse: one byte over the limit
   }
   ~Fixture() { fs::remove_all(dir); }
   void write(const std::string& name, const std::string& content) { std::ofstream(dir / name) << content; }
@@ -127,6 +132,17 @@ std::vector<BadInput> catalogue() {
       {"emit_unwritable_dir", with({"--emit", "/nonexistent-dir/ds_config.json"}), "nonexistent-dir"},
       {"emit_existing_without_force", with({"--emit", f.p("existing.json")}), "--force"},
       {"emit_directory", with({"--emit", f.p("subdir")}), "directory"},
+      // Bounded inputs (issue 16): only regular files, at most 64 MiB of JSON, checked before reading.
+      {"model_dev_zero", {"--model", "/dev/zero", "--gpus", "4xA40"}, "64 MiB"},
+      {"model_fifo", {"--model", f.p("fifo.json"), "--gpus", "4xA40"}, "pipe"},
+      {"model_over_64_MiB", {"--model", f.p("big.json"), "--gpus", "4xA40"}, "64 MiB"},
+      {"gpu_profile_dev_zero", {"--model", "7b", "--gpus", "4x/dev/zero"}, "regular"},
+      {"check_dev_zero", {"check", "/dev/zero", "--model", "7b", "--gpus", "4xA40"}, "regular"},
+      // Admission before allocation: 405B on 64 cpu thread ranks needs ~3 TB of host memory.
+      {"validate_over_host_memory",
+       {"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3", "--micro-batch", "1",
+        "--seq-len", "64"},
+       "MemAvailable"},
   };
 }
 
@@ -149,6 +165,23 @@ TEST_P(BadInputTest, OneClearLineExitTwoNothingOnStdout) {
       fixture().p("existing.json").size() > 0 ? zeroplan::testing::slurp(fixture().p("existing.json")) : "",
       "{}")
       << c.label << ": an existing file must not be replaced";
+}
+
+// Issue 16's two inputs that used to hang or exhaust the machine end at once: /dev/zero was read
+// forever; the 7B validate below grew to 24 GB before the OOM killer ended it (refused here in ~0.3 s,
+// most of it loading zeroplan-exec's CUDA libraries; 3 s leaves room for a loaded CI machine).
+TEST(BadInputTiming, UnboundedInputsEndAtOnce) {
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  auto r = run_cli({"--model", "/dev/zero", "--gpus", "4xA40"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), 1.0);
+  t0 = clock::now();
+  r = run_cli({"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3", "--micro-batch",
+               "1", "--seq-len", "64"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("refused before allocating"), std::string::npos) << r.err;
+  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), 3.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, BadInputTest, ::testing::ValuesIn(catalogue()),
