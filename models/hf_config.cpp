@@ -137,7 +137,7 @@ bool is_llama_family(const std::string& t) {
                                        "qwen2_moe",   "qwen3_moe",   "gemma",     "gemma2",     "gemma3_text",
                                        "phi3",        "olmo2",       "olmoe",     "granite",    "glm4",
                                        "starcoder2",  "cohere",      "gpt_oss",   "llama4_text", "deepseek_v2",
-                                       "deepseek_v3"};
+                                       "deepseek_v3", "phi"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -281,7 +281,7 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
 }
 
 void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec& m) {
-  m.layout = type == "phi3" ? Layout::Phi3 : Layout::Llama;
+  m.layout = type == "phi3" ? Layout::Phi3 : type == "phi" ? Layout::Phi : Layout::Llama;
   m.hidden_size = r.req_int({"hidden_size"}, kMaxHidden);
   m.num_layers = r.req_int({"num_hidden_layers"}, kMaxLayers);
   m.num_heads = r.req_int({"num_attention_heads"}, kMaxHeads);
@@ -363,6 +363,19 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     if (r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::HeadMatrix;
   }
   m.attention_sinks = type == "gpt_oss";
+  if (type == "phi") {
+    // PhiConfig / modeling_phi.py: nn.LayerNorm (bias) input_layernorm feeding attention and MLP in
+    // parallel, q/k/v/dense and fc1/fc2 with biases, final_layernorm, lm_head with a bias; qk_layernorm
+    // (default False) adds LayerNorm(head_dim) on q and k.
+    m.norm = NormKind::LayerNorm;
+    m.norm_bias = true;
+    m.norm_placement = NormPlacement::Parallel;
+    m.parallel_attention = true;
+    m.attention_bias = m.mlp_bias = m.lm_head_bias = true;
+    m.mlp = MlpKind::Plain;
+    m.activation = r.opt_string({"hidden_act"}, "gelu_new");
+    if (r.opt_bool("qk_layernorm", false)) m.qk_norm = QkNorm::PhiPerHead;
+  }
 
   // MLA (modeling_deepseek_v3.py DeepseekV3Attention; DeepseekV2/V3Config defaults identical).
   if (type == "deepseek_v2" || type == "deepseek_v3") {
@@ -540,10 +553,21 @@ constexpr const char* kStructuralFields[] = {
     // other module-tree changes: q/k norms, parallel blocks, state-space/linear-attention layers
     "use_qk_norm", "qk_layernorm", "parallel_attn", "use_parallel_residual", "ssm_state_size",
     "mamba_d_state", "linear_num_value_heads", "attn_layer_period", "hybrid_override_pattern",
-    "layers_block_type", "num_nextn_predict_layers"};
+    "layers_block_type", "num_nextn_predict_layers", "linear_conv_kernel_dim", "linear_key_head_dim",
+    "mamba_n_heads", "conv_L_cache", "full_attn_idxs", "altup_num_inputs", "laurel_rank",
+    "hidden_size_per_layer_input", "num_kv_shared_layers", "attn_type_list", "block_types"};
 
 std::vector<std::string> structural_fields_present(const json& j) {
   std::vector<std::string> out;
+  // layer_types naming anything but softmax attention layers (linear_attention, mamba, conv) changes the
+  // tree; full/sliding/chunked attention only changes masks.
+  if (auto it = j.find("layer_types"); it != j.end() && it->is_array())
+    for (const auto& t : *it)
+      if (t.is_string() && t != "full_attention" && t != "sliding_attention" && t != "chunked_attention" &&
+          t != "attention") {
+        out.push_back("layer_types");
+        break;
+      }
   for (const char* k : kStructuralFields) {
     auto it = j.find(k);
     if (it == j.end() || it->is_null()) continue;

@@ -126,7 +126,8 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
     g.linear("self_attn.k_proj", kv, h, qkv_bias);
     g.linear("self_attn.v_proj", kv, h, qkv_bias);
   }
-  g.linear("self_attn.o_proj", h, q, o_bias);
+  // PhiAttention calls its output projection "dense" (modeling_phi.py).
+  g.linear(m.layout == Layout::Phi ? "self_attn.dense" : "self_attn.o_proj", h, q, o_bias);
   switch (m.qk_norm) {
     case QkNorm::None:
       break;
@@ -138,6 +139,10 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
       // OlmoeAttention: RMSNorm(hidden), RMSNorm(hidden/heads*kv_heads) -- the same without head_dim
       g.norm("self_attn.q_norm", m.model_type == "olmoe" ? h : q, false);
       g.norm("self_attn.k_norm", m.model_type == "olmoe" ? h / m.num_heads * m.num_kv_heads : kv, false);
+      break;
+    case QkNorm::PhiPerHead:  // PhiAttention qk_layernorm: nn.LayerNorm(head_dim), affine with bias
+      g.norm("self_attn.q_layernorm", m.head_dim, true);
+      g.norm("self_attn.k_layernorm", m.head_dim, true);
       break;
     case QkNorm::HeadMatrix:  // CohereAttention: CohereLayerNorm([heads, head_dim]), weight only
       g.param("self_attn.q_norm.weight", {m.num_heads, m.head_dim}, "q_norm", true);
@@ -221,6 +226,9 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
   } else if (m.mlp_c_names) {
     g.linear("mlp.c_fc", f, h, m.mlp_bias);  // Starcoder2MLP
     g.linear("mlp.c_proj", h, f, m.mlp_bias);
+  } else if (m.layout == Layout::Phi) {
+    g.linear("mlp.fc1", f, h, m.mlp_bias);  // PhiMLP
+    g.linear("mlp.fc2", h, f, m.mlp_bias);
   } else {
     g.linear("mlp.up_proj", f, h, m.mlp_bias);
     g.linear("mlp.down_proj", h, f, m.mlp_bias);
@@ -315,6 +323,8 @@ Names names_for(Layout layout) {
     case Layout::Llama:
     case Layout::Phi3:
       return {"model", "embed_tokens", "model.layers", "model.norm", "lm_head"};
+    case Layout::Phi:
+      return {"model", "embed_tokens", "model.layers", "model.final_layernorm", "lm_head"};
     case Layout::GPT2:
       return {"transformer", "wte", "transformer.h", "transformer.ln_f", "lm_head"};
     case Layout::OPT:
@@ -364,6 +374,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
     switch (layout) {
       case Layout::Llama:
       case Layout::Phi3:
+      case Layout::Phi:
         llama_layer(*this, g, i);
         break;
       case Layout::GPT2:
@@ -388,14 +399,15 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
   {
     GroupBuilder g("final_norm", "", false);
     // Llama layout: the final norm is the layers' kind (Starcoder2 LayerNorm with bias, Cohere without).
-    if (final_norm) g.norm(n.final_norm, h, layout == Layout::Llama ? norm_bias : layer_norm_bias);
+    if (final_norm)
+      g.norm(n.final_norm, h, layout == Layout::Llama || layout == Layout::Phi ? norm_bias : layer_norm_bias);
     if (embed_dim != h) g.linear("model.decoder.project_out", embed_dim, h, false);
     out.push_back(g.take());
   }
 
   if (!tie_word_embeddings) {
     GroupBuilder g("lm_head", "", false);
-    g.linear(n.lm_head, vocab_size, embed_dim, false);
+    g.linear(n.lm_head, vocab_size, embed_dim, lm_head_bias);
     out.push_back(g.take());
   }
   return out;

@@ -16,7 +16,7 @@ enum class PositionKind { Rotary, Learned, Alibi };
 // norms exist. Llama covers every "model.layers.N.self_attn / mlp" family (Llama, Mistral, Mixtral,
 // Qwen2/3 and their MoE, DeepSeek-V2/V3, gpt-oss, Llama-4 text, Gemma 1-3, OLMo-2, OLMoE, Granite,
 // GLM-4, Starcoder2, Cohere) and unknown Llama-style configs; the fields below pick the variant.
-enum class Layout { Llama, Phi3, GPT2, OPT, Bloom, Falcon, GPTNeoX };
+enum class Layout { Llama, Phi3, Phi, GPT2, OPT, Bloom, Falcon, GPTNeoX };  // Phi: Phi-1/1.5/2 (model_type phi)
 // Where a Llama-layout decoder layer has its norms (names as in the HF modeling files).
 enum class NormPlacement {
   Pre,       // input_layernorm + post_attention_layernorm (Llama)
@@ -31,6 +31,7 @@ enum class QkNorm {
   PerHead,     // q_norm, k_norm: RMSNorm(head_dim), shared by the heads (Qwen3, Gemma-3)
   FullWidth,   // q_norm: RMSNorm(heads*head_dim), k_norm: RMSNorm(kv_heads*head_dim) (OLMo-2, OLMoE)
   HeadMatrix,  // q_norm: LayerNorm([heads, head_dim]), k_norm: [kv_heads, head_dim] (Cohere use_qk_norm)
+  PhiPerHead,  // q_layernorm, k_layernorm: nn.LayerNorm(head_dim) with bias (Phi qk_layernorm)
 };
 // How a MoE block's experts are stored (names as in the Hub checkpoints).
 enum class MoeStyle {
@@ -122,6 +123,7 @@ struct ModelSpec {
   QkNorm qk_norm = QkNorm::None;
   bool attention_sinks = false;  // gpt-oss: self_attn.sinks, one learned logit per head
   bool mlp_c_names = false;      // Starcoder2: plain MLP named mlp.c_fc / mlp.c_proj
+  bool lm_head_bias = false;     // Phi-1/2: lm_head Linear(bias=True)
   std::string text_config_of;    // vision-language wrapper whose text_config this is ("gemma3", ...)
 
   Layout layout = Layout::Llama;

@@ -201,6 +201,13 @@ TEST(Loader, UnknownFamilyWithStructuralFieldsIsRefused) {
   mla["kv_lora_rank"] = 512;
   mla["q_lora_rank"] = nullptr;  // null is not a structural value, kv_lora_rank is
   expect_user_error([&] { parse(mla); }, {"'kv_lora_rank'"});
+  // Layer types other than softmax attention (Qwen3-Next's linear_attention, hybrid Mamba layers).
+  json hybrid = llama_config();
+  hybrid["model_type"] = "mycorp_hybrid";
+  hybrid["layer_types"] = {"linear_attention", "full_attention"};
+  expect_user_error([&] { parse(hybrid); }, {"'layer_types'"});
+  hybrid["layer_types"] = {"sliding_attention", "full_attention"};  // masks only: accepted
+  EXPECT_EQ(parse(hybrid).num_parameters(), 6'738'415'616);
   // Zero / false / empty values change nothing: still a plain dense config, read with the warning.
   json plain = llama_config();
   plain["model_type"] = "mycorp_dense";
