@@ -9,7 +9,8 @@
 # Goals (issue 16): `zeroplan --model 70b --gpus 4x8xH100 --json` <= 20 ms and <= 30 MiB; every other
 # planning command <= 50 ms. Exit 1 when a goal is missed. Wall time: `date +%s%N` around the run
 # (includes /usr/bin/time's own fork+exec, ~1 ms); peak RSS: /usr/bin/time -f %M (the child's
-# ru_maxrss, KiB). validate/calibrate run training or GPU measurements and are listed for their
+# ru_maxrss, KiB); CPU time (when `perf stat` works here): task-clock of the process, which a loaded
+# machine does not inflate the way it inflates wall time. validate/calibrate run training or GPU measurements and are listed for their
 # start-up only (see the README).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,7 +32,7 @@ fail=0
 # label|goal ms|goal MiB (0 = none)|command
 run() {
   local goal_ms=$1 goal_mib=$2; shift 2
-  local walls=() rss=()
+  local walls=() rss=() cpus=()
   for ((i = 0; i < RUNS; i++)); do
     local t0 t1
     t0=$(date +%s%N)
@@ -39,10 +40,16 @@ run() {
     t1=$(date +%s%N)
     walls+=("$(((t1 - t0) / 1000))")
     rss+=("$(tail -n 1 rss.txt)")
+    if ((have_perf)); then
+      perf stat -x, -o perf.txt -e task-clock "$@" >/dev/null 2>&1 || true
+      cpus+=("$(awk -F, '/task-clock/ {print $1}' perf.txt)")
+    fi
   done
   local w r
   w=$(printf '%s\n' "${walls[@]}" | median)
   r=$(printf '%s\n' "${rss[@]}" | median)
+  local cpu="-"
+  if ((have_perf)); then cpu=$(printf '%s\n' "${cpus[@]}" | median | awk '{printf "%.1f", $1}'); fi
   local ms mib verdict="" 
   ms=$(awk -v u="$w" 'BEGIN {printf "%.1f", u / 1000}')
   mib=$(awk -v k="$r" 'BEGIN {printf "%.1f", k / 1024}')
@@ -53,11 +60,13 @@ run() {
     if awk -v a="$mib" -v g="$goal_mib" 'BEGIN {exit !(a > g)}'; then verdict+=" MISSED ${goal_mib} MiB"; fail=1; fi
   fi
   local shown="${*#"$ZP"}"
-  printf '%8s ms %7s MiB  zeroplan%s%s\n' "$ms" "$mib" "${shown#"$ZP"}" "$verdict"
+  printf '%8s ms %7s ms %7s MiB  zeroplan%s%s\n' "$ms" "$cpu" "$mib" "${shown#"$ZP"}" "$verdict"
 }
 
-echo "median of $RUNS runs each, $(nproc) cores, $(date -u +%F) ($($ZP --version))"
-echo "    wall   peak RSS  command"
+have_perf=0
+if perf stat -x, -o perf.txt -e task-clock true >/dev/null 2>&1; then have_perf=1; fi
+echo "median of $RUNS runs each, $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $(date -u +%F) ($($ZP --version))"
+echo "      wall       CPU  peak RSS  command"
 run 20 30 "$ZP" --model 70b --gpus 4x8xH100 --json
 run 50 0 "$ZP" --model 13b --gpus 4xA40
 run 50 0 "$ZP" --model 13b --gpus 4xA40 --stage 2 --micro-batch 1 --explain
