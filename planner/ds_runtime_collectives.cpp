@@ -28,6 +28,7 @@
 #include <string>
 
 #include "common/checked.h"
+#include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
 
 namespace zeroplan::planner {
@@ -478,6 +479,18 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   for (int64_t g : all)
     if (gathers && g <= thr) add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");
   return out;
+}
+
+double collectives_time_s(const CommTopology& t, const std::vector<CollectiveCall>& calls) {
+  double total = 0;
+  for (const CollectiveCall& c : calls) {
+    int64_t size = c.bytes;
+    CollectiveKind k = c.kind;
+    if (c.kind == CollectiveKind::AllGather) size = checked_mul(c.bytes, c.group_size);
+    if (c.to_one_rank) k = CollectiveKind::Broadcast;
+    total += collective_time_s(t, k, size);
+  }
+  return total;
 }
 
 }  // namespace zeroplan::planner

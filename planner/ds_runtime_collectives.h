@@ -37,4 +37,11 @@ const char* call_op_name(const CollectiveCall& c);
 // does not skip a world of one except where cited).
 std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z);
 
+// The communication time of these calls issued one after another (no overlap) on `t`: each call costs
+// collective_time_s (comm_model.h) on its nccl-tests size S (all-gather: the input partition x group
+// size; dist.reduce: bus factor 1, costed as a broadcast of S). Per-call latency is what makes many
+// small calls (reduce_bucket_size 0, prefetch 0) expensive.
+struct CommTopology;
+double collectives_time_s(const CommTopology& t, const std::vector<CollectiveCall>& calls);
+
 }  // namespace zeroplan::planner
