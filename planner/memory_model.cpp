@@ -117,12 +117,13 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     case 0:
     case 1:
     case 2: {
-      if (stage == 0 && N > 1 && path.wrapper != OptimizerWrapper::Unsupported) {
+      if (stage == 0 && N > 1 &&
+          (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer)) {
         // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
         // a bucket (allreduce_no_retain: up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements plus the
         // parameter that crosses it) in their dtype, alive during the all-reduce at the end of backward.
         // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
-        const int64_t grad_elem = path.wrapper == OptimizerWrapper::BF16Optimizer ? 4 : pe;
+        const int64_t grad_elem = pe;
         const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
         out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
                     checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))), kBackward,
@@ -159,6 +160,17 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients, checked_mul(pe, psi_t),
                     kBackward, "bf16 param.grad, accumulated into fp32 at the end of backward")
             .after_step = false;
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+        {  // also with one rank: the engine still calls all_reduce (recorded in llama-gqa_s1_n1_bf16_gaccfp32)
+          // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
+          // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
+          // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
+          // end of backward. Recorded: llama-gqa_s1_n{2,4}_bf16_gaccfp32 backward peak = baseline + 2 x 2Psi.
+          out.add_gpu("gradient all-reduce 16-bit copy", Category::Buffers, checked_mul(pe, psi_t), kBackward,
+                      "engine.py allreduce_bucket: fp32 gradients cast to the communication dtype")
+              .after_step = false;
+          out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+        }
         break;
       }
       if (path.wrapper == OptimizerWrapper::FP16Optimizer) {
