@@ -555,10 +555,16 @@ constexpr const char* kStructuralFields[] = {
     "mamba_d_state", "linear_num_value_heads", "attn_layer_period", "hybrid_override_pattern",
     "layers_block_type", "num_nextn_predict_layers", "linear_conv_kernel_dim", "linear_key_head_dim",
     "mamba_n_heads", "conv_L_cache", "full_attn_idxs", "altup_num_inputs", "laurel_rank",
-    "hidden_size_per_layer_input", "num_kv_shared_layers", "attn_type_list", "block_types"};
+    "hidden_size_per_layer_input", "num_kv_shared_layers", "attn_type_list", "block_types",
+    "cross_attention_layers"};
 
 std::vector<std::string> structural_fields_present(const json& j) {
   std::vector<std::string> out;
+  // A gated (SwiGLU) MLP is what a Llama-style reading assumes; an unknown family with another
+  // activation (Nemotron/Arcee relu2, Apertus xielu, GELU MLPs) most likely has a plain up/down MLP, a
+  // third fewer MLP parameters, which the config cannot tell.
+  if (auto it = j.find("hidden_act"); it != j.end() && it->is_string() && *it != "silu" && *it != "swish")
+    out.push_back("hidden_act");
   // layer_types naming anything but softmax attention layers (linear_attention, mamba, conv) changes the
   // tree; full/sliding/chunked attention only changes masks.
   if (auto it = j.find("layer_types"); it != j.end() && it->is_array())

@@ -113,13 +113,16 @@ ModelSpec load_model(const std::string& name_or_path) {
     known.insert(known.end(), e.aliases.begin(), e.aliases.end());
   }
   const std::string best = nearest_name(name_or_path, known);
-  std::string names;
-  for (const auto& e : entries) names += (names.empty() ? "" : ", ") + e.name;
+  // The zoo has ~60 models: point at `zeroplan models` instead of listing them (one short line).
   if (!best.empty())
-    throw_user_error("unknown model '{}'; did you mean '{}'? (zoo: {}; or give the path of a config.json)",
-                     name_or_path, best, names);
-  throw_user_error("unknown model '{}'; zoo models are {}; or give the path of a HF config.json",
-                   name_or_path, names);
+    throw_user_error(
+        "unknown model '{}'; did you mean '{}'? (run `zeroplan models` for the zoo, or give the path of a "
+        "config.json or a model folder)",
+        name_or_path, best);
+  throw_user_error(
+      "unknown model '{}'; run `zeroplan models` for the zoo, or give the path of a HF config.json or a model "
+      "folder",
+      name_or_path);
 }
 
 }  // namespace zeroplan::models

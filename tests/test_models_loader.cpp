@@ -208,6 +208,11 @@ TEST(Loader, UnknownFamilyWithStructuralFieldsIsRefused) {
   expect_user_error([&] { parse(hybrid); }, {"'layer_types'"});
   hybrid["layer_types"] = {"sliding_attention", "full_attention"};  // masks only: accepted
   EXPECT_EQ(parse(hybrid).num_parameters(), 6'738'415'616);
+  // A non-SwiGLU activation in an unknown family: gated or plain MLP cannot be told from the config.
+  json relu2 = llama_config();
+  relu2["model_type"] = "mycorp_relu2";
+  relu2["hidden_act"] = "relu2";
+  expect_user_error([&] { parse(relu2); }, {"'hidden_act'"});
   // Zero / false / empty values change nothing: still a plain dense config, read with the warning.
   json plain = llama_config();
   plain["model_type"] = "mycorp_dense";
