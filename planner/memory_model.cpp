@@ -206,7 +206,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       if (stage == 1) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
       else if (!off_opt)
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
-                    checked_mul(pe, part_t), kAllPhases, "stage 2: grads_in_partition, 2Psi/N")
+                    checked_mul(pe, part_t), full_grad_phases, "stage 2: grads_in_partition, 2Psi/N")
             .after_step = false;
       if (!off_opt) {
         // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
