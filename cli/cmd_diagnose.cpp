@@ -20,6 +20,10 @@
 namespace zeroplan::cli {
 namespace {
 
+// Log text is any bytes: strings quoted from it (evidence, NIC names) may not be UTF-8, which
+// nlohmann::json refuses to serialize by default; U+FFFD replaces such bytes.
+constexpr auto kReplace = nlohmann::json::error_handler_t::replace;
+
 struct DiagnoseArgs {
   std::vector<std::string> logs;
   std::string config;
@@ -49,7 +53,7 @@ CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
   if (!flags.emit.empty()) {
     if (d.fixed_config.is_null())
       throw_user_error("--emit {}: no cause with a config fix was found, nothing to write", flags.emit);
-    write_file_atomically(flags.emit, d.fixed_config.dump(2) + "\n", flags.force);
+    write_file_atomically(flags.emit, d.fixed_config.dump(2, ' ', false, kReplace) + "\n", flags.force);
     emitted = d.fixed ? fmt::format("Wrote {}: predicted step {:.1f} ms -> {:.1f} ms\n", flags.emit,
                                     d.predicted->time.step_s * 1000, d.fixed->time.step_s * 1000)
                       : fmt::format("Wrote {} (pass --model/--gpus for its predicted step)\n", flags.emit);
@@ -58,7 +62,7 @@ CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
     nlohmann::json j = diagnose::to_json(log, d);
     j["zeroplan_version"] = ZEROPLAN_VERSION;
     if (!flags.emit.empty()) j["emitted"] = flags.emit;
-    fmt::print("{}\n", j.dump(2));
+    fmt::print("{}\n", j.dump(2, ' ', false, kReplace));
   } else {
     fmt::print("{}{}", diagnose::format_text(log, d), emitted);
   }

@@ -519,6 +519,16 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       d.observations.push_back(fmt::format("measured step {} is {:.1f}x the predicted {}", ms(m.total_ms * a), ratio, ms(t.step_s * 1000)));
     }
   }
+  // Memory: the highest Max_MA the log shows (see_memory_usage / ThroughputTimer print GiB: bytes /
+  // 1024^3, labelled "GB") against the planner's peak (GB = 1e9 bytes).
+  if (d.predicted) {
+    double max_ma = -1;
+    for (const auto& ms_ : log.memory) max_ma = std::max(max_ma, ms_.max_ma_gib);
+    if (max_ma > 0)
+      d.observations.push_back(fmt::format("memory: highest Max_MA in the log {:.2f} GB against the predicted peak {:.2f} GB ({:.0f}%)",
+                                           max_ma * 1.073741824, gb(d.predicted->memory.peak),
+                                           100.0 * max_ma * 1.073741824 / std::max(1e-9, gb(d.predicted->memory.peak))));
+  }
   json fixed = d.config;
   bool any_fix = false;
   for (const auto& c : d.causes)

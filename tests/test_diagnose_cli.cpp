@@ -58,6 +58,19 @@ TEST(DiagnoseCli, EmitWritesTheCorrectedConfig) {
   std::filesystem::remove_all(d);
 }
 
+TEST(DiagnoseCli, JsonWithNonUtf8Bytes) {
+  // Found by fuzz_ds_log: a NIC name with a 0xFF byte made --json throw in nlohmann::json::dump.
+  const std::string d = temp_dir();
+  {
+    std::ofstream(d + "/nccl.log", std::ios::binary)
+        << "host:1:2 [0] NCCL INFO NET/Socket : Using [0]eth\xff" "0:10.0.0.1<0>\n";
+  }
+  const auto r = run_cli({"diagnose", d + "/nccl.log", "--json"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::accept(r.out)) << r.out;
+  std::filesystem::remove_all(d);
+}
+
 TEST(DiagnoseCli, JsonNamesTheCauseFirst) {
   const auto r = run_cli({"diagnose", kDir + "z2_tiny_buckets.log", "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -35,7 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     (void)zeroplan::diagnose::format_text(log, zeroplan::diagnose::diagnose(log, in));
     in.workload = workload();
     const auto d = zeroplan::diagnose::diagnose(log, in);
-    (void)zeroplan::diagnose::to_json(log, d).dump();
+    // As cli/cmd_diagnose.cpp prints it (bytes that are not UTF-8 replaced).
+    (void)zeroplan::diagnose::to_json(log, d).dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
   } catch (const zeroplan::UserError&) {
   }
   return 0;
