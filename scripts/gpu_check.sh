@@ -91,7 +91,7 @@ phase_build() {
     { note_fail configure; return 1; }
   # (CMAKE_POLICY_VERSION_MINIMUM: CMake 4 refuses package config files written for CMake < 3.5, such
   # as Debian 12's; older CMake ignores the variable.)
-  local targets=(zeroplan test_cuda_host test_cuda_kernels test_cuda_backend)
+  local targets=(zeroplan zeroplan-exec test_cuda_host test_cuda_kernels test_cuda_backend)  # validate/calibrate run in zeroplan-exec
   [ $bench = ON ] && targets+=(bench_cuda_gemm bench_cuda_copies bench_cuda_attention bench_cuda_collectives)
   time cmake --build "$BUILD" -j "$JOBS" --target "${targets[@]}" || { note_fail build; return 1; }
 }
