@@ -1,7 +1,9 @@
 // `zeroplan check ds_config.json --model M --gpus G`: what a user's existing DeepSpeed config will
 // cost and what is wrong with it. Reads the file (malformed -> exit 2), resolves "auto" as the HF
-// Trainer would, lints keys/types/values/traps against DeepSpeed v0.16.9, predicts memory and step
-// time with the planner, and shows what zeroplan's recommended plan would change, key by key.
+// Trainer would (or as --runner says), lints keys/types/values/traps against the key table of
+// --deepspeed-version (default: the newest, configs/data/ds_keys_<v>.json), predicts memory and step
+// time with the planner when DeepSpeed would accept the config, and shows what zeroplan's recommended
+// plan would change, key by key.
 //
 // Exit codes: 0 the config is valid for DeepSpeed and fits in GPU memory (warnings allowed);
 // 1 it does not fit, or DeepSpeed would refuse it (an error-level issue); 2 unreadable input
@@ -9,15 +11,18 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 
 #include "cli/commands.h"
 #include "cli/plan_json.h"
+#include "common/bounded_file.h"
 #include "common/errors.h"
 #include "common/json_file.h"
 #include "configs/check.h"
+#include "configs/config_text.h"
 #include "configs/ds_keys.h"
 #include "planner/model_stats.h"
 #include "planner/reasons.h"
@@ -45,12 +50,155 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
       off);
 }
 
-CommandResult run_check(const PlanFlags& flags, const std::string& path) {
+struct CheckFlags {
+  std::string path;
+  std::string deepspeed_version;
+  std::string runner;
+};
+
+// The config file; a syntax error is reported with line, column and the offending line, and (on the two
+// stderr lines before the error line) the line again with a caret under the byte the parser stopped at.
+struct LoadedConfig {
+  json config;
+  bool lenient = false;
+  std::string strict_error;  // where strict JSON parsing stopped, when lenient
+};
+
+LoadedConfig read_config_file(const std::string& path) {
+  const std::string text = read_bounded_file(path, kMaxJsonFileBytes, "DeepSpeed config");
+  if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    (void)parse_json_text(text, path, "DeepSpeed config");  // throws the "is empty" error
+  std::size_t byte = 0;
+  try {
+    (void)json::parse(text);
+  } catch (const json::parse_error& e) {
+    byte = e.byte;
+  } catch (const json::exception&) {
+    (void)parse_json_text(text, path, "DeepSpeed config");  // number out of range: its own message
+  }
+  const auto ct = configs::parse_config_text(text);
+  if (!ct) {
+    // The CLI prints a UserError as one line (cli/run_main.cpp); the offending line and the caret go to
+    // stderr just before it, so a terminal shows where to look.
+    const std::string full = describe_json_error(text, byte, path, "DeepSpeed config", /*caret=*/true);
+    const auto nl = full.find('\n');
+    if (nl != std::string::npos) fmt::print(stderr, "{}\n", full.substr(nl + 1));
+    throw UserError(describe_json_error(text, byte, path, "DeepSpeed config", /*caret=*/false));
+  }
+  if (!ct->config.is_object())
+    throw_user_error("DeepSpeed config '{}' must be a JSON object, found {}", path, ct->config.type_name());
+  LoadedConfig out{ct->config, ct->lenient, ""};
+  if (ct->lenient) {
+    const std::string d = describe_json_error(text, byte, path, "DeepSpeed config", /*caret=*/false);
+    const auto at = d.find("at line");
+    const auto end = d.find(';', at);
+    out.strict_error = at == std::string::npos ? "" : d.substr(at, end == std::string::npos ? end : end - at);
+  }
+  return out;
+}
+
+// What DeepSpeed will run, as the fixtures of tests/deepspeed_configs record it from real DeepSpeed.
+json resolved_values(const configs::ReadConfig& rc) {
+  const auto& z = rc.zero;
+  json r = {{"train_batch_size", rc.train_batch_size},
+            {"train_micro_batch_size_per_gpu", z.micro_batch},
+            {"gradient_accumulation_steps", z.grad_accum},
+            {"zero_stage", z.stage},
+            {"precision", planner::to_string(rc.precision)},
+            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+            {"offload_param", planner::to_string(z.offload_param)}};
+  if (z.stage >= 1) {
+    r["reduce_bucket_size"] = z.reduce_bucket_size;
+    r["allgather_bucket_size"] = z.allgather_bucket_size;
+    r["overlap_comm"] = z.overlap_comm;
+    r["contiguous_gradients"] = z.contiguous_gradients;
+  }
+  if (z.stage == 3) {
+    r["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
+    r["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
+    r["stage3_max_live_parameters"] = z.max_live_parameters;
+    r["sub_group_size"] = z.sub_group_size;
+  }
+  if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
+    r["pin_memory"] = z.pin_memory;
+  return r;
+}
+
+std::string issues_text(const std::vector<configs::Issue>& issues) {
+  if (issues.empty()) return "Issues: none\n";
+  std::string s = fmt::format("Issues ({} errors, {} warnings, {} notes):\n",
+                              configs::count_severity(issues, configs::Severity::Error),
+                              configs::count_severity(issues, configs::Severity::Warning),
+                              configs::count_severity(issues, configs::Severity::Info));
+  for (const auto& i : issues) s += "  " + configs::format_issue(i) + "\n";
+  return s;
+}
+
+// A config DeepSpeed refuses never runs: no memory or time is predicted for it (a prediction from
+// refused values, e.g. reduce_bucket_size 0, would be meaningless).
+CommandResult report_refused(const PlanFlags& flags, const std::string& path, const planner::Workload& w,
+                             const configs::ReadConfig& rc) {
+  const std::string who =
+      rc.runner == configs::Runner::DeepSpeed ? "DeepSpeed" : "DeepSpeed (via the runner)";
+  if (flags.json) {
+    json issues = json::array();
+    for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
+    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
+                {"verdict", "refused"},
+                {"deepspeed_version", rc.deepspeed_version},
+                {"deepspeed_keys_version", rc.deepspeed_version},
+                {"runner", configs::runner_name(rc.runner)},
+                {"runner_assumed", rc.runner_assumed},
+                {"config_path", path},
+                {"config", rc.resolved},
+                {"resolved", resolved_values(rc)},
+                {"model", model_to_json(w)},
+                {"cluster", cluster_to_json(w)},
+                {"issues", issues},
+                {"errors", configs::count_severity(rc.issues, configs::Severity::Error)},
+                {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
+                {"deepspeed_would_reject", true},
+                {"fits", nullptr},
+                {"predicted", nullptr},
+                {"recommended", nullptr},
+                {"recommended_changes", json::array()},
+                {"knob_effects", json::array()},
+                {"exit_code", 1}};
+    fmt::print("{}\n", out.dump(2));
+    return 1;
+  }
+  std::string s = fmt::format(
+      "zeroplan check {}: {} on {}x{}x{} (judged as DeepSpeed {} via the {} runner{})\n", path, w.model.name,
+      w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, rc.deepspeed_version,
+      configs::runner_name(rc.runner), rc.runner_assumed ? ", assumed" : "");
+  s += issues_text(rc.issues);
+  s += fmt::format(
+      "Prediction: none; {} refuses this config at start-up, so it never runs (fix the errors above)\n", who);
+  s += "Verdict: DeepSpeed would refuse this config (see the errors above)\n";
+  fmt::print("{}", s);
+  return 1;
+}
+
+CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
+  const std::string& path = cf.path;
   // Validate every input before printing anything.
+  configs::CheckOptions co;
+  co.deepspeed_version = configs::resolve_deepspeed_version(cf.deepspeed_version);
+  if (!cf.runner.empty()) co.runner = configs::parse_runner(cf.runner);
   const planner::SearchOptions opts = build_search_options(flags);
-  const json config = read_json_file(path, "DeepSpeed config");
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) throw_user_error("DeepSpeed config '{}' does not exist", path);
+  if (fs::is_directory(path, ec))
+    throw_user_error("DeepSpeed config '{}' is a directory; give the path of a JSON file", path);
+  const LoadedConfig loaded = read_config_file(path);
+  const json& config = loaded.config;
+  co.lenient_json = loaded.lenient;
+  co.json_error = loaded.strict_error;
   const planner::Workload w = build_workload(flags);
-  configs::ReadConfig rc = configs::read_deepspeed_config(config, w);
+  configs::ReadConfig rc = configs::read_deepspeed_config(config, w, co);
+  const bool rejected = configs::has_errors(rc.issues);
+  if (rejected) return report_refused(flags, path, w, rc);
 
   // The workload exactly as the file runs it.
   const planner::Workload wc = configs::workload_for_config(w, rc);
@@ -94,7 +242,6 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
     return a.plan.fits != b.plan.fits ? a.plan.fits : a.plan.tokens_per_s > b.plan.tokens_per_s;
   });
 
-  const bool rejected = configs::has_errors(rc.issues);
   const CommandResult code = (rejected || !predicted.fits) ? 1 : 0;
   const std::string verdict = rejected         ? "DeepSpeed would refuse this config (see the errors above)"
                               : predicted.fits ? "fits"
@@ -113,9 +260,16 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                     {"step_s", k.plan.time.step_s},
                     {"tokens_per_s", k.plan.tokens_per_s}});
     json out = {{"zeroplan_version", ZEROPLAN_VERSION},
-                {"deepspeed_keys_version", configs::deepspeed_keys_version()},
+                {"verdict", predicted.fits ? "fits" : "does_not_fit"},
+                {"deepspeed_version", rc.deepspeed_version},
+                {"deepspeed_keys_version", rc.deepspeed_version},
+                {"runner", configs::runner_name(rc.runner)},
+                {"runner_assumed", rc.runner_assumed},
                 {"config_path", path},
                 {"config", rc.resolved},
+                {"resolved", resolved_values(rc)},
+                {"errors", 0},
+                {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
                 {"model", model_to_json(wc)},
                 {"cluster", cluster_to_json(wc)},
                 {"issues", issues},
@@ -133,9 +287,10 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
     return code;
   }
 
-  std::string s = fmt::format("zeroplan check {}: {} on {}x{}x{} (keys checked against DeepSpeed {})\n", path,
-                              w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name,
-                              configs::deepspeed_keys_version());
+  std::string s = fmt::format(
+      "zeroplan check {}: {} on {}x{}x{} (judged as DeepSpeed {} via the {} runner{})\n", path, w.model.name,
+      w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, rc.deepspeed_version,
+      configs::runner_name(rc.runner), rc.runner_assumed ? ", assumed" : "");
   s += "As DeepSpeed will run it:\n  " + describe(wc, predicted) + "\n";
   const auto& z = predicted.zero;
   if (z.stage >= 1)
@@ -144,15 +299,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
                                                 z.prefetch_bucket_size, z.param_persistence_threshold,
                                                 z.max_live_parameters)
                                   : fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size));
-  if (rc.issues.empty()) {
-    s += "Issues: none\n";
-  } else {
-    s += fmt::format("Issues ({} errors, {} warnings, {} notes):\n",
-                     configs::count_severity(rc.issues, configs::Severity::Error),
-                     configs::count_severity(rc.issues, configs::Severity::Warning),
-                     configs::count_severity(rc.issues, configs::Severity::Info));
-    for (const auto& i : rc.issues) s += "  " + configs::format_issue(i) + "\n";
-  }
+  s += issues_text(rc.issues);
   s += fmt::format(
       "Prediction: peak {} per GPU of {} usable ({} total); step {:.2f} s, {:.0f} tokens/s, MFU {:.0f}%\n",
       gb(predicted.memory.peak), gb(predicted.capacity_bytes), gb(w.cluster.gpu.memory_bytes),
@@ -200,7 +347,7 @@ CommandResult run_check(const PlanFlags& flags, const std::string& path) {
 }  // namespace
 
 void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result) {
-  auto path = std::make_shared<std::string>();
+  auto cf = std::make_shared<CheckFlags>();
   auto* sub =
       app.add_subcommand("check",
                          "Read an existing DeepSpeed config (ds_config.json): resolve \"auto\" as the HF "
@@ -208,9 +355,15 @@ void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result) {
                          "keys, wrong types and known traps, predict its memory and step time, and show what "
                          "zeroplan would change. "
                          "Exit 0 fits, 1 does not fit or DeepSpeed would refuse it, 2 unreadable input.");
-  sub->add_option("config", *path, "Path of the DeepSpeed config JSON")->required();
+  sub->add_option("config", cf->path, "Path of the DeepSpeed config JSON")->required();
+  sub->add_option("--deepspeed-version", cf->deepspeed_version,
+                  "DeepSpeed release to judge against (default: the newest with a key table; 0.14 to 0.19)");
+  sub->add_option(
+      "--runner", cf->runner,
+      "Who launches it: deepspeed (deepspeed.initialize), hf (HF Trainer), accelerate. Default: hf "
+      "when the file contains \"auto\", deepspeed otherwise");
   sub->fallthrough();
-  sub->callback([&flags, &result, path] { result = run_check(flags, *path); });
+  sub->callback([&flags, &result, cf] { result = run_check(flags, *cf); });
 }
 
 }  // namespace zeroplan::cli

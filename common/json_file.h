@@ -9,6 +9,11 @@ namespace zeroplan {
 
 // `what` names the file's role in messages, e.g. "model config".
 nlohmann::json read_json_file(const std::string& path, std::string_view what);
+// "what 'origin' is not valid JSON at line L, column C: '<the offending line>'; ..." for the 1-based
+// `byte` nlohmann::json::parse_error reports. With `caret`, the line and a caret under the byte follow
+// on two more lines (used by `zeroplan check`, whose users edit the file by hand).
+std::string describe_json_error(std::string_view text, std::size_t byte, std::string_view origin,
+                                std::string_view what, bool caret);
 nlohmann::json parse_json_text(std::string_view text, std::string_view origin, std::string_view what);
 
 }  // namespace zeroplan

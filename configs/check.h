@@ -1,13 +1,15 @@
 #pragma once
 // Reading a user's ds_config.json back into what DeepSpeed will actually run: "auto" resolved the
 // way the HF Trainer resolves it (transformers/integrations/deepspeed.py), absent keys given
-// DeepSpeed's *code* defaults (configs/data/deepspeed_keys.json, planner/zero_config.h), batch
+// DeepSpeed's *code* defaults (configs/data/ds_keys_<version>.json, planner/zero_config.h), batch
 // arithmetic completed and checked the way runtime/config.py does, and known traps reported.
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "configs/issue.h"
+#include "configs/runner.h"
 #include "planner/plan.h"
 #include "planner/training_spec.h"
 #include "planner/zero_config.h"
@@ -25,14 +27,31 @@ struct ReadConfig {
   planner::ZeroConfig zero;  // stage, offload, batch, every knob (absent -> DeepSpeed's code default)
   planner::Precision precision = planner::Precision::FP32;
   int64_t train_batch_size = 0;
-  std::vector<Issue> issues;  // validator findings + arithmetic + traps, in that order
-  bool usable = true;         // false when the config cannot be turned into a plan at all
+  std::vector<Issue> issues;      // validator findings + arithmetic + traps, in that order
+  bool usable = true;             // false when the config cannot be turned into a plan at all
+  std::string deepspeed_version;  // the table judged against
+  Runner runner = Runner::DeepSpeed;
+  bool runner_assumed = false;  // not given: chosen from the presence of "auto"
+};
+
+// Which DeepSpeed and which launcher the config is judged for.
+struct CheckOptions {
+  std::string deepspeed_version;  // "" = the newest table (configs/data/ds_keys_<v>.json)
+  // The runner; nullopt = HF when the file contains "auto" anywhere (only the HF Trainer and
+  // accelerate fill it), plain deepspeed.initialize otherwise. ReadConfig::runner says which applied.
+  std::optional<Runner> runner;
+  // The text was not strict JSON (comments or trailing commas; configs/config_text.h): DeepSpeed's
+  // hjson reader accepts it, the HF Trainer's and accelerate's json.load refuse it. `json_error`
+  // says where strict parsing stopped.
+  bool lenient_json = false;
+  std::string json_error;
 };
 
 // `w` supplies the model (hidden size, tensors), the cluster (world size, GPU memory) and the
 // user's batch flags (w.train.micro_batch / grad_accum / global_batch, used for "auto") and
 // checkpointing (w.train.checkpointing; none when absent: it is not part of a DeepSpeed config).
-ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Workload& w);
+ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Workload& w,
+                                 const CheckOptions& o = {});
 
 // The workload exactly as the config runs it: precision, micro-batch, accumulation, global batch and
 // checkpointing from `r` (the model and cluster from `w`). `zeroplan check` evaluates r.zero on it.

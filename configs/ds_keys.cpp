@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
+#include <map>
 
 #include "common/embedded_data.h"
 #include "common/errors.h"
@@ -14,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr std::string_view kTablePath = "configs/data/deepspeed_keys.json";
+constexpr std::string_view kTablePrefix = "configs/data/ds_keys_";
 
 std::string join_path(const std::string& parent, const std::string& key) {
   return parent.empty() ? key : parent + "." + key;
@@ -45,19 +47,110 @@ const json* resolve_alias(const json& keys, const json* node) {
   return node;
 }
 
-bool is_integral_number(const json& v) {
-  if (v.is_number_integer()) return true;
-  if (!v.is_number_float()) return false;
-  const double d = v.get<double>();
-  // pydantic (lax mode) accepts a float with no fractional part for an int field: 5e8 is fine.
+std::vector<int> version_parts(std::string_view v) {
+  std::vector<int> out;
+  int cur = 0;
+  bool any = false;
+  for (char c : v) {
+    if (c >= '0' && c <= '9') {
+      cur = cur * 10 + (c - '0');
+      any = true;
+    } else if (c == '.') {
+      out.push_back(cur);
+      cur = 0;
+      any = false;
+    } else {
+      return {};
+    }
+  }
+  if (any) out.push_back(cur);
+  return out;
+}
+
+struct Tables {
+  std::vector<std::string> versions;  // oldest first
+  std::map<std::string, json> by_version;
+};
+
+const Tables& tables() {
+  static const Tables t = [] {
+    Tables out;
+    for (const auto& f : embedded_files()) {
+      if (f.path.rfind(kTablePrefix, 0) != 0 || f.path.find("manifest") != std::string_view::npos) continue;
+      json j = json::parse(f.content, nullptr, /*allow_exceptions=*/false);
+      ZP_CHECK(j.is_object() && j.contains("root") && j.contains("deepspeed_version"),
+               "embedded {} is malformed", f.path);
+      const std::string v = j["deepspeed_version"].get<std::string>();
+      out.versions.push_back(v);
+      out.by_version.emplace(v, std::move(j));
+    }
+    ZP_CHECK(!out.versions.empty(), "no configs/data/ds_keys_*.json embedded in the binary; re-run cmake");
+    std::sort(out.versions.begin(), out.versions.end(),
+              [](const std::string& a, const std::string& b) { return version_parts(a) < version_parts(b); });
+    return out;
+  }();
+  return t;
+}
+
+bool is_integral_double(double d) {
   return std::isfinite(d) && std::floor(d) == d && std::fabs(d) < 9.2e18;
 }
 
-bool matches_type(const std::string& type, const json& v) {
-  if (type == "int") return is_integral_number(v);
-  if (type == "number") return v.is_number();
-  if (type == "bool") return v.is_boolean();
-  if (type == "string" || type == "path") return v.is_string();
+std::string trim(std::string s) {
+  const auto b = s.find_first_not_of(" \t\r\n");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r\n");
+  return s.substr(b, e - b + 1);
+}
+
+// Python int() / pydantic's str -> int: optional sign, digits with single underscores between them.
+std::optional<int64_t> parse_python_int(const std::string& raw) {
+  std::string s = trim(raw);
+  std::string digits;
+  size_t i = 0;
+  bool neg = false;
+  if (i < s.size() && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
+  bool last_us = true;  // no leading underscore
+  for (; i < s.size(); ++i) {
+    if (s[i] == '_') {
+      if (last_us) return std::nullopt;
+      last_us = true;
+      continue;
+    }
+    if (s[i] < '0' || s[i] > '9') return std::nullopt;
+    digits += s[i];
+    last_us = false;
+  }
+  if (digits.empty() || last_us || digits.size() > 18) return std::nullopt;
+  const int64_t v = std::stoll(digits);
+  return neg ? -v : v;
+}
+
+std::optional<double> parse_python_float(const std::string& raw) {
+  std::string s = trim(raw);
+  if (s.empty()) return std::nullopt;
+  std::string cleaned;
+  for (char c : s)
+    if (c != '_') cleaned += c;
+  char* end = nullptr;
+  const double d = std::strtod(cleaned.c_str(), &end);
+  if (end != cleaned.c_str() + cleaned.size()) return std::nullopt;
+  return d;
+}
+
+bool matches_type(const std::string& type, const json& v, bool pydantic, bool v1) {
+  if (pydantic) {
+    if (type == "int") return pydantic_int(v, v1).has_value();
+    if (type == "number") return pydantic_number(v).has_value();
+    if (type == "bool") return pydantic_bool(v).has_value();
+    if (type == "string" || type == "path") return v.is_string() || (v1 && v.is_number());
+  } else {
+    if (type == "int")
+      return v.is_number_integer() || (v.is_number_float() && is_integral_double(v.get<double>()));
+    if (type == "number") return v.is_number();
+    if (type == "bool") return v.is_boolean();
+    if (type == "string" || type == "path") return v.is_string();
+  }
   if (type == "object") return v.is_object();
   if (type == "array") return v.is_array();
   return type == "any";
@@ -80,21 +173,126 @@ std::string describe_types(const std::vector<std::string>& types) {
          : t == "object" ? "an object"
          : t == "array"  ? "a list"
          : t == "path"   ? "a path string"
+         : t == "any"    ? "any value"
                          : "a string";
   }
   return s;
 }
 
+// The value pydantic compares with one_of/constraints: coerced for pydantic nodes.
+std::optional<double> numeric_value(const json& v, const std::vector<std::string>& types, bool pydantic,
+                                    bool v1) {
+  if (pydantic) {
+    if (std::find(types.begin(), types.end(), "int") != types.end())
+      if (const auto i = pydantic_int(v, v1)) return static_cast<double>(*i);
+    if (std::find(types.begin(), types.end(), "number") != types.end()) return pydantic_number(v);
+    return std::nullopt;
+  }
+  if (v.is_number()) return v.get<double>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<int64_t> pydantic_int(const json& v, bool pydantic_v1) {
+  if (v.is_boolean()) return v.get<bool>() ? 1 : 0;
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || std::fabs(d) >= 9.2e18) return std::nullopt;
+    if (pydantic_v1) return static_cast<int64_t>(std::trunc(d));  // int(5.5) == 5
+    return is_integral_double(d) ? std::optional<int64_t>(static_cast<int64_t>(d)) : std::nullopt;
+  }
+  if (v.is_string()) {
+    const std::string s = v.get<std::string>();
+    if (const auto i = parse_python_int(s)) return i;
+    if (pydantic_v1) return std::nullopt;
+    // pydantic v2 also takes "5.0" / "5.000" (a decimal string whose fraction is zero), not "5e8".
+    const std::string t = trim(s);
+    const auto dot = t.find('.');
+    if (dot == std::string::npos || t.find_first_not_of("0", dot + 1) != std::string::npos)
+      return std::nullopt;
+    return parse_python_int(t.substr(0, dot));
+  }
+  return std::nullopt;
+}
+
+std::optional<double> pydantic_number(const json& v) {
+  if (v.is_boolean()) return v.get<bool>() ? 1.0 : 0.0;
+  if (v.is_number()) return v.get<double>();
+  if (v.is_string()) return parse_python_float(v.get<std::string>());
+  return std::nullopt;
+}
+
+std::optional<bool> pydantic_bool(const json& v) {
+  if (v.is_boolean()) return v.get<bool>();
+  if (v.is_number()) {
+    const double d = v.get<double>();
+    if (d == 0.0) return false;
+    if (d == 1.0) return true;
+    return std::nullopt;
+  }
+  if (v.is_string()) {
+    std::string s = trim(v.get<std::string>());
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+    for (const char* t : {"true", "yes", "on", "t", "y", "1"})
+      if (s == t) return true;
+    for (const char* f : {"false", "no", "off", "f", "n", "0"})
+      if (s == f) return false;
+  }
+  return std::nullopt;
+}
+
+namespace {
+
 class Validator {
  public:
-  explicit Validator(std::vector<Issue>& out) : out_(out), all_paths_(valid_key_paths()) {}
+  Validator(std::vector<Issue>& out, const json& table, const ValidateOptions& o)
+      : out_(out),
+        table_(table),
+        o_(o),
+        version_(table["deepspeed_version"].get<std::string>()),
+        v1_(table.value("pydantic_api", "v2") == "v1") {
+    collect_paths(table_["root"], "", all_paths_);
+  }
+
+  void run(const json& config) {
+    // Keys DeepSpeed removed: runtime/config.py _reject_removed_config_keys raises DeepSpeedConfigError.
+    if (table_.contains("removed_keys"))
+      for (const auto& [k, msg] : table_["removed_keys"].items()) {
+        const auto dot = k.find('.');
+        const bool present =
+            dot == std::string::npos
+                ? config.contains(k)
+                : (config.contains(k.substr(0, dot)) && config[k.substr(0, dot)].is_object() &&
+                   config[k.substr(0, dot)].contains(k.substr(dot + 1)));
+        if (present)
+          add(Severity::Error, k,
+              fmt::format("DeepSpeed {} refuses it at start-up: {}", version_, msg.get<std::string>()),
+              "remove it");
+      }
+    object(table_["root"], config, "");
+  }
+
+ private:
+  bool removed(const std::string& path) const {
+    return table_.contains("removed_keys") && table_["removed_keys"].contains(path);
+  }
+
+  bool runner_fills(const json& schema) const {
+    // The HF Trainer and accelerate fill the same "auto" keys (transformers integrations/deepspeed.py
+    // fill_match/fill_only, accelerate accelerator.py _prepare_deepspeed deepspeed_config_process);
+    // accelerate does not fill optimizer betas/eps (only lr and weight_decay of its DummyOptim).
+    return o_.runner != Runner::DeepSpeed && schema.value("hf_auto", false);
+  }
 
   void object(const json& schema, const json& value, const std::string& path) {
     const json& keys = schema.contains("keys") ? schema["keys"] : empty_;
     const std::string policy = schema.value("unknown_keys", "opaque");
-    const bool drops_auto = schema.value("drops_auto", false);
+    const bool pydantic = schema.value("pydantic", false);
     for (const auto& [k, v] : value.items()) {
       const std::string p = join_path(path, k);
+      if (removed(p)) continue;  // reported by run()
       const auto it = keys.find(k);
       if (it == keys.end()) {
         if (policy != "opaque") unknown(keys, k, p, policy, path);
@@ -110,62 +308,109 @@ class Validator {
                           k),
               fmt::format("keep only \"{}\"", canonical));
       }
-      node(*child, v, p, drops_auto);
+      if (child->contains("deprecated")) deprecated(*child, keys, value, k, p, path);
+      node(*child, v, p, pydantic);
     }
   }
 
- private:
-  void node(const json& schema, const json& v, const std::string& path, bool parent_drops_auto) {
-    if (schema.contains("deprecated"))
-      add(Severity::Warning, path, "deprecated in DeepSpeed " + deepspeed_keys_version(),
-          schema["deprecated"].get<std::string>());
+  void deprecated(const json& schema, const json& keys, const json& parent_value, const std::string& key,
+                  const std::string& path, const std::string& parent) {
+    const json& d = schema["deprecated"];
+    const std::string np = d.value("new_param", "");
+    std::string msg = fmt::format("deprecated in DeepSpeed {}", version_);
+    if (!np.empty()) msg += fmt::format("; DeepSpeed moves its value to \"{}\"", join_path(parent, np));
+    if (d.contains("message")) msg += ". " + d["message"].get<std::string>();
+    // config_utils.py _process_deprecated_field: the deprecated field and its replacement both set ->
+    // AssertionError "Cannot provide deprecated parameter ... and replacing parameter ... together".
+    // The replacement may be written under its field name or its alias.
+    std::string np_written;
+    if (!np.empty() && np.find('.') == std::string::npos) {
+      if (parent_value.contains(np)) np_written = np;
+      const auto it = keys.find(np);
+      if (np_written.empty() && it != keys.end() && it->contains("alias_of") &&
+          parent_value.contains((*it)["alias_of"].get<std::string>()))
+        np_written = (*it)["alias_of"].get<std::string>();
+      for (const auto& [alias, node] : keys.items())  // np is the alias, the field name written
+        if (np_written.empty() && node.contains("alias_of") && node["alias_of"] == np &&
+            parent_value.contains(alias))
+          np_written = alias;
+    }
+    if (!np_written.empty() && d.value("sets_new_param", true)) {
+      add(Severity::Error, path,
+          fmt::format(
+              "set together with its replacement \"{}\"; DeepSpeed {} asserts 'Cannot provide deprecated "
+              "parameter '{}' and replacing parameter '{}' together'",
+              join_path(parent, np_written), version_, key, np),
+          fmt::format("remove \"{}\"", key));
+      return;
+    }
+    add(Severity::Warning, path, msg,
+        np.empty() ? "" : fmt::format("write \"{}\" instead", join_path(parent, np)));
+  }
+
+  void node(const json& schema, const json& v, const std::string& path, bool pydantic) {
     if (v.is_string() && v.get<std::string>() == "auto") {
-      if (schema.value("hf_auto", false)) return;  // the HF Trainer fills it (check resolves it)
-      if (parent_drops_auto) {
+      if (runner_fills(schema)) return;  // check resolves it
+      if (o_.runner != Runner::DeepSpeed) {
+        // accelerate's DeepSpeedPlugin.deepspeed_config_process walks every key (the HF Trainer goes
+        // through it too) and raises for an "auto" nothing filled.
+        add(Severity::Error, path,
+            fmt::format("\"auto\" here is filled by neither the HF Trainer nor accelerate; accelerate raises "
+                        "'`{}` not found in kwargs. Please specify `{}` without `auto`'",
+                        path, path),
+            "write the value you want");
+        return;
+      }
+      if (pydantic) {
         const std::string def = schema.contains("default") ? short_json(schema["default"]) : "its default";
         add(Severity::Warning, path,
-            fmt::format("\"auto\" is not filled in by the HF Trainer here; DeepSpeed drops it and uses {} "
-                        "(accelerate launch fills a few such keys from its own config)",
-                        def),
+            fmt::format(
+                "\"auto\" is not filled in by the {} runner here; DeepSpeed's pydantic model drops it and "
+                "uses {}",
+                runner_name(o_.runner), def),
             "write the value you want");
       } else {
         add(Severity::Error, path,
-            "\"auto\" is only filled in by the HF Trainer for batch sizes, gradient_clipping, "
-            "fp16/bf16.enabled, "
-            "the optimizer/scheduler params and three zero_optimization sizes; DeepSpeed reads it here as "
-            "the string \"auto\"",
-            "write the value you want");
+            fmt::format(
+                "\"auto\" is filled in only by the HF Trainer / accelerate (and only for batch sizes, "
+                "gradient_clipping, fp16/bf16.enabled, optimizer/scheduler params and three "
+                "zero_optimization sizes); with the {} runner DeepSpeed reads the string \"auto\" here",
+                runner_name(o_.runner)),
+            o_.runner == Runner::DeepSpeed
+                ? "write the value, or pass --runner hf if the HF Trainer launches it"
+                : "write the value you want");
       }
       return;
     }
+    const auto types = types_of(schema);
     if (v.is_null()) {
-      if (!schema.value("nullable", false))
-        add(Severity::Error, path, "is null; DeepSpeed needs " + describe_types(types_of(schema)),
+      if (!schema.value("nullable", false) && pydantic)
+        add(Severity::Error, path, "is null; DeepSpeed's pydantic model needs " + describe_types(types),
+            "remove the key or give a value");
+      else if (!schema.value("nullable", false) && !(types.size() == 1 && types[0] == "any"))
+        add(Severity::Warning, path,
+            "is null; DeepSpeed reads it with dict.get and gets None instead of its default",
             "remove the key or give a value");
       return;
     }
-    const auto types = types_of(schema);
-    const bool ok =
-        std::any_of(types.begin(), types.end(), [&](const std::string& t) { return matches_type(t, v); });
+    const bool ok = std::any_of(types.begin(), types.end(),
+                                [&](const std::string& t) { return matches_type(t, v, pydantic, v1_); });
     if (!ok) {
-      std::string hint;
-      if (v.is_string() && (types[0] == "int" || types[0] == "number"))
-        hint = "write it as a JSON number, without quotes";
-      if (v.is_number_float() && types[0] == "int") hint = "DeepSpeed needs a whole number here";
-      if (v.is_string() && types[0] == "bool") hint = "write true or false, without quotes";
-      add(Severity::Error, path, fmt::format("is {}, expected {}", short_json(v), describe_types(types)),
-          hint);
-      return;
-    }
-    if (v.is_boolean() && std::find(types.begin(), types.end(), "bool") != types.end() &&
-        std::find(types.begin(), types.end(), "object") != types.end()) {
-      add(Severity::Warning, path, "the boolean form is deprecated; DeepSpeed reads true as stage 1",
-          "write {\"stage\": N}");
+      type_error(schema, types, v, path, pydantic);
       return;
     }
     if (schema.contains("one_of")) {
       const json& allowed = schema["one_of"];
-      if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+      bool found = false;
+      for (const auto& a : allowed) {
+        if (a == v) found = true;
+        // pydantic compares an int enum after coercion (v2: "3", 3.0, true; v1: 3.0, true).
+        if (a.is_number_integer() && pydantic && !(v1_ && v.is_string())) {
+          const auto i = pydantic_int(v, false);
+          if (i && *i == a.get<int64_t>()) found = true;
+        }
+      }
+      if (!found) {
         std::string hint;
         if (v.is_string()) {
           std::vector<std::string> names;
@@ -175,20 +420,58 @@ class Validator {
           if (!near.empty()) hint = fmt::format("did you mean \"{}\"?", near);
         }
         add(Severity::Error, path,
-            fmt::format("is {}, but DeepSpeed accepts only {}", short_json(v), allowed.dump()), hint);
+            fmt::format("is {}, but DeepSpeed {} accepts only {}", short_json(v), version_, allowed.dump()),
+            hint);
         return;
       }
     }
-    if (v.is_number()) {
-      const double d = v.get<double>();
-      if (schema.contains("min") && d < schema["min"].get<double>())
-        add(Severity::Error, path,
-            fmt::format("is {}, below DeepSpeed's minimum {}", short_json(v), schema["min"].dump()));
-      else if (schema.contains("max") && d > schema["max"].get<double>())
-        add(Severity::Error, path,
-            fmt::format("is {}, above DeepSpeed's maximum {}", short_json(v), schema["max"].dump()));
+    if (const auto d = numeric_value(v, types, pydantic, v1_)) constraints(schema, *d, v, path);
+    if (v.is_object() && schema.contains("keys")) object(schema, v, path);
+  }
+
+  void type_error(const json& schema, const std::vector<std::string>& types, const json& v,
+                  const std::string& path, bool pydantic) {
+    (void)schema;
+    std::string hint;
+    if (v.is_string() && (types[0] == "int" || types[0] == "number"))
+      hint = "write it as a JSON number, without quotes";
+    if (v.is_number_float() && types[0] == "int") hint = "DeepSpeed needs a whole number here";
+    if (v.is_string() && types[0] == "bool") hint = "write true or false, without quotes";
+    if (pydantic) {
+      add(Severity::Error, path,
+          fmt::format("is {}, expected {}; DeepSpeed {}'s pydantic model refuses it", short_json(v),
+                      describe_types(types), version_),
+          hint);
+      return;
     }
-    if (v.is_object() && schema.contains("unknown_keys")) object(schema, v, path);
+    // A plain key: DeepSpeed takes the value as written (dict.get) and fails where it first uses it
+    // as a number; a non-bool where a flag is expected is used for its truthiness.
+    if (types[0] == "int" || types[0] == "number")
+      add(Severity::Error, path,
+          fmt::format(
+              "is {}, expected {}; DeepSpeed reads this key without conversion and fails where it uses it "
+              "as a number",
+              short_json(v), describe_types(types)),
+          hint);
+    else
+      add(Severity::Warning, path,
+          fmt::format("is {}, expected {}; DeepSpeed reads it without conversion", short_json(v),
+                      describe_types(types)),
+          hint);
+  }
+
+  void constraints(const json& schema, double d, const json& v, const std::string& path) {
+    const auto bound = [&](const char* c, const char* words, bool bad) {
+      if (bad)
+        add(Severity::Error, path,
+            fmt::format("is {}; DeepSpeed {} requires it to be {} {} (pydantic Field({}={}) in {})",
+                        short_json(v), version_, words, schema[c].dump(), c, schema[c].dump(),
+                        schema.value("source", "")));
+    };
+    if (schema.contains("gt")) bound("gt", "greater than", !(d > schema["gt"].get<double>()));
+    if (schema.contains("ge")) bound("ge", "at least", !(d >= schema["ge"].get<double>()));
+    if (schema.contains("lt")) bound("lt", "less than", !(d < schema["lt"].get<double>()));
+    if (schema.contains("le")) bound("le", "at most", !(d <= schema["le"].get<double>()));
   }
 
   void unknown(const json& keys, const std::string& key, const std::string& path, const std::string& policy,
@@ -212,13 +495,11 @@ class Validator {
     if (policy == "rejected")
       add(Severity::Error, path,
           fmt::format("unknown key; DeepSpeed {} rejects unknown keys in {} (pydantic extra='forbid')",
-                      deepspeed_keys_version(), where),
+                      version_, where),
           hint);
     else
       add(Severity::Warning, path,
-          fmt::format("unknown key; DeepSpeed {} silently ignores it, so it has no effect",
-                      deepspeed_keys_version()),
-          hint);
+          fmt::format("unknown key; DeepSpeed {} never reads it, so it has no effect", version_), hint);
   }
 
   void add(Severity s, const std::string& path, std::string msg, std::string hint = "") {
@@ -226,33 +507,55 @@ class Validator {
   }
 
   std::vector<Issue>& out_;
+  const json& table_;
+  const ValidateOptions& o_;
+  std::string version_;
+  bool v1_ = false;
   std::vector<std::string> all_paths_;
   const json empty_ = json::object();
 };
 
 }  // namespace
 
-const nlohmann::json& deepspeed_key_table() {
-  static const json table = [] {
-    for (const auto& f : embedded_files())
-      if (f.path == kTablePath) {
-        json j = json::parse(f.content, nullptr, /*allow_exceptions=*/false);
-        ZP_CHECK(j.is_object() && j.contains("root") && j.contains("deepspeed_version"),
-                 "embedded {} is malformed", kTablePath);
-        return j;
-      }
-    ZP_CHECK(false, "{} is not embedded in the binary; re-run cmake", kTablePath);
-    return json();
-  }();
-  return table;
+std::vector<std::string> deepspeed_versions() {
+  return tables().versions;
 }
 
-std::string deepspeed_keys_version() {
-  return deepspeed_key_table()["deepspeed_version"].get<std::string>();
+std::string resolve_deepspeed_version(std::string_view requested) {
+  const auto& t = tables();
+  if (requested.empty()) return t.versions.back();
+  if (t.by_version.count(std::string(requested))) return std::string(requested);
+  const auto want = version_parts(requested);
+  std::string best;
+  if (want.size() >= 2)
+    for (const auto& v : t.versions) {
+      const auto have = version_parts(v);
+      if (have.size() >= 2 && have[0] == want[0] && have[1] == want[1]) best = v;  // newest of that minor
+    }
+  if (best.empty()) {
+    std::string all;
+    for (const auto& v : t.versions) all += (all.empty() ? "" : ", ") + v;
+    throw_user_error(
+        "--deepspeed-version '{}' has no key table; known: {} (scripts/ds_keys_dump.py adds one)", requested,
+        all);
+  }
+  return best;
 }
 
-const nlohmann::json* key_schema(std::string_view dotted_path) {
-  const json* node = &deepspeed_key_table()["root"];
+const nlohmann::json& deepspeed_key_table(std::string_view version) {
+  return tables().by_version.at(resolve_deepspeed_version(version));
+}
+
+std::string deepspeed_keys_version(std::string_view version) {
+  return deepspeed_key_table(version)["deepspeed_version"].get<std::string>();
+}
+
+bool uses_pydantic_v1(std::string_view version) {
+  return deepspeed_key_table(version).value("pydantic_api", "v2") == "v1";
+}
+
+const nlohmann::json* key_schema(std::string_view dotted_path, std::string_view version) {
+  const json* node = &deepspeed_key_table(version)["root"];
   size_t start = 0;
   while (start <= dotted_path.size()) {
     const size_t dot = dotted_path.find('.', start);
@@ -270,20 +573,20 @@ const nlohmann::json* key_schema(std::string_view dotted_path) {
   return nullptr;
 }
 
-std::optional<nlohmann::json> key_default(std::string_view dotted_path) {
-  const json* s = key_schema(dotted_path);
+std::optional<nlohmann::json> key_default(std::string_view dotted_path, std::string_view version) {
+  const json* s = key_schema(dotted_path, version);
   if (!s || !s->contains("default")) return std::nullopt;
   return (*s)["default"];
 }
 
-std::vector<std::string> valid_key_paths() {
+std::vector<std::string> valid_key_paths(std::string_view version) {
   std::vector<std::string> out;
-  collect_paths(deepspeed_key_table()["root"], "", out);
+  collect_paths(deepspeed_key_table(version)["root"], "", out);
   std::sort(out.begin(), out.end());
   return out;
 }
 
-std::vector<Issue> validate_keys(const nlohmann::json& config) {
+std::vector<Issue> validate_keys(const nlohmann::json& config, const ValidateOptions& o) {
   std::vector<Issue> issues;
   if (!config.is_object()) {
     issues.push_back(
@@ -291,7 +594,7 @@ std::vector<Issue> validate_keys(const nlohmann::json& config) {
               fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), ""});
     return issues;
   }
-  Validator(issues).object(deepspeed_key_table()["root"], config, "");
+  Validator(issues, deepspeed_key_table(o.version), o).run(config);
   return issues;
 }
 
