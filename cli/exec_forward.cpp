@@ -64,8 +64,8 @@ std::optional<std::string> find_executor_program() {
   std::error_code ec;
   const fs::path self = fs::canonical("/proc/self/exe", ec);
   if (!ec) {
-    for (const fs::path& p : {self.parent_path() / kExecName,
-                              self.parent_path().parent_path() / "lib" / "zeroplan" / kExecName})
+    for (const fs::path& p :
+         {self.parent_path() / kExecName, self.parent_path().parent_path() / "lib" / "zeroplan" / kExecName})
       if (executable(p)) return p.string();
   }
   if (const char* path = std::getenv("PATH")) {
@@ -89,8 +89,7 @@ void register_validate(CLI::App& app, PlanFlags&, CommandResult&) {
 }
 
 void register_calibrate(CLI::App& app, PlanFlags&, CommandResult&) {
-  register_forwarded(app, "calibrate",
-                     "Measure this machine's GPU and write a GPU profile JSON for --gpus");
+  register_forwarded(app, "calibrate", "Measure this machine's GPU and write a GPU profile JSON for --gpus");
 }
 
 }  // namespace zeroplan::cli

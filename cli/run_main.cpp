@@ -76,7 +76,7 @@ int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& r
     return fail(2, std::string(e.what()) + " (run `zeroplan --help` for usage)");
   } catch (...) {
     // A subcommand's callback runs inside parse(): its exceptions take the contract's codes below.
-    return run_guarded([] () -> int { throw; });
+    return run_guarded([]() -> int { throw; });
   }
   return run_guarded(run);
 }

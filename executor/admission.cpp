@@ -13,7 +13,7 @@ RunNeeds minimum_run_needs(const RunConfig& cfg, int world_size) {
   const int stage = cfg.zero.stage;
   const int64_t act = cfg.mixed_precision ? 2 : 4;  // bf16 or fp32 (RankEngine::act_)
   const bool offload = cfg.zero.offload_optimizer;
-  const bool has_master = cfg.mixed_precision || stage > 0;  // RankEngine::has_master
+  const bool has_master = cfg.mixed_precision || stage > 0;   // RankEngine::has_master
   const bool partitioned = stage > 0 || cfg.mixed_precision;  // RankEngine::partitioned_
 
   int64_t params16 = 0, part = 0, frozen = 0, staging_elems = 0;
@@ -28,7 +28,8 @@ RunNeeds minimum_run_needs(const RunConfig& cfg, int world_size) {
   } else {
     // setup(): every parameter partitioned on its own, ceil(numel / N) per rank.
     int64_t off = 0, frozen_off = 0;
-    for (size_t i = 0; i < lo.numel.size(); ++i) (lo.frozen[i] ? frozen_off : off) += (lo.numel[i] + N - 1) / N;
+    for (size_t i = 0; i < lo.numel.size(); ++i)
+      (lo.frozen[i] ? frozen_off : off) += (lo.numel[i] + N - 1) / N;
     part = params16 = off;
     frozen = frozen_off;
     staging_elems = off + frozen_off;

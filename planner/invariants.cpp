@@ -57,7 +57,10 @@ struct Checker {
 // HFU (and the time model's own MFU) where StepTime carries them (a discarded branch needs a template).
 template <typename T>
 void check_hfu(Checker& c, const Plan& p, const T& t) {
-  if constexpr (requires { t.hfu; t.mfu; }) {
+  if constexpr (requires {
+                  t.hfu;
+                  t.mfu;
+                }) {
     if (!std::isfinite(t.hfu) || t.hfu < 0) c.fail("hfu", "HFU is {} (must be finite and >= 0)", t.hfu);
     if (t.hfu > 1 + kRelTol) c.fail("hfu", "HFU {:.4f} exceeds 1", t.hfu);
     if (t.mfu > t.hfu * (1 + kRelTol) + 1e-12)
@@ -75,7 +78,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
   const double world = static_cast<double>(w.cluster.world_size());
 
   // ---- time
-  if (!std::isfinite(t.step_s) || t.step_s <= 0) c.fail("step_s", "step time is {} s (must be finite and > 0)", t.step_s);
+  if (!std::isfinite(t.step_s) || t.step_s <= 0)
+    c.fail("step_s", "step time is {} s (must be finite and > 0)", t.step_s);
   c.finite_nonneg("compute_s", t.compute_s);
   c.finite_nonneg("forward_s", t.forward_s);
   c.finite_nonneg("backward_s", t.backward_s);
@@ -92,7 +96,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
       t.compute_s + t.exposed_communication_s + t.offload_s + t.hook_overhead_s + overlap_slowdown_s;
   if (!close(parts, t.step_s))
     c.fail("step_s",
-           "step time {} s is not the sum of its parts {} s (compute {} + exposed communication {} + offload {} + "
+           "step time {} s is not the sum of its parts {} s (compute {} + exposed communication {} + offload "
+           "{} + "
            "hooks {} + overlap slowdown {})",
            t.step_s, parts, t.compute_s, t.exposed_communication_s, t.offload_s, t.hook_overhead_s,
            overlap_slowdown_s);
@@ -105,10 +110,11 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
   int64_t coll_bytes = 0;
   for (int i = 0; i < std::clamp(t.num_collectives, 0, kMaxCollectives); ++i) {
     const CollectiveCost& k = t.collectives[static_cast<size_t>(i)];
-    if (k.count < 0 || k.message_bytes < 0 || k.bytes_per_rank < 0 || !std::isfinite(k.time_s) || k.time_s < 0 ||
-        !std::isfinite(k.exposed_s) || k.exposed_s < 0)
-      c.fail("collectives", "collective '{}' has count {}, message {} B, {} B per rank, time {} s, exposed {} s",
-             k.name, k.count, k.message_bytes, k.bytes_per_rank, k.time_s, k.exposed_s);
+    if (k.count < 0 || k.message_bytes < 0 || k.bytes_per_rank < 0 || !std::isfinite(k.time_s) ||
+        k.time_s < 0 || !std::isfinite(k.exposed_s) || k.exposed_s < 0)
+      c.fail("collectives",
+             "collective '{}' has count {}, message {} B, {} B per rank, time {} s, exposed {} s", k.name,
+             k.count, k.message_bytes, k.bytes_per_rank, k.time_s, k.exposed_s);
     if (k.exposed_s > k.time_s * (1 + kRelTol) + 1e-15)
       c.fail("collectives", "collective '{}' exposes {} s of its {} s", k.name, k.exposed_s, k.time_s);
     coll_time += k.time_s;
@@ -118,8 +124,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
     c.fail("communication_s", "communication {} s is not the sum {} s of its collectives", t.communication_s,
            coll_time);
   if (coll_bytes != t.comm_bytes_per_rank)
-    c.fail("comm_bytes_per_rank", "bytes per rank {} are not the sum {} of its collectives", t.comm_bytes_per_rank,
-           coll_bytes);
+    c.fail("comm_bytes_per_rank", "bytes per rank {} are not the sum {} of its collectives",
+           t.comm_bytes_per_rank, coll_bytes);
 
   // ---- throughput
   const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len);
@@ -135,8 +141,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
   const double peak = dense_peak_flops(g, p.precision);
   if (!std::isfinite(p.mfu) || p.mfu < 0) c.fail("mfu", "MFU is {} (must be finite and >= 0)", p.mfu);
   if (p.mfu > g.gemm_max_efficiency * (1 + kRelTol))
-    c.fail("mfu", "MFU {:.4f} exceeds the {} profile's peak GEMM efficiency {:.4f} (gemm_max_efficiency)", p.mfu,
-           g.name, g.gemm_max_efficiency);
+    c.fail("mfu", "MFU {:.4f} exceeds the {} profile's peak GEMM efficiency {:.4f} (gemm_max_efficiency)",
+           p.mfu, g.name, g.gemm_max_efficiency);
   check_hfu(c, p, t);
   // MFU from the plan's own throughput: tokens/s x FLOPs per token / (GPUs x peak). flops_per_step is
   // per GPU per step, for the tokens one GPU trains in a step (global batch x seq len / GPUs).
@@ -144,8 +150,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
     const double flops_per_token = t.flops_per_step * world / tokens;
     const double mfu_from_throughput = p.tokens_per_s * flops_per_token / (world * peak);
     if (!close(p.mfu, mfu_from_throughput))
-      c.fail("mfu", "MFU {:.6f} is not tokens/s {} x {} FLOPs per token / ({} GPUs x {} FLOP/s) = {:.6f}", p.mfu,
-             p.tokens_per_s, flops_per_token, world, peak, mfu_from_throughput);
+      c.fail("mfu", "MFU {:.6f} is not tokens/s {} x {} FLOPs per token / ({} GPUs x {} FLOP/s) = {:.6f}",
+             p.mfu, p.tokens_per_s, flops_per_token, world, peak, mfu_from_throughput);
   }
 
   // ---- memory
@@ -184,7 +190,8 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
     cat_sum += v;
   }
   if (cat_sum != m.peak)
-    c.fail("memory.categories", "the categories at the peak sum to {} bytes, not the peak {}", cat_sum, m.peak);
+    c.fail("memory.categories", "the categories at the peak sum to {} bytes, not the peak {}", cat_sum,
+           m.peak);
   if (m.peak_phase >= 0 && m.peak_phase < kNumPhases &&
       phase_cat[static_cast<size_t>(m.peak_phase)] != m.at_peak)
     c.fail("memory.categories", "the categories at the peak differ from the {} phase's buffers",

@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <string>
 #include <vector>
@@ -81,7 +81,8 @@ struct Sweep {
   void record(const std::string& where, const std::string& gpu, const std::string& quantity,
               const std::string& detail) {
     // The first example of each kind (quantity x GPU profile).
-    if (by_quantity[quantity + " on " + gpu]++ == 0) violations.push_back(where + ": " + quantity + ": " + detail);
+    if (by_quantity[quantity + " on " + gpu]++ == 0)
+      violations.push_back(where + ": " + quantity + ": " + detail);
   }
   // An InternalError from evaluate_plan's own enforcement: "... fails the physical check on Q: ...".
   void record(const std::string& where, const std::string& gpu, const InternalError& e) {
@@ -94,7 +95,9 @@ struct Sweep {
   }
 };
 
-std::string method_name(Method m) { return m == Method::Full ? "full" : m == Method::LoRA ? "lora" : "qlora"; }
+std::string method_name(Method m) {
+  return m == Method::Full ? "full" : m == Method::LoRA ? "lora" : "qlora";
+}
 
 TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
   const auto start = std::chrono::steady_clock::now();
@@ -123,9 +126,8 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
       w.train.method = method;
       w.train.seq_len = seq;
       w.train.lora_rank = 16;
-      const std::string where0 =
-          fmt::format("{} on {}{} {} seq {}", w.model.name, clusters[(k / 9) % 3], gpus[gi].name,
-                      method_name(method), seq);
+      const std::string where0 = fmt::format("{} on {}{} {} seq {}", w.model.name, clusters[(k / 9) % 3],
+                                             gpus[gi].name, method_name(method), seq);
       try {
         w.cluster = hw::parse_cluster(clusters[(k / 9) % 3] + gpus[gi].name);
         if (w.cluster.nvme_GBps <= 0) w.cluster.nvme_GBps = 6;  // so nvme offload plans are built too
@@ -174,7 +176,8 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
               try {
                 const Plan p = evaluate_plan(w, stats, z, 0.05);
                 ++sw.plans;
-                for (const auto& v : plan_violations(w, p)) sw.record(where, gpus[gi].name, v.quantity, v.detail);
+                for (const auto& v : plan_violations(w, p))
+                  sw.record(where, gpus[gi].name, v.quantity, v.detail);
               } catch (const InternalError& e) {
                 sw.record(where, gpus[gi].name, e);
               } catch (const UserError&) {
@@ -190,9 +193,10 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
   std::printf("violations by kind:%s\n", summary.c_str());
   std::string list;
   for (const auto& v : sw.violations) list += "\n  " + v;
-  std::printf("invariant sweep: %zu models x %zu GPUs, %lld fixed plans, %lld searches, %lld skipped, %.1f s\n",
-              models.size(), gpus.size(), static_cast<long long>(sw.plans), static_cast<long long>(sw.searches),
-              static_cast<long long>(sw.skipped), secs);
+  std::printf(
+      "invariant sweep: %zu models x %zu GPUs, %lld fixed plans, %lld searches, %lld skipped, %.1f s\n",
+      models.size(), gpus.size(), static_cast<long long>(sw.plans), static_cast<long long>(sw.searches),
+      static_cast<long long>(sw.skipped), secs);
   EXPECT_TRUE(sw.violations.empty()) << "violations by kind:" << summary << "\nfirst ones:" << list;
   EXPECT_GT(sw.plans, 10000);
 }
