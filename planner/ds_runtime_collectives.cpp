@@ -341,7 +341,9 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         }
       }
     // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
-    if (w.train.precision != Precision::FP32)
+    // Only in 0.19.8 (recorded: tests/deepspeed/fixtures-other-versions/0.16.9 and 0.18.9 issue the norm
+    // all-reduce alone).
+    if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8)
       add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
     add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
     // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.

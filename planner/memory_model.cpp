@@ -157,10 +157,15 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // bfloat16 config immediate_grad_update defaults to False (precision_config.py), so autograd's
         // bf16 param.grad live through the whole backward and are added into the fp32 buffer only in
         // BF16_Optimizer.backward_epilogue (engine.py _backward_epilogue).
+        // DeepSpeed 0.16.9 at stage 0 keeps them after the step as well (recorded in
+        // tests/deepspeed/fixtures-other-versions/0.16.9/llama-gqa_s0_*_bf16_*: gradient storages
+        // 13,377,024 B = fp32 buffer + bf16 grads before and after the step); its stage 1 and 0.19.8
+        // free them (recorded: 8,918,016 B after the step).
+        const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
         out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients, checked_mul(pe, psi_t),
-                    kBackward, "bf16 param.grad, accumulated into fp32 at the end of backward")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+                    kept ? kAllPhases : kBackward, "bf16 param.grad, accumulated into fp32 at the end of backward")
+            .after_step = kept;
+        if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
         {  // also with one rank: the engine still calls all_reduce (recorded in llama-gqa_s1_n1_bf16_gaccfp32)
           // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
           // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
@@ -302,7 +307,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size),
                     kAllPhases,
                     "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
-            .ds_name = "optimizer.ipg_buckets";
+            .ds_name = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
+                           ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
+                           : "optimizer.ipg_buckets";
       // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
       // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
       // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward

@@ -45,6 +45,8 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kFixtures = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures";
+// Releases other than the newest, recorded with the same harness (docs/conformance.md).
+const fs::path kOtherVersions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-other-versions";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
 
 json read_json(const fs::path& p) {
@@ -56,16 +58,19 @@ json read_json(const fs::path& p) {
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
 // summaries are not fixtures).
+// Paths relative to tests/deepspeed/ ("fixtures/0.19.8/x.json", "fixtures-other-versions/0.16.9/x.json").
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;
-  if (!fs::exists(kFixtures)) return out;
-  for (const auto& dir : fs::directory_iterator(kFixtures)) {
-    if (!dir.is_directory()) continue;
-    for (const auto& f : fs::directory_iterator(dir.path())) {
-      const std::string name = f.path().filename().string();
-      if (f.path().extension() != ".json" || name.rfind("failures-", 0) == 0 || name.rfind("timings-", 0) == 0)
-        continue;
-      out.push_back(fs::relative(f.path(), kFixtures).string());
+  for (const fs::path& root : {kFixtures, kOtherVersions}) {
+    if (!fs::exists(root)) continue;
+    for (const auto& dir : fs::directory_iterator(root)) {
+      if (!dir.is_directory()) continue;
+      for (const auto& f : fs::directory_iterator(dir.path())) {
+        const std::string name = f.path().filename().string();
+        if (f.path().extension() != ".json" || name.rfind("failures-", 0) == 0 || name.rfind("timings-", 0) == 0)
+          continue;
+        out.push_back(fs::relative(f.path(), root.parent_path()).string());
+      }
     }
   }
   std::sort(out.begin(), out.end());
@@ -107,7 +112,11 @@ std::string exception_for(const std::string& fixture, const std::string& check) 
     }                                                                                        \
   } while (0)
 
-DeepSpeedVersion version_of(const std::string& rel) { return parse_deepspeed_version(rel.substr(0, rel.find('/'))); }
+// "fixtures/0.19.8/x.json" -> 0.19.8
+DeepSpeedVersion version_of(const std::string& rel) {
+  const auto a = rel.find('/') + 1;
+  return parse_deepspeed_version(rel.substr(a, rel.find('/', a) - a));
+}
 
 std::string phase_of(Phase p) { return p == kForward ? "forward" : p == kBackward ? "backward" : "step"; }
 
@@ -166,9 +175,11 @@ class Conformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Conformance, AgreesWithDeepSpeed) {
   const std::string rel = GetParam();
-  const json fx = read_json(kFixtures / rel);
-  const std::string fixture_name = fx["name"].get<std::string>();
+  const json fx = read_json(kFixtures.parent_path() / rel);
   const DeepSpeedVersion v = version_of(rel);
+  // Exceptions are keyed by the fixture's name for the newest release, "<version>/<name>" for others.
+  const std::string fixture_name =
+      (v == kNewestDeepSpeed ? std::string() : to_string(v) + "/") + fx["name"].get<std::string>();
   const Case c = planner_inputs(fx, v);
   const ModelStats stats = compute_model_stats(c.w);
   const MemoryBreakdown m = estimate_memory(c.w, stats, c.z);
