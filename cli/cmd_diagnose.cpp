@@ -1,5 +1,5 @@
-// `zeroplan diagnose LOG [LOG...] [--config ds_config.json] [--model M --gpus G] [--json] [--emit fixed.json]`:
-// reads what a DeepSpeed run printed (diagnose/log_parser.h), compares it with the planner's
+// `zeroplan diagnose LOG [LOG...] [--config ds_config.json] [--model M --gpus G] [--json] [--emit
+// fixed.json]`: reads what a DeepSpeed run printed (diagnose/log_parser.h), compares it with the planner's
 // prediction for the same run, and ranks the causes of its slowness or OOM with evidence, predicted
 // gain and a fix; --emit writes the corrected config (atomically) and prints its predicted step.
 //

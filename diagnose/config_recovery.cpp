@@ -40,7 +40,9 @@ std::string offload_device(const std::string& v) {
   return "";
 }
 
-bool enabled_in(const std::string& v) { return v.find("enabled=True") != std::string::npos || v == "True"; }
+bool enabled_in(const std::string& v) {
+  return v.find("enabled=True") != std::string::npos || v == "True";
+}
 
 }  // namespace
 
@@ -84,7 +86,8 @@ json config_from_engine_dump(const RunLog& log) {
       if (!v.is_string() && !v.is_null()) z[to] = v;
     }
   }
-  for (auto [from, to] : {std::pair{"offload_optimizer", "offload_optimizer"}, std::pair{"offload_param", "offload_param"}}) {
+  for (auto [from, to] :
+       {std::pair{"offload_optimizer", "offload_optimizer"}, std::pair{"offload_param", "offload_param"}}) {
     if (auto it = log.zero_config.find(from); it != log.zero_config.end()) {
       const std::string dev = offload_device(it->second);
       if (!dev.empty()) z[to] = {{"device", dev}};
@@ -130,16 +133,19 @@ planner::ZeroConfig zero_from_config(const json& config) {
   bl("contiguous_gradients", z.contiguous_gradients);
   bl("reduce_scatter", z.reduce_scatter);
   auto dev = [&](const char* k) {
-    if (!zo->contains(k) || !(*zo)[k].is_object() || !(*zo)[k].contains("device") || !(*zo)[k]["device"].is_string())
+    if (!zo->contains(k) || !(*zo)[k].is_object() || !(*zo)[k].contains("device") ||
+        !(*zo)[k]["device"].is_string())
       return planner::Offload::None;
     const auto d = (*zo)[k]["device"].get<std::string>();
     return d == "cpu" ? planner::Offload::CPU : d == "nvme" ? planner::Offload::NVMe : planner::Offload::None;
   };
   z.offload_optimizer = dev("offload_optimizer");
   z.offload_param = dev("offload_param");
-  if (config.contains("train_micro_batch_size_per_gpu") && config["train_micro_batch_size_per_gpu"].is_number_integer())
+  if (config.contains("train_micro_batch_size_per_gpu") &&
+      config["train_micro_batch_size_per_gpu"].is_number_integer())
     z.micro_batch = std::max<int64_t>(1, config["train_micro_batch_size_per_gpu"].get<int64_t>());
-  if (config.contains("gradient_accumulation_steps") && config["gradient_accumulation_steps"].is_number_integer())
+  if (config.contains("gradient_accumulation_steps") &&
+      config["gradient_accumulation_steps"].is_number_integer())
     z.grad_accum = std::max<int64_t>(1, config["gradient_accumulation_steps"].get<int64_t>());
   return z;
 }

@@ -29,7 +29,9 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
 }
 
-double gb(int64_t b) { return static_cast<double>(b) / 1e9; }
+double gb(int64_t b) {
+  return static_cast<double>(b) / 1e9;
+}
 
 std::string ms(double x) {
   if (x < 0) return "?";
@@ -38,7 +40,9 @@ std::string ms(double x) {
   return fmt::format("{:.1f} ms", x);
 }
 
-std::string gib(int64_t b) { return b < 0 ? "?" : fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30)); }
+std::string gib(int64_t b) {
+  return b < 0 ? "?" : fmt::format("{:.2f} GiB", static_cast<double>(b) / (1 << 30));
+}
 
 std::string size_str(int64_t b) {
   if (b >= (1LL << 30)) return fmt::format("{:.2f} GiB", static_cast<double>(b) / (1LL << 30));
@@ -87,8 +91,10 @@ json merge(json base, const json& patch) {
   if (!patch.is_object()) return patch;
   if (!base.is_object()) base = json::object();
   for (auto it = patch.begin(); it != patch.end(); ++it) {
-    if (it.value().is_null()) base.erase(it.key());
-    else base[it.key()] = merge(base.contains(it.key()) ? base[it.key()] : json(nullptr), it.value());
+    if (it.value().is_null())
+      base.erase(it.key());
+    else
+      base[it.key()] = merge(base.contains(it.key()) ? base[it.key()] : json(nullptr), it.value());
   }
   return base;
 }
@@ -98,7 +104,8 @@ struct Planned {
   planner::Plan plan;
 };
 
-std::optional<Planned> plan_for(const json& config, const DiagnoseInputs& in, std::vector<std::string>* notes) {
+std::optional<Planned> plan_for(const json& config, const DiagnoseInputs& in,
+                                std::vector<std::string>* notes) {
   if (!in.workload || !config.is_object()) return std::nullopt;
   try {
     configs::ReadConfig rc = configs::read_deepspeed_config(config, *in.workload);
@@ -110,7 +117,8 @@ std::optional<Planned> plan_for(const json& config, const DiagnoseInputs& in, st
     // for its prediction (a zero-sized bucket is outside its memory model); the time model does model
     // prefetch off (planner/time_model.cpp: prefetch = prefetch_bucket_size > 0), which is what the
     // run did, so the literal 0 goes back in here.
-    if (rc.zero.stage == 3 && zero_from_config(config).prefetch_bucket_size == 0) rc.zero.prefetch_bucket_size = 0;
+    if (rc.zero.stage == 3 && zero_from_config(config).prefetch_bucket_size == 0)
+      rc.zero.prefetch_bucket_size = 0;
     Planned p;
     p.w = configs::workload_for_config(*in.workload, rc);
     const auto stats = planner::compute_model_stats(p.w);
@@ -165,11 +173,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     d.config_source = "the log's engine JSON dump (runtime/config.py print_user_config)";
   } else {
     d.config = config_from_engine_dump(log);
-    if (!d.config.is_null()) d.config_source = "the log's engine configuration dump (runtime/config.py print)";
+    if (!d.config.is_null())
+      d.config_source = "the log's engine configuration dump (runtime/config.py print)";
   }
   if (d.config.is_null())
     d.missing.push_back(
-        "no DeepSpeed config: pass --config ds_config.json, or keep DeepSpeed's INFO log lines (the engine prints "
+        "no DeepSpeed config: pass --config ds_config.json, or keep DeepSpeed's INFO log lines (the engine "
+        "prints "
         "'DeepSpeedEngine configuration:' and the JSON at start-up on rank 0)");
   planner::ZeroConfig z = zero_from_config(d.config.is_null() ? json::object() : d.config);
   if (!d.config.is_null()) d.stage = z.stage;
@@ -177,7 +187,8 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   if (!log.zero_config.empty() && !in.config) {
     const json dump = config_from_engine_dump(log);
     if (dump.contains("zero_optimization")) {
-      json zo = d.config.is_object() && d.config.contains("zero_optimization") ? d.config["zero_optimization"] : json::object();
+      json zo = d.config.is_object() && d.config.contains("zero_optimization") ? d.config["zero_optimization"]
+                                                                               : json::object();
       for (auto it = dump["zero_optimization"].begin(); it != dump["zero_optimization"].end(); ++it)
         if (!zo.contains(it.key())) zo[it.key()] = it.value();
       if (d.config.is_null()) d.config = json::object();
@@ -203,8 +214,9 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   }
   const int world = log.world_size > 0 ? log.world_size : (log.nccl.nranks > 0 ? log.nccl.nranks : -1);
   if (in.workload && world > 0 && in.workload->cluster.world_size() != world)
-    d.observations.push_back(fmt::format("the log ran on {} ranks but --gpus describes {}; the prediction uses --gpus",
-                                         world, in.workload->cluster.world_size()));
+    d.observations.push_back(
+        fmt::format("the log ran on {} ranks but --gpus describes {}; the prediction uses --gpus", world,
+                    in.workload->cluster.world_size()));
 
   auto gain_of = [&](const json& patch) -> double {
     if (!base) return -1;
@@ -214,7 +226,8 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     // A fix the time model calls slower on this cluster (e.g. a larger last bucket left exposed)
     // still restores DeepSpeed's default; its predicted gain is none, said as such.
     if (g < 0)
-      d.observations.push_back(fmt::format("the planner predicts a fix {:.2f} ms per step slower on this cluster: no gain counted", -g));
+      d.observations.push_back(fmt::format(
+          "the planner predicts a fix {:.2f} ms per step slower on this cluster: no gain counted", -g));
     return std::max(0.0, g);
   };
   const int steps = optimizer_steps(log);
@@ -228,30 +241,37 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     Cause c;
     c.id = "oom";
     c.title = fmt::format("CUDA out of memory{}: tried to allocate {} with {} free of {}",
-                          o.gpu >= 0 ? fmt::format(" on GPU {}", o.gpu) : "", gib(o.tried_bytes), gib(o.free_bytes),
-                          gib(o.total_bytes));
+                          o.gpu >= 0 ? fmt::format(" on GPU {}", o.gpu) : "", gib(o.tried_bytes),
+                          gib(o.free_bytes), gib(o.total_bytes));
     c.evidence.push_back(fmt::format("line {}: {}", o.line, o.text));
     if (!o.context.empty()) {
       std::string phase = "unknown phase";
       const auto& ctx = o.context;
-      if (ctx.find("step") != std::string::npos || ctx.find("optimizer") != std::string::npos) phase = "the optimizer step (optimizer states / fp32 partitions)";
-      else if (ctx.find("backward") != std::string::npos || ctx.find("reduce") != std::string::npos) phase = "the backward pass (gradients, activations kept for backward)";
-      else if (ctx.find("forward") != std::string::npos || ctx.find("fetch") != std::string::npos) phase = "the forward pass (activations, gathered parameters)";
-      else if (ctx.find("initialize") != std::string::npos || ctx.find("__init__") != std::string::npos || ctx.find("_apply") != std::string::npos) phase = "start-up (the model's parameters)";
+      if (ctx.find("step") != std::string::npos || ctx.find("optimizer") != std::string::npos)
+        phase = "the optimizer step (optimizer states / fp32 partitions)";
+      else if (ctx.find("backward") != std::string::npos || ctx.find("reduce") != std::string::npos)
+        phase = "the backward pass (gradients, activations kept for backward)";
+      else if (ctx.find("forward") != std::string::npos || ctx.find("fetch") != std::string::npos)
+        phase = "the forward pass (activations, gathered parameters)";
+      else if (ctx.find("initialize") != std::string::npos || ctx.find("__init__") != std::string::npos ||
+               ctx.find("_apply") != std::string::npos)
+        phase = "start-up (the model's parameters)";
       c.evidence.push_back(fmt::format("it happened in {} (last frame before it: {})", phase, ctx));
     }
     if (o.allocated_bytes >= 0 && o.reserved_unallocated_bytes >= 0)
-      c.evidence.push_back(fmt::format("PyTorch held {} allocated and {} reserved but unallocated (fragmentation)",
-                                       gib(o.allocated_bytes), gib(o.reserved_unallocated_bytes)));
+      c.evidence.push_back(
+          fmt::format("PyTorch held {} allocated and {} reserved but unallocated (fragmentation)",
+                      gib(o.allocated_bytes), gib(o.reserved_unallocated_bytes)));
     if (log.ooms.size() > 1) c.evidence.push_back(fmt::format("{} OOM messages in the log", log.ooms.size()));
     if (d.predicted) {
       const auto& mem = d.predicted->memory;
       planner::Category big = planner::Category::Parameters;
       for (int k = 0; k < planner::kNumCategories; ++k)
         if (mem.at_peak[k] > mem.category(big)) big = static_cast<planner::Category>(k);
-      c.evidence.push_back(fmt::format("the planner puts this config's peak at {:.1f} GB of {:.1f} GB usable; the largest part is {} ({:.1f} GB)",
-                                       gb(mem.peak), gb(d.predicted->capacity_bytes),
-                                       planner::category_name(big), gb(mem.category(big))));
+      c.evidence.push_back(fmt::format(
+          "the planner puts this config's peak at {:.1f} GB of {:.1f} GB usable; the largest part is {} "
+          "({:.1f} GB)",
+          gb(mem.peak), gb(d.predicted->capacity_bytes), planner::category_name(big), gb(mem.category(big))));
       planner::Workload ws = *in.workload;
       ws.train.precision = d.predicted->precision;
       ws.train.micro_batch.reset();
@@ -263,14 +283,20 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       if (sr.recommendation) {
         const auto& r = sr.recommendation->zero;
         c.fix_text = fmt::format(
-            "what fits, same global batch {}: ZeRO-{}, micro-batch {} x accum {}, checkpointing {}, offload optimizer {}, "
+            "what fits, same global batch {}: ZeRO-{}, micro-batch {} x accum {}, checkpointing {}, offload "
+            "optimizer {}, "
             "parameters {}: peak {:.1f} GB, step {} (zeroplan --emit writes it)",
-            d.predicted->global_batch, r.stage, r.micro_batch, r.grad_accum, planner::to_string(r.checkpointing),
-            planner::to_string(r.offload_optimizer), planner::to_string(r.offload_param),
-            gb(sr.recommendation->memory.peak), ms(sr.recommendation->time.step_s * 1000));
+            d.predicted->global_batch, r.stage, r.micro_batch, r.grad_accum,
+            planner::to_string(r.checkpointing), planner::to_string(r.offload_optimizer),
+            planner::to_string(r.offload_param), gb(sr.recommendation->memory.peak),
+            ms(sr.recommendation->time.step_s * 1000));
         json zo = {{"stage", r.stage}};
-        zo["offload_optimizer"] = r.offload_optimizer == planner::Offload::None ? json(nullptr) : json{{"device", planner::to_string(r.offload_optimizer)}};
-        zo["offload_param"] = r.offload_param == planner::Offload::None ? json(nullptr) : json{{"device", planner::to_string(r.offload_param)}};
+        zo["offload_optimizer"] = r.offload_optimizer == planner::Offload::None
+                                      ? json(nullptr)
+                                      : json{{"device", planner::to_string(r.offload_optimizer)}};
+        zo["offload_param"] = r.offload_param == planner::Offload::None
+                                  ? json(nullptr)
+                                  : json{{"device", planner::to_string(r.offload_param)}};
         c.fix = {{"zero_optimization", zo},
                  {"train_micro_batch_size_per_gpu", r.micro_batch},
                  {"gradient_accumulation_steps", r.grad_accum}};
@@ -280,7 +306,8 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       }
     } else {
       c.fix_text =
-          "pass --model and --gpus to see which component overflows and a configuration that fits; the usual levers: "
+          "pass --model and --gpus to see which component overflows and a configuration that fits; the usual "
+          "levers: "
           "activation checkpointing, a smaller micro-batch with more accumulation, ZeRO-3, optimizer offload";
     }
     d.causes.push_back(std::move(c));
@@ -293,15 +320,23 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   if (z.stage == 3 && z.prefetch_bucket_size == 0) {
     Cause c;
     c.id = "prefetch_off";
-    c.fix = {{"zero_optimization", {{"stage3_prefetch_bucket_size", 50'000'000}}}};  // DeepSpeed default 5e7 (runtime/zero/config.py)
-    c.fix_text = "set zero_optimization.stage3_prefetch_bucket_size to 50000000 (DeepSpeed's default, runtime/zero/config.py)";
+    c.fix = {
+        {"zero_optimization",
+         {{"stage3_prefetch_bucket_size", 50'000'000}}}};  // DeepSpeed default 5e7 (runtime/zero/config.py)
+    c.fix_text =
+        "set zero_optimization.stage3_prefetch_bucket_size to 50000000 (DeepSpeed's default, "
+        "runtime/zero/config.py)";
     c.evidence.push_back(fmt::format("stage3_prefetch_bucket_size = 0 in {}", d.config_source));
     const int64_t gathers = calls(log, is_gather, 1);
     if (gathers > 0)
-      c.evidence.push_back(fmt::format("comms logger: {} parameter all-gathers in {} logged steps, none of them prefetched", gathers, steps));
+      c.evidence.push_back(
+          fmt::format("comms logger: {} parameter all-gathers in {} logged steps, none of them prefetched",
+                      gathers, steps));
     if (have_timers && m.bwd_inner_ms > 0)
-      c.evidence.push_back(fmt::format("fwd_microstep {} against bwd_inner_microstep {}: a forward is about half a backward's compute (2 of the 6 FLOPs per parameter and token)",
-                                       ms(m.fwd_ms), ms(m.bwd_inner_ms)));
+      c.evidence.push_back(
+          fmt::format("fwd_microstep {} against bwd_inner_microstep {}: a forward is about half a backward's "
+                      "compute (2 of the 6 FLOPs per parameter and token)",
+                      ms(m.fwd_ms), ms(m.bwd_inner_ms)));
     c.gain_ms = gain_of(c.fix);
     c.gain_basis = "planner";
     if (c.gain_ms < 0 && have_timers && m.bwd_inner_ms > 0) {
@@ -329,25 +364,29 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       if (tiny_r) zo["reduce_bucket_size"] = 500'000'000;  // DeepSpeed default 5e8 (runtime/zero/config.py)
       if (tiny_a) zo["allgather_bucket_size"] = 500'000'000;
       c.fix = {{"zero_optimization", zo}};
-      c.fix_text = fmt::format("set {} to 500000000 (DeepSpeed's default, runtime/zero/config.py)",
-                               tiny_r && tiny_a ? "zero_optimization.reduce_bucket_size and allgather_bucket_size"
-                               : tiny_r         ? "zero_optimization.reduce_bucket_size"
-                                                : "zero_optimization.allgather_bucket_size");
+      c.fix_text =
+          fmt::format("set {} to 500000000 (DeepSpeed's default, runtime/zero/config.py)",
+                      tiny_r && tiny_a ? "zero_optimization.reduce_bucket_size and allgather_bucket_size"
+                      : tiny_r         ? "zero_optimization.reduce_bucket_size"
+                                       : "zero_optimization.allgather_bucket_size");
       c.evidence.push_back(fmt::format("reduce_bucket_size = {}, allgather_bucket_size = {} elements in {}",
                                        z.reduce_bucket_size, z.allgather_bucket_size, d.config_source));
       const int64_t red = calls(log, is_reduction);
       if (red > 0) {
         int64_t small = 0;
         for (const auto& r : log.comms)
-          if (is_reduction(r.op) && r.message_bytes >= 65 && r.message_bytes < kTinyBucket * 2) small += r.count;
-        c.evidence.push_back(fmt::format("comms logger: {} gradient reductions in {} logged steps ({:.0f} per step), {} of them under {}",
-                                         red, steps, static_cast<double>(red) / steps, small, size_str(kTinyBucket * 2)));
+          if (is_reduction(r.op) && r.message_bytes >= 65 && r.message_bytes < kTinyBucket * 2)
+            small += r.count;
+        c.evidence.push_back(fmt::format(
+            "comms logger: {} gradient reductions in {} logged steps ({:.0f} per step), {} of them under {}",
+            red, steps, static_cast<double>(red) / steps, small, size_str(kTinyBucket * 2)));
       }
       c.gain_ms = gain_of(c.fix);
       c.gain_basis = "planner";
-      c.title = fmt::format("tiny buckets ({} elements): the gradient reduction is split into many latency-bound collectives{}",
-                            std::min(tiny_r ? z.reduce_bucket_size : INT64_MAX, tiny_a ? z.allgather_bucket_size : INT64_MAX),
-                            c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+      c.title = fmt::format(
+          "tiny buckets ({} elements): the gradient reduction is split into many latency-bound collectives{}",
+          std::min(tiny_r ? z.reduce_bucket_size : INT64_MAX, tiny_a ? z.allgather_bucket_size : INT64_MAX),
+          c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
       slow.push_back(std::move(c));
     }
   }
@@ -358,24 +397,28 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     Cause c;
     c.id = "overlap_off";
     c.fix = {{"zero_optimization", {{"overlap_comm", true}}}};
-    c.fix_text = "set zero_optimization.overlap_comm to true (DeepSpeed's default for stage 3; stages 1-2 default to false)";
+    c.fix_text =
+        "set zero_optimization.overlap_comm to true (DeepSpeed's default for stage 3; stages 1-2 default to "
+        "false)";
     c.evidence.push_back(fmt::format("overlap_comm = false in {}", d.config_source));
     if (have_timers && m.bwd_allreduce_ms >= 0)
-      c.evidence.push_back(fmt::format("bwd_allreduce_microstep {} (the reduction not hidden) beside bwd_inner_microstep {}",
-                                       ms(m.bwd_allreduce_ms), ms(m.bwd_inner_ms)));
+      c.evidence.push_back(
+          fmt::format("bwd_allreduce_microstep {} (the reduction not hidden) beside bwd_inner_microstep {}",
+                      ms(m.bwd_allreduce_ms), ms(m.bwd_inner_ms)));
     c.gain_ms = gain_of(c.fix);
     c.gain_basis = "planner";
     if (c.gain_ms < 0 && have_timers && m.bwd_allreduce_ms >= 0 && m.bwd_inner_ms >= 0) {
       c.gain_ms = std::min(m.bwd_allreduce_ms, m.bwd_inner_ms) * static_cast<double>(accum);
       c.gain_basis = "measured: bwd_allreduce_microstep, at most the backward compute it can hide behind";
     }
-    c.title = fmt::format("overlap_comm is off: the gradient reduction runs after the backward instead of during it{}",
-                          c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+    c.title = fmt::format(
+        "overlap_comm is off: the gradient reduction runs after the backward instead of during it{}",
+        c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
     slow.push_back(std::move(c));
   }
   // Bus bandwidth against the link model (NCCL runs only; gloo on CPU is not what the links describe).
-  const bool gpu_backend = !log.cpu_accelerator && log.backend != "gloo" &&
-                           !(d.workload && d.workload->cluster.cpu_backend);
+  const bool gpu_backend =
+      !log.cpu_accelerator && log.backend != "gloo" && !(d.workload && d.workload->cluster.cpu_backend);
   if (d.workload && !log.comms.empty()) {
     const auto topo = planner::topology_of(d.workload->cluster);
     const int n = d.workload->cluster.world_size();
@@ -389,9 +432,10 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       cc.count = r.count;
       cc.measured_busbw_GBps = r.busbw_gbps / 8.0;  // comms_logging reports Gbps (bits)
       // The logger's size is one rank's part for all-gather/reduce-scatter (calc_bw_log multiplies by n).
-      const int64_t full = (*k == planner::CollectiveKind::AllGather || *k == planner::CollectiveKind::ReduceScatter)
-                               ? r.message_bytes * n
-                               : r.message_bytes;
+      const int64_t full =
+          (*k == planner::CollectiveKind::AllGather || *k == planner::CollectiveKind::ReduceScatter)
+              ? r.message_bytes * n
+              : r.message_bytes;
       cc.model_busbw_GBps = planner::collective_busbw_GBps(topo, full);
       d.collectives.push_back(cc);
     }
@@ -402,41 +446,55 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       if (cc.message_bytes >= (1 << 20) && wgt > weight) weight = wgt, worst = &cc;
     }
     if (!gpu_backend) {
-      d.observations.push_back("bus bandwidth not compared with the link model: this run used gloo/CPU, the link model describes NCCL on GPUs");
-    } else if (worst && worst->model_busbw_GBps > 0 && worst->measured_busbw_GBps < 0.4 * worst->model_busbw_GBps) {
+      d.observations.push_back(
+          "bus bandwidth not compared with the link model: this run used gloo/CPU, the link model describes "
+          "NCCL on GPUs");
+    } else if (worst && worst->model_busbw_GBps > 0 &&
+               worst->measured_busbw_GBps < 0.4 * worst->model_busbw_GBps) {
       // 40%: below what NCCL reaches at this size on the link's own measured curve by a margin
       // larger than the run-to-run spread of nccl-tests (a few %), so the transport itself is suspect.
       Cause c;
       c.id = "low_busbw";
       const double ratio = worst->measured_busbw_GBps / worst->model_busbw_GBps;
-      c.title = fmt::format("{} reaches {:.1f} GB/s busbw on {} messages, {:.0f}% of what {} does at that size ({:.1f} GB/s)",
-                            worst->op, worst->measured_busbw_GBps, size_str(worst->message_bytes), ratio * 100,
-                            d.workload->cluster.intra_node.name, worst->model_busbw_GBps);
-      c.evidence.push_back(fmt::format("comms logger: {} x {} at busbw {:.2f} Gbps", worst->count, size_str(worst->message_bytes),
-                                       worst->measured_busbw_GBps * 8));
+      c.title = fmt::format(
+          "{} reaches {:.1f} GB/s busbw on {} messages, {:.0f}% of what {} does at that size ({:.1f} GB/s)",
+          worst->op, worst->measured_busbw_GBps, size_str(worst->message_bytes), ratio * 100,
+          d.workload->cluster.intra_node.name, worst->model_busbw_GBps);
+      c.evidence.push_back(fmt::format("comms logger: {} x {} at busbw {:.2f} Gbps", worst->count,
+                                       size_str(worst->message_bytes), worst->measured_busbw_GBps * 8));
       for (const auto& [k, v] : log.nccl.evidence)
         if (k.rfind("transport", 0) == 0 || k == "p2p disabled" || k == "network" || k.rfind("nic", 0) == 0)
           c.evidence.push_back("NCCL: " + v);
       if (log.nccl.transports.empty())
-        c.evidence.push_back("no NCCL_DEBUG=INFO lines: run with NCCL_DEBUG=INFO to see which transport NCCL picked");
+        c.evidence.push_back(
+            "no NCCL_DEBUG=INFO lines: run with NCCL_DEBUG=INFO to see which transport NCCL picked");
       const bool shm = log.nccl.transports.count("SHM") || log.nccl.p2p_disabled;
       const bool sock = log.nccl.transports.count("NET/Socket");
-      c.fix_text = shm ? "NCCL uses shared memory through the host, not peer-to-peer: check ACS/IOMMU (nvidia-smi topo -m), NCCL_P2P_DISABLE/NCCL_P2P_LEVEL"
-                   : sock ? "NCCL uses TCP sockets between nodes: check that the IB/RoCE NIC is visible (NCCL_IB_HCA, NCCL_SOCKET_IFNAME)"
-                          : "not a config knob: profile the interconnect with nccl-tests (all_reduce_perf) and compare";
+      c.fix_text =
+          shm ? "NCCL uses shared memory through the host, not peer-to-peer: check ACS/IOMMU (nvidia-smi "
+                "topo -m), NCCL_P2P_DISABLE/NCCL_P2P_LEVEL"
+          : sock
+              ? "NCCL uses TCP sockets between nodes: check that the IB/RoCE NIC is visible (NCCL_IB_HCA, "
+                "NCCL_SOCKET_IFNAME)"
+              : "not a config knob: profile the interconnect with nccl-tests (all_reduce_perf) and compare";
       // Every logged collective of >= 1 MiB at the link model's busbw instead of its own.
       double saved = 0;
       for (const auto& cc : d.collectives) {
-        if (cc.message_bytes < (1 << 20) || cc.model_busbw_GBps <= 0 || cc.measured_busbw_GBps >= cc.model_busbw_GBps) continue;
+        if (cc.message_bytes < (1 << 20) || cc.model_busbw_GBps <= 0 ||
+            cc.measured_busbw_GBps >= cc.model_busbw_GBps)
+          continue;
         for (const auto& r : log.comms)
           if (r.op == cc.op && r.message_bytes == cc.message_bytes)
             saved += r.total_ms * (1 - cc.measured_busbw_GBps / cc.model_busbw_GBps);
       }
       c.gain_ms = saved / steps;
-      c.gain_basis = "measured: the logged time of every collective >= 1 MiB at the link model's busbw instead, as if none were hidden behind compute";
+      c.gain_basis =
+          "measured: the logged time of every collective >= 1 MiB at the link model's busbw instead, as if "
+          "none were hidden behind compute";
       // It cannot save more than the measured step exceeds the prediction.
       if (d.predicted && have_timers && m.total_ms > 0) {
-        const double excess = std::max(0.0, m.total_ms * static_cast<double>(accum) - d.predicted->time.step_s * 1000);
+        const double excess =
+            std::max(0.0, m.total_ms * static_cast<double>(accum) - d.predicted->time.step_s * 1000);
         if (c.gain_ms > excess) {
           c.gain_ms = excess;
           c.gain_basis = "measured: capped at the measured step minus the predicted one";
@@ -450,10 +508,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   // Optimizer offload dominating the step (DeepSpeedCPUAdam on the host + the PCIe copies).
   if (z.offload_optimizer != planner::Offload::None) {
     const double share = have_timers && m.total_ms > 0 ? m.step_ms / m.total_ms : -1;
-    const double pshare = d.predicted && d.predicted->time.step_s > 0 ? d.predicted->time.offload_s / d.predicted->time.step_s : -1;
+    const double pshare = d.predicted && d.predicted->time.step_s > 0
+                              ? d.predicted->time.offload_s / d.predicted->time.step_s
+                              : -1;
     if (share >= 0)
-      d.observations.push_back(fmt::format("optimizer offloaded to {}: step_microstep {} is {:.0f}% of the micro-step",
-                                           planner::to_string(z.offload_optimizer), ms(m.step_ms), share * 100));
+      d.observations.push_back(
+          fmt::format("optimizer offloaded to {}: step_microstep {} is {:.0f}% of the micro-step",
+                      planner::to_string(z.offload_optimizer), ms(m.step_ms), share * 100));
     // Half the step: then removing offload (when it fits) is worth more than any communication knob.
     if (share >= 0.5 || (share < 0 && pshare >= 0.5)) {
       Cause c;
@@ -465,14 +526,21 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       if (nofl && !nofl->plan.fits) {
         c.fix = nullptr;
         c.gain_ms = -1;
-        c.fix_text = fmt::format("offload is needed: without it the planner's peak is {:.1f} GB of {:.1f} GB usable; a larger micro-batch shares the fixed CPU Adam cost over more tokens",
-                                 gb(nofl->plan.memory.peak), gb(nofl->plan.capacity_bytes));
+        c.fix_text = fmt::format(
+            "offload is needed: without it the planner's peak is {:.1f} GB of {:.1f} GB usable; a larger "
+            "micro-batch shares the fixed CPU Adam cost over more tokens",
+            gb(nofl->plan.memory.peak), gb(nofl->plan.capacity_bytes));
       } else {
         c.fix_text = "remove zero_optimization.offload_optimizer (run the optimizer on the GPU)";
       }
-      c.title = fmt::format("CPU Adam dominates the step: step_microstep {} of {} per micro-step", ms(m.step_ms), ms(m.total_ms));
-      c.evidence.push_back(fmt::format("offload_optimizer.device = {} in {}", planner::to_string(z.offload_optimizer), d.config_source));
-      if (pshare >= 0) c.evidence.push_back(fmt::format("the planner puts offload at {} of a {} step", ms(d.predicted->time.offload_s * 1000), ms(d.predicted->time.step_s * 1000)));
+      c.title = fmt::format("CPU Adam dominates the step: step_microstep {} of {} per micro-step",
+                            ms(m.step_ms), ms(m.total_ms));
+      c.evidence.push_back(fmt::format("offload_optimizer.device = {} in {}",
+                                       planner::to_string(z.offload_optimizer), d.config_source));
+      if (pshare >= 0)
+        c.evidence.push_back(fmt::format("the planner puts offload at {} of a {} step",
+                                         ms(d.predicted->time.offload_s * 1000),
+                                         ms(d.predicted->time.step_s * 1000)));
       slow.push_back(std::move(c));
     }
   }
@@ -482,15 +550,19 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     json patch = {{"zero_optimization", {{"stage", 2}, {"overlap_comm", true}}}};
     auto s2 = plan_for(merge(d.config, patch), in, nullptr);
     const auto& t = d.predicted->time;
-    const std::string what = fmt::format("ZeRO-3 module hooks: {} module passes x 0.121 ms = {} per step, {} not hidden",
-                                         t.hooked_module_calls, ms(t.hook_host_s * 1000), ms(t.hook_overhead_s * 1000));
+    const std::string what =
+        fmt::format("ZeRO-3 module hooks: {} module passes x 0.121 ms = {} per step, {} not hidden",
+                    t.hooked_module_calls, ms(t.hook_host_s * 1000), ms(t.hook_overhead_s * 1000));
     if (s2 && s2->plan.fits && s2->plan.time.step_s < t.step_s) {
       Cause c;
       c.id = "zero3_hooks";
       c.title = what;
-      c.evidence.push_back("planner time model (planner/time_model.cpp, 0.121 ms per module pass from DeepSpeed #1174/PR #1188)");
+      c.evidence.push_back(
+          "planner time model (planner/time_model.cpp, 0.121 ms per module pass from DeepSpeed #1174/PR "
+          "#1188)");
       c.fix = patch;
-      c.fix_text = fmt::format("ZeRO-2 fits ({:.1f} GB peak): set zero_optimization.stage to 2", gb(s2->plan.memory.peak));
+      c.fix_text = fmt::format("ZeRO-2 fits ({:.1f} GB peak): set zero_optimization.stage to 2",
+                               gb(s2->plan.memory.peak));
       c.gain_ms = (t.step_s - s2->plan.time.step_s) * 1000;
       c.gain_basis = "planner";
       slow.push_back(std::move(c));
@@ -514,14 +586,17 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       (nm.find("forward") != std::string::npos ? fwd_comm : bwd_comm) += t.collectives[i].exposed_s;
     }
     const double a = static_cast<double>(accum);
-    const double pf = (t.forward_s + fwd_comm) / a * 1000, pb = (t.backward_s + t.recompute_s + bwd_comm) / a * 1000;
-    d.observations.push_back(fmt::format(
-        "per micro-step, measured vs predicted: forward {} vs {}, backward {} vs {}, step {} vs {} (the planner's optimizer/offload per step: {})",
-        ms(m.fwd_ms), ms(pf), ms(m.bwd_ms), ms(pb), ms(m.step_ms), ms((t.optimizer_s + t.offload_s) * 1000),
-        ms((t.optimizer_s + t.offload_s) * 1000)));
+    const double pf = (t.forward_s + fwd_comm) / a * 1000,
+                 pb = (t.backward_s + t.recompute_s + bwd_comm) / a * 1000;
+    d.observations.push_back(
+        fmt::format("per micro-step, measured vs predicted: forward {} vs {}, backward {} vs {}, step {} vs "
+                    "{} (the planner's optimizer/offload per step: {})",
+                    ms(m.fwd_ms), ms(pf), ms(m.bwd_ms), ms(pb), ms(m.step_ms),
+                    ms((t.optimizer_s + t.offload_s) * 1000), ms((t.optimizer_s + t.offload_s) * 1000)));
     if (m.total_ms > 0 && t.step_s > 0) {
       const double ratio = m.total_ms * a / (t.step_s * 1000);
-      d.observations.push_back(fmt::format("measured step {} is {:.1f}x the predicted {}", ms(m.total_ms * a), ratio, ms(t.step_s * 1000)));
+      d.observations.push_back(fmt::format("measured step {} is {:.1f}x the predicted {}", ms(m.total_ms * a),
+                                           ratio, ms(t.step_s * 1000)));
     }
   }
   // Memory: the highest Max_MA the log shows (see_memory_usage / ThroughputTimer print GiB: bytes /
@@ -530,9 +605,10 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     double max_ma = -1;
     for (const auto& ms_ : log.memory) max_ma = std::max(max_ma, ms_.max_ma_gib);
     if (max_ma > 0)
-      d.observations.push_back(fmt::format("memory: highest Max_MA in the log {:.2f} GB against the predicted peak {:.2f} GB ({:.0f}%)",
-                                           max_ma * 1.073741824, gb(d.predicted->memory.peak),
-                                           100.0 * max_ma * 1.073741824 / std::max(1e-9, gb(d.predicted->memory.peak))));
+      d.observations.push_back(fmt::format(
+          "memory: highest Max_MA in the log {:.2f} GB against the predicted peak {:.2f} GB ({:.0f}%)",
+          max_ma * 1.073741824, gb(d.predicted->memory.peak),
+          100.0 * max_ma * 1.073741824 / std::max(1e-9, gb(d.predicted->memory.peak))));
   }
   json fixed = d.config;
   bool any_fix = false;
@@ -548,9 +624,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
 
   // 5. What the log lacked.
   if (!have_timers)
-    d.missing.push_back("no wall_clock_breakdown lines: set \"wall_clock_breakdown\": true to get fwd/bwd/step times per micro-step");
+    d.missing.push_back(
+        "no wall_clock_breakdown lines: set \"wall_clock_breakdown\": true to get fwd/bwd/step times per "
+        "micro-step");
   if (log.comms.empty())
-    d.missing.push_back("no comms logger summary: set \"comms_logger\": {\"enabled\": true} and call deepspeed.comm.log_summary() at the end");
+    d.missing.push_back(
+        "no comms logger summary: set \"comms_logger\": {\"enabled\": true} and call "
+        "deepspeed.comm.log_summary() at the end");
   if (log.nccl.transports.empty() && !log.cpu_accelerator && log.backend != "gloo")
     d.missing.push_back("no NCCL_DEBUG=INFO lines: the transport NCCL picked (P2P/SHM/NET) is unknown");
   if (log.memory.empty() && log.ooms.empty())
@@ -578,26 +658,39 @@ json to_json(const RunLog& log, const Diagnosis& d) {
                     {"measured_busbw_GBps", c.measured_busbw_GBps},
                     {"model_busbw_GBps", c.model_busbw_GBps < 0 ? json(nullptr) : json(c.model_busbw_GBps)}});
   auto opt = [](double v) { return v < 0 ? json(nullptr) : json(v); };
-  json measured = {{"fwd_ms", opt(d.measured.fwd_ms)},          {"bwd_ms", opt(d.measured.bwd_ms)},
-                   {"bwd_inner_ms", opt(d.measured.bwd_inner_ms)}, {"bwd_allreduce_ms", opt(d.measured.bwd_allreduce_ms)},
-                   {"step_ms", opt(d.measured.step_ms)},         {"total_ms", opt(d.measured.total_ms)},
-                   {"samples", d.measured.samples},              {"per_micro_step", d.measured.from_micro}};
+  json measured = {{"fwd_ms", opt(d.measured.fwd_ms)},
+                   {"bwd_ms", opt(d.measured.bwd_ms)},
+                   {"bwd_inner_ms", opt(d.measured.bwd_inner_ms)},
+                   {"bwd_allreduce_ms", opt(d.measured.bwd_allreduce_ms)},
+                   {"step_ms", opt(d.measured.step_ms)},
+                   {"total_ms", opt(d.measured.total_ms)},
+                   {"samples", d.measured.samples},
+                   {"per_micro_step", d.measured.from_micro}};
   json pred = nullptr;
   if (d.predicted) {
     const auto& t = d.predicted->time;
-    pred = {{"step_ms", t.step_s * 1000},       {"forward_ms", t.forward_s * 1000},
-            {"backward_ms", t.backward_s * 1000}, {"recompute_ms", t.recompute_s * 1000},
+    pred = {{"step_ms", t.step_s * 1000},
+            {"forward_ms", t.forward_s * 1000},
+            {"backward_ms", t.backward_s * 1000},
+            {"recompute_ms", t.recompute_s * 1000},
             {"exposed_communication_ms", t.exposed_communication_s * 1000},
-            {"offload_ms", t.offload_s * 1000},  {"hook_overhead_ms", t.hook_overhead_s * 1000},
-            {"peak_bytes", d.predicted->memory.peak}, {"capacity_bytes", d.predicted->capacity_bytes},
+            {"offload_ms", t.offload_s * 1000},
+            {"hook_overhead_ms", t.hook_overhead_s * 1000},
+            {"peak_bytes", d.predicted->memory.peak},
+            {"capacity_bytes", d.predicted->capacity_bytes},
             {"fits", d.predicted->fits}};
   }
   json ooms = json::array();
   for (const auto& o : log.ooms)
-    ooms.push_back({{"line", o.line}, {"gpu", o.gpu}, {"tried_bytes", o.tried_bytes}, {"free_bytes", o.free_bytes},
-                    {"total_bytes", o.total_bytes}, {"context", o.context}});
-  json nccl = {{"version", log.nccl.version}, {"transports", log.nccl.transports}, {"nvls", log.nccl.nvls},
-               {"p2p_disabled", log.nccl.p2p_disabled}, {"nics", log.nccl.nics}, {"channels", log.nccl.channels}};
+    ooms.push_back({{"line", o.line},
+                    {"gpu", o.gpu},
+                    {"tried_bytes", o.tried_bytes},
+                    {"free_bytes", o.free_bytes},
+                    {"total_bytes", o.total_bytes},
+                    {"context", o.context}});
+  json nccl = {{"version", log.nccl.version}, {"transports", log.nccl.transports},
+               {"nvls", log.nccl.nvls},       {"p2p_disabled", log.nccl.p2p_disabled},
+               {"nics", log.nccl.nics},       {"channels", log.nccl.channels}};
   return {{"files", log.files},
           {"lines", log.lines},
           {"recognized_lines", log.recognized_lines},
@@ -633,38 +726,47 @@ std::string format_text(const RunLog& log, const Diagnosis& d) {
   s += "\n";
   if (!d.config.is_null()) {
     const auto z = zero_from_config(d.config);
-    s += fmt::format("Config ({}): ZeRO-{}, micro-batch {} x accum {}, overlap_comm {}, reduce_bucket_size {}", d.config_source,
-                     z.stage, z.micro_batch, z.grad_accum, z.overlap_comm, z.reduce_bucket_size);
+    s += fmt::format(
+        "Config ({}): ZeRO-{}, micro-batch {} x accum {}, overlap_comm {}, reduce_bucket_size {}",
+        d.config_source, z.stage, z.micro_batch, z.grad_accum, z.overlap_comm, z.reduce_bucket_size);
     if (z.stage == 3) s += fmt::format(", stage3_prefetch_bucket_size {}", z.prefetch_bucket_size);
     if (z.stage == 1 || z.stage == 2) s += fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size);
-    if (z.offload_optimizer != planner::Offload::None) s += ", offload_optimizer " + planner::to_string(z.offload_optimizer);
-    if (z.offload_param != planner::Offload::None) s += ", offload_param " + planner::to_string(z.offload_param);
+    if (z.offload_optimizer != planner::Offload::None)
+      s += ", offload_optimizer " + planner::to_string(z.offload_optimizer);
+    if (z.offload_param != planner::Offload::None)
+      s += ", offload_param " + planner::to_string(z.offload_param);
     s += "\n";
   }
   const auto& m = d.measured;
   if (m.samples > 0)
-    s += fmt::format("Measured (median of {} {} timer lines of rank 0): fwd {}, bwd {} (inner {}, allreduce {}), step {}; total {}\n",
-                     m.samples, m.from_micro ? "micro-step" : "optimizer-step", ms(m.fwd_ms), ms(m.bwd_ms),
-                     ms(m.bwd_inner_ms), ms(m.bwd_allreduce_ms), ms(m.step_ms), ms(m.total_ms));
+    s += fmt::format(
+        "Measured (median of {} {} timer lines of rank 0): fwd {}, bwd {} (inner {}, allreduce {}), step {}; "
+        "total {}\n",
+        m.samples, m.from_micro ? "micro-step" : "optimizer-step", ms(m.fwd_ms), ms(m.bwd_ms),
+        ms(m.bwd_inner_ms), ms(m.bwd_allreduce_ms), ms(m.step_ms), ms(m.total_ms));
   if (d.predicted && d.workload) {
     const auto& t = d.predicted->time;
-    s += fmt::format("Predicted ({} on {}x{}): step {} = compute {} + exposed communication {} + offload {} + hooks {}; peak {:.2f} GB of {:.2f} GB usable\n",
-                     d.workload->model.name, d.workload->cluster.world_size(), d.workload->cluster.gpu.name,
-                     ms(t.step_s * 1000), ms(t.compute_s * 1000), ms(t.exposed_communication_s * 1000),
-                     ms(t.offload_s * 1000), ms(t.hook_overhead_s * 1000), gb(d.predicted->memory.peak),
-                     gb(d.predicted->capacity_bytes));
+    s += fmt::format(
+        "Predicted ({} on {}x{}): step {} = compute {} + exposed communication {} + offload {} + hooks {}; "
+        "peak {:.2f} GB of {:.2f} GB usable\n",
+        d.workload->model.name, d.workload->cluster.world_size(), d.workload->cluster.gpu.name,
+        ms(t.step_s * 1000), ms(t.compute_s * 1000), ms(t.exposed_communication_s * 1000),
+        ms(t.offload_s * 1000), ms(t.hook_overhead_s * 1000), gb(d.predicted->memory.peak),
+        gb(d.predicted->capacity_bytes));
   }
   if (!log.comms.empty()) {
     s += "Collectives (comms logger; busbw in GB/s, model = link model at that size):\n";
-    s += fmt::format("  {:<24} {:>12} {:>8} {:>12} {:>10} {:>10}\n", "op", "message", "count", "avg latency", "busbw", "model");
+    s += fmt::format("  {:<24} {:>12} {:>8} {:>12} {:>10} {:>10}\n", "op", "message", "count", "avg latency",
+                     "busbw", "model");
     size_t shown = 0;
     for (const auto& r : log.comms) {
       if (r.message_bytes < 65 || shown >= 12) continue;
       double model = -1;
       for (const auto& c : d.collectives)
         if (c.op == r.op && c.message_bytes == r.message_bytes) model = c.model_busbw_GBps;
-      s += fmt::format("  {:<24} {:>12} {:>8} {:>9.2f} ms {:>10.3f} {:>10}\n", r.op, size_str(r.message_bytes), r.count,
-                       r.avg_ms, r.busbw_gbps / 8, model < 0 ? "-" : fmt::format("{:.1f}", model));
+      s +=
+          fmt::format("  {:<24} {:>12} {:>8} {:>9.2f} ms {:>10.3f} {:>10}\n", r.op, size_str(r.message_bytes),
+                      r.count, r.avg_ms, r.busbw_gbps / 8, model < 0 ? "-" : fmt::format("{:.1f}", model));
       ++shown;
     }
   }
@@ -677,14 +779,17 @@ std::string format_text(const RunLog& log, const Diagnosis& d) {
   }
   if (d.causes.empty()) {
     s += "Causes: none found";
-    s += d.config.is_null() ? " (no config to check)\n" : " (the config's knobs are DeepSpeed's defaults or better, and the log shows no OOM)\n";
+    s += d.config.is_null()
+             ? " (no config to check)\n"
+             : " (the config's knobs are DeepSpeed's defaults or better, and the log shows no OOM)\n";
   } else {
     s += "Causes, most costly first:\n";
     int i = 0;
     for (const auto& c : d.causes) {
       s += fmt::format("  {}. [{}] {}\n", ++i, c.id, c.title);
       for (const auto& e : c.evidence) s += "     evidence: " + e + "\n";
-      if (c.gain_ms >= 0) s += fmt::format("     predicted gain: {} per step ({})\n", ms(c.gain_ms), c.gain_basis);
+      if (c.gain_ms >= 0)
+        s += fmt::format("     predicted gain: {} per step ({})\n", ms(c.gain_ms), c.gain_basis);
       if (!c.fix_text.empty()) s += "     fix: " + c.fix_text + "\n";
     }
   }
@@ -692,9 +797,11 @@ std::string format_text(const RunLog& log, const Diagnosis& d) {
   for (const auto& o : d.missing) s += "Missing: " + o + "\n";
   for (const auto& o : log.notes) s += "Log: " + o + "\n";
   if (d.predicted && d.fixed)
-    s += fmt::format("After the fixes: predicted step {} -> {} ({:.2f}x faster); --emit FILE writes the corrected config\n",
-                     ms(d.predicted->time.step_s * 1000), ms(d.fixed->time.step_s * 1000),
-                     d.fixed->time.step_s > 0 ? d.predicted->time.step_s / d.fixed->time.step_s : 0.0);
+    s += fmt::format(
+        "After the fixes: predicted step {} -> {} ({:.2f}x faster); --emit FILE writes the corrected "
+        "config\n",
+        ms(d.predicted->time.step_s * 1000), ms(d.fixed->time.step_s * 1000),
+        d.fixed->time.step_s > 0 ? d.predicted->time.step_s / d.fixed->time.step_s : 0.0);
   else if (!d.fixed_config.is_null())
     s += "--emit FILE writes the corrected config (pass --model/--gpus for its predicted step)\n";
   return s;

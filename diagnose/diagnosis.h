@@ -48,8 +48,9 @@ struct DiagnoseInputs {
 
 struct Diagnosis {
   PhaseTimes measured;
-  nlohmann::json config;       // the effective user config (null when none was found)
-  std::string config_source;   // "--config PATH", "the log's engine JSON dump", "the log's engine configuration dump"
+  nlohmann::json config;  // the effective user config (null when none was found)
+  std::string
+      config_source;  // "--config PATH", "the log's engine JSON dump", "the log's engine configuration dump"
   int stage = -1;
   std::optional<planner::Workload> workload;  // as the config runs it
   std::optional<planner::Plan> predicted;     // the planner on the config as run
@@ -58,7 +59,7 @@ struct Diagnosis {
   std::vector<Cause> causes;                  // ranked: OOM first, then by predicted gain
   std::vector<std::string> observations;      // facts that are not causes
   std::vector<CollectiveCheck> collectives;
-  std::vector<std::string> missing;           // what the log lacked, and how to get it
+  std::vector<std::string> missing;  // what the log lacked, and how to get it
 };
 
 Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in);

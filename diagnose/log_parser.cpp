@@ -22,12 +22,18 @@ using sv = std::string_view;
 // Bounds that keep a hostile or huge log from exhausting memory: a log of 64 MiB (the file limit)
 // has at most this many of each record kept; the rest are counted, not stored.
 constexpr size_t kMaxRecords = 200'000;
-constexpr size_t kMaxJsonBytes = 1 << 20;   // the user-config JSON block (a real one is ~2 KB)
+constexpr size_t kMaxJsonBytes = 1 << 20;  // the user-config JSON block (a real one is ~2 KB)
 constexpr int64_t kMaxFileBytes = 64LL << 20;
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; }
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
-bool is_ident(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_'; }
+bool is_space(char c) {
+  return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
+bool is_ident(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || is_digit(c) || c == '_';
+}
 
 sv trim(sv s) {
   while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
@@ -35,7 +41,9 @@ sv trim(sv s) {
   return s;
 }
 
-bool contains(sv s, sv what) { return s.find(what) != sv::npos; }
+bool contains(sv s, sv what) {
+  return s.find(what) != sv::npos;
+}
 
 // A decimal number at the start of `s` (after spaces); advances `s` past it.
 std::optional<double> take_number(sv& s) {
@@ -51,7 +59,9 @@ std::optional<double> take_number(sv& s) {
   return v;
 }
 
-std::optional<double> number_at(sv s) { return take_number(s); }
+std::optional<double> number_at(sv s) {
+  return take_number(s);
+}
 
 // The number after the first occurrence of `key` (which must not be preceded by an identifier
 // character, so "MA" does not match inside "Max_MA"), skipping spaces, '=' and ':'.
@@ -63,7 +73,8 @@ std::optional<double> number_after(sv line, sv key, size_t* end = nullptr) {
     from = p + 1;
     if (p > 0 && is_ident(line[p - 1]) && is_ident(key.front())) continue;
     sv rest = line.substr(p + key.size());
-    while (!rest.empty() && (is_space(rest.front()) || rest.front() == '=' || rest.front() == ':')) rest.remove_prefix(1);
+    while (!rest.empty() && (is_space(rest.front()) || rest.front() == '=' || rest.front() == ':'))
+      rest.remove_prefix(1);
     const size_t before = rest.size();
     auto v = take_number(rest);
     if (!v) continue;
@@ -73,7 +84,9 @@ std::optional<double> number_after(sv line, sv key, size_t* end = nullptr) {
   }
 }
 
-std::string clip(sv s, size_t n = 300) { return std::string(s.substr(0, std::min(n, s.size()))); }
+std::string clip(sv s, size_t n = 300) {
+  return std::string(s.substr(0, std::min(n, s.size())));
+}
 
 int64_t to_bytes(double v, double unit) {
   const double b = v * unit;
@@ -133,9 +146,15 @@ double convert_size_unit(sv u) {
 
 double mem_unit(sv u) {
   // PyTorch's format_size (c10/cuda/CUDACachingAllocator.cpp): bytes, KiB, MiB, GiB (1024-based).
-  static constexpr std::pair<sv, double> kUnits[] = {
-      {"bytes", 1.0}, {"B", 1.0}, {"KiB", 1024.0}, {"MiB", 1024.0 * 1024}, {"GiB", 1024.0 * 1024 * 1024},
-      {"TiB", 1024.0 * 1024 * 1024 * 1024}, {"KB", 1024.0}, {"MB", 1024.0 * 1024}, {"GB", 1024.0 * 1024 * 1024}};
+  static constexpr std::pair<sv, double> kUnits[] = {{"bytes", 1.0},
+                                                     {"B", 1.0},
+                                                     {"KiB", 1024.0},
+                                                     {"MiB", 1024.0 * 1024},
+                                                     {"GiB", 1024.0 * 1024 * 1024},
+                                                     {"TiB", 1024.0 * 1024 * 1024 * 1024},
+                                                     {"KB", 1024.0},
+                                                     {"MB", 1024.0 * 1024},
+                                                     {"GB", 1024.0 * 1024 * 1024}};
   for (auto [n, f] : kUnits)
     if (u == n) return f;
   return -1;
@@ -157,8 +176,8 @@ std::vector<sv> split_ws(sv s, size_t max_tokens = 64) {
 bool dotted_entry(sv p, std::string& key, std::string& value, bool allow_spaces_in_key) {
   p = trim(p);
   size_t i = 0;
-  while (i < p.size() && (is_ident(p[i]) || (allow_spaces_in_key && p[i] == ' ' && i + 1 < p.size() && p[i + 1] != '.' &&
-                                             p[i + 1] != ' ')))
+  while (i < p.size() && (is_ident(p[i]) || (allow_spaces_in_key && p[i] == ' ' && i + 1 < p.size() &&
+                                             p[i + 1] != '.' && p[i + 1] != ' ')))
     ++i;
   if (i == 0 || i >= p.size()) return false;
   sv k = trim(p.substr(0, i));
@@ -177,8 +196,8 @@ bool dotted_entry(sv p, std::string& key, std::string& value, bool allow_spaces_
   return true;
 }
 
-// "stage=3 contiguous_gradients=True offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='cpu', ...)"
-// (pydantic BaseModel __repr_str__ of DeepSpeedZeroConfig): top-level key=value pairs.
+// "stage=3 contiguous_gradients=True offload_optimizer=DeepSpeedZeroOffloadOptimizerConfig(device='cpu',
+// ...)" (pydantic BaseModel __repr_str__ of DeepSpeedZeroConfig): top-level key=value pairs.
 void parse_kv_repr(sv s, std::map<std::string, std::string>& out) {
   size_t i = 0;
   while (i < s.size() && out.size() < 500) {
@@ -240,12 +259,15 @@ class Parser {
 
   void finish(bool ends_with_newline) {
     if (json_active_) {
-      log_.notes.push_back(fmt::format("{}: the engine's JSON config block is cut off (truncated log?)", source_));
+      log_.notes.push_back(
+          fmt::format("{}: the engine's JSON config block is cut off (truncated log?)", source_));
       json_active_ = false;
     }
-    if (comm_header_seen_ && !comm_rows_) log_.notes.push_back(fmt::format("{}: the comms summary table has a header but no rows", source_));
+    if (comm_header_seen_ && !comm_rows_)
+      log_.notes.push_back(fmt::format("{}: the comms summary table has a header but no rows", source_));
     if (!ends_with_newline && log_.lines > 0)
-      log_.notes.push_back(fmt::format("{}: the last line has no newline (the log was cut while being written?)", source_));
+      log_.notes.push_back(
+          fmt::format("{}: the last line has no newline (the log was cut while being written?)", source_));
   }
 
  private:
@@ -282,7 +304,8 @@ class Parser {
       if (dotted_entry(p, k, v, true) && !contains(raw, "print]")) {
         if (log_.ds_report.size() < 500) log_.ds_report[k] = v;
         if (k == "torch version" && log_.torch_version.empty()) log_.torch_version = v;
-        if (k == "deepspeed info" && log_.deepspeed_version.empty()) log_.deepspeed_version = v.substr(0, v.find(','));
+        if (k == "deepspeed info" && log_.deepspeed_version.empty())
+          log_.deepspeed_version = v.substr(0, v.find(','));
         return true;
       }
       if (!trim(p).empty() && !contains(p, "----") && !contains(p, "op name") && !contains(p, "JIT compiled"))
@@ -359,7 +382,8 @@ class Parser {
     }
     // deepspeed/runtime/zero/stage3.py __init__ prints the two stage-3 sizes it uses.
     if (contains(raw, "Reduce bucket size ") || contains(raw, "Prefetch bucket size ")) {
-      if (auto v = number_after(raw, "Reduce bucket size")) log_.zero_config.emplace("reduce_bucket_size", fmt::format("{:.0f}", *v));
+      if (auto v = number_after(raw, "Reduce bucket size"))
+        log_.zero_config.emplace("reduce_bucket_size", fmt::format("{:.0f}", *v));
       if (auto v = number_after(raw, "Prefetch bucket size"))
         log_.zero_config.emplace("prefetch_bucket_size", fmt::format("{:.0f}", *v));
       hit = true;
@@ -368,7 +392,8 @@ class Parser {
       flops_active_ = 60;
       hit = true;
     }
-    if (contains(raw, "DeepSpeed general environment info") || contains(raw, "DeepSpeed C++/CUDA extension op report")) {
+    if (contains(raw, "DeepSpeed general environment info") ||
+        contains(raw, "DeepSpeed C++/CUDA extension op report")) {
       report_active_ = true;
       hit = true;
     }
@@ -407,16 +432,26 @@ class Parser {
       // Current names (utils/timer.py FORWARD_MICRO_TIMER = 'fwd_microstep' ...) and the pre-0.10
       // ones ('forward_microstep', 'backward_inner_microstep', ..., 'forward', 'backward', seen in
       // DeepSpeed #255 and gpt-neox #965 logs).
-      if (name == "fwd_microstep" || name == "forward_microstep") slot = &t.fwd_ms, micro = true;
-      else if (name == "bwd_microstep" || name == "backward_microstep") slot = &t.bwd_ms, micro = true;
-      else if (name == "bwd_inner_microstep" || name == "backward_inner_microstep") slot = &t.bwd_inner_ms, micro = true;
-      else if (name == "bwd_allreduce_microstep" || name == "backward_allreduce_microstep") slot = &t.bwd_allreduce_ms, micro = true;
-      else if (name == "step_microstep") slot = &t.step_ms, micro = true;
-      else if (name == "fwd" || name == "forward") slot = &t.fwd_ms, global = true;
-      else if (name == "bwd" || name == "backward") slot = &t.bwd_ms, global = true;
-      else if (name == "bwd_inner" || name == "backward_inner") slot = &t.bwd_inner_ms, global = true;
-      else if (name == "bwd_allreduce" || name == "backward_allreduce") slot = &t.bwd_allreduce_ms, global = true;
-      else if (name == "step") slot = &t.step_ms, global = true;
+      if (name == "fwd_microstep" || name == "forward_microstep")
+        slot = &t.fwd_ms, micro = true;
+      else if (name == "bwd_microstep" || name == "backward_microstep")
+        slot = &t.bwd_ms, micro = true;
+      else if (name == "bwd_inner_microstep" || name == "backward_inner_microstep")
+        slot = &t.bwd_inner_ms, micro = true;
+      else if (name == "bwd_allreduce_microstep" || name == "backward_allreduce_microstep")
+        slot = &t.bwd_allreduce_ms, micro = true;
+      else if (name == "step_microstep")
+        slot = &t.step_ms, micro = true;
+      else if (name == "fwd" || name == "forward")
+        slot = &t.fwd_ms, global = true;
+      else if (name == "bwd" || name == "backward")
+        slot = &t.bwd_ms, global = true;
+      else if (name == "bwd_inner" || name == "backward_inner")
+        slot = &t.bwd_inner_ms, global = true;
+      else if (name == "bwd_allreduce" || name == "backward_allreduce")
+        slot = &t.bwd_allreduce_ms, global = true;
+      else if (name == "step")
+        slot = &t.step_ms, global = true;
       if (slot && *v >= 0) {
         *slot = *v;
         any = true;
@@ -483,7 +518,8 @@ class Parser {
 
   bool json_line(sv raw, sv p) {
     // A line from another rank's logger inside the block: skip it (the block continues after).
-    if (contains(raw, "] [INFO] [") || contains(raw, "] [WARNING] [") || contains(raw, "NCCL INFO")) return false;
+    if (contains(raw, "] [INFO] [") || contains(raw, "] [WARNING] [") || contains(raw, "NCCL INFO"))
+      return false;
     sv body = p;
     if (!raw.empty() && raw.front() == '[' && contains(raw.substr(0, 24), "]:")) body = p;
     for (char c : body) {
@@ -494,14 +530,16 @@ class Parser {
     json_text_ += '\n';
     if (json_text_.size() > kMaxJsonBytes) {
       json_active_ = false;
-      log_.notes.push_back(fmt::format("{}:{}: the JSON config block is too large; ignored", source_, line_no_));
+      log_.notes.push_back(
+          fmt::format("{}:{}: the JSON config block is too large; ignored", source_, line_no_));
       return true;
     }
     if (json_depth_ <= 0) {
       json_active_ = false;
       auto j = nlohmann::json::parse(json_text_, nullptr, false);
       if (j.is_discarded() || !j.is_object())
-        log_.notes.push_back(fmt::format("{}:{}: the engine's JSON config block did not parse", source_, line_no_));
+        log_.notes.push_back(
+            fmt::format("{}:{}: the engine's JSON config block did not parse", source_, line_no_));
       else if (!log_.user_config)
         log_.user_config = std::move(j);
     }
@@ -549,10 +587,13 @@ class Parser {
       if (size_t gp = raw.rfind("GPU ", g); gp != sv::npos)
         if (auto v = number_at(raw.substr(gp + 4))) o.gpu = static_cast<int>(*v);
     }
-    if (size_t a = raw.find("Of the allocated memory"); a != sv::npos) o.allocated_bytes = size_at(raw.substr(a + 23));
+    if (size_t a = raw.find("Of the allocated memory"); a != sv::npos)
+      o.allocated_bytes = size_at(raw.substr(a + 23));
     if (size_t a = raw.find("and "); a != sv::npos && contains(raw, "reserved by PyTorch but unallocated"))
-      o.reserved_unallocated_bytes = size_at(raw.substr(raw.find("PyTorch, and ") != sv::npos ? raw.find("PyTorch, and ") + 13 : a + 4));
-    // PyTorch < 2.1 wording: "(GPU 0; 4.00 GiB total capacity; 1.68 GiB already allocated; 0 bytes free; ...)".
+      o.reserved_unallocated_bytes =
+          size_at(raw.substr(raw.find("PyTorch, and ") != sv::npos ? raw.find("PyTorch, and ") + 13 : a + 4));
+    // PyTorch < 2.1 wording: "(GPU 0; 4.00 GiB total capacity; 1.68 GiB already allocated; 0 bytes free;
+    // ...)".
     if (size_t g = raw.find("(GPU "); g != sv::npos) {
       if (auto v = number_at(raw.substr(g + 5))) o.gpu = static_cast<int>(*v);
       const sv s = raw.substr(g);
@@ -586,12 +627,18 @@ class Parser {
       const sv s = raw.substr(v + 5);
       const sv tr = s.substr(0, s.find_first_of(" \r\n"));
       std::string kind;
-      if (tr.substr(0, 3) == "P2P") kind = "P2P";
-      else if (tr.substr(0, 3) == "SHM") kind = "SHM";
-      else if (tr.substr(0, 6) == "NET/IB") kind = "NET/IB";
-      else if (tr.substr(0, 10) == "NET/Socket") kind = "NET/Socket";
-      else if (tr.substr(0, 4) == "NET/") kind = "NET";
-      else if (tr.substr(0, 7) == "CollNet") kind = "CollNet";
+      if (tr.substr(0, 3) == "P2P")
+        kind = "P2P";
+      else if (tr.substr(0, 3) == "SHM")
+        kind = "SHM";
+      else if (tr.substr(0, 6) == "NET/IB")
+        kind = "NET/IB";
+      else if (tr.substr(0, 10) == "NET/Socket")
+        kind = "NET/Socket";
+      else if (tr.substr(0, 4) == "NET/")
+        kind = "NET";
+      else if (tr.substr(0, 7) == "CollNet")
+        kind = "CollNet";
       if (!kind.empty()) {
         ++log_.nccl.transports[kind];
         ev("transport " + kind);
@@ -609,7 +656,8 @@ class Parser {
       ev("p2p disabled");
       hit = true;
     }
-    // "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:..." / "NET/Socket : Using [0]eth0:10.0.0.1<0>"
+    // "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB eth0:..." / "NET/Socket : Using
+    // [0]eth0:10.0.0.1<0>"
     if (contains(raw, "NET/IB : Using") || contains(raw, "NET/Socket : Using")) {
       sv s = raw.substr(raw.find(": Using") + 7);
       const size_t oob = s.find("; OOB");
@@ -670,8 +718,8 @@ class Parser {
   // {'train_runtime': ..., 'train_samples_per_second': ...}; log_metrics prints "key = value" rows.
   bool hf_line(sv raw) {
     bool hit = false;
-    for (sv key : {sv("train_runtime"), sv("train_samples_per_second"), sv("train_steps_per_second"), sv("train_loss"),
-                   sv("total_flos")}) {
+    for (sv key : {sv("train_runtime"), sv("train_samples_per_second"), sv("train_steps_per_second"),
+                   sv("train_loss"), sv("total_flos")}) {
       const size_t p = raw.find(key);
       if (p == sv::npos) continue;
       sv rest = raw.substr(p + key.size());
@@ -756,7 +804,8 @@ void parse_log_text(std::string_view text, const std::string& source, RunLog& lo
     if (e == sv::npos) e = text.size();
     sv line = text.substr(i, e - i);
     // tqdm progress bars rewrite one line with '\r': keep the last segment.
-    if (const size_t cr = line.rfind('\r'); cr != sv::npos && cr + 1 < line.size()) line = line.substr(cr + 1);
+    if (const size_t cr = line.rfind('\r'); cr != sv::npos && cr + 1 < line.size())
+      line = line.substr(cr + 1);
     p.line(line, ++n);
     i = e + 1;
   }
@@ -786,8 +835,8 @@ void require_recognized(const RunLog& log) {
   if (log.recognized_lines > 0) return;
   const std::string names = log.files.empty() ? std::string("the input") : log.files.front();
   throw_user_error(
-      "{}: no DeepSpeed, PyTorch, NCCL or HF Trainer line found ({} lines read); is this a training log?", names,
-      log.lines);
+      "{}: no DeepSpeed, PyTorch, NCCL or HF Trainer line found ({} lines read); is this a training log?",
+      names, log.lines);
 }
 
 }  // namespace zeroplan::diagnose

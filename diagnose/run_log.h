@@ -4,11 +4,10 @@
 // because real logs are partial (one rank only, truncated, another verbosity, another version).
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace zeroplan::diagnose {
 
@@ -49,21 +48,23 @@ struct MemorySample {
 // and the older "Tried to allocate X MiB (GPU N; T GiB total capacity; A GiB already allocated; F MiB
 // free; R GiB reserved in total by PyTorch)". Bytes; -1 when not in the message.
 struct OomEvent {
-  int64_t tried_bytes = -1, total_bytes = -1, free_bytes = -1, allocated_bytes = -1, reserved_unallocated_bytes = -1;
+  int64_t tried_bytes = -1, total_bytes = -1, free_bytes = -1, allocated_bytes = -1,
+          reserved_unallocated_bytes = -1;
   int gpu = -1;
   int rank = -1;
   int line = 0;
   std::string text;  // the line, trimmed to 300 characters
-  std::string context;  // the closest DeepSpeed/PyTorch frame seen before it (e.g. "stage3.py ... _optimizer_step")
+  std::string
+      context;  // the closest DeepSpeed/PyTorch frame seen before it (e.g. "stage3.py ... _optimizer_step")
 };
 
 // NCCL_DEBUG=INFO evidence (NCCL src/transport/*.cc, src/init.cc): which transports the channels use,
 // whether NVLS is on, the NIC, the channel count. One example line per finding is kept as evidence.
 struct NcclInfo {
   std::string version;
-  std::map<std::string, int64_t> transports;     // "P2P", "SHM", "NET/IB", "NET/Socket", "CollNet", ... -> lines
-  std::map<std::string, std::string> evidence;   // finding -> first line that shows it
-  std::vector<std::string> nics;                 // "mlx5_0:1", "eth0"
+  std::map<std::string, int64_t> transports;  // "P2P", "SHM", "NET/IB", "NET/Socket", "CollNet", ... -> lines
+  std::map<std::string, std::string> evidence;  // finding -> first line that shows it
+  std::vector<std::string> nics;                // "mlx5_0:1", "eth0"
   bool nvls = false;
   bool p2p_disabled = false;
   int channels = -1;
@@ -96,12 +97,13 @@ struct RunLog {
   std::vector<MemorySample> memory;
   double cpu_vm_used_gb = -1, cpu_vm_percent = -1;
   std::vector<OomEvent> ooms;
-  std::vector<double> samples_per_sec;  // ThroughputTimer CurrSamplesPerSec
+  std::vector<double> samples_per_sec;       // ThroughputTimer CurrSamplesPerSec
   std::map<std::string, double> hf_metrics;  // train_runtime, train_samples_per_second, ...
   std::vector<double> losses;
   NcclInfo nccl;
   FlopsProfile flops;
-  std::map<std::string, std::string> ds_report;  // "torch version" -> "2.1.0", "cpu_adam" -> "[NO] ....... [OKAY]"
+  std::map<std::string, std::string>
+      ds_report;  // "torch version" -> "2.1.0", "cpu_adam" -> "[NO] ....... [OKAY]"
   std::vector<int> ranks_seen;
 
   // What went wrong while reading: truncation, a JSON block that did not parse, a failed run.

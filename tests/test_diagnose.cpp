@@ -131,7 +131,8 @@ TEST(DiagnoseCauses, HealthyRunsHaveNoCause) {
   for (bool with_model : {false, true})
     for (const char* log : {"z3_healthy.log", "z2_healthy.log", "z2_offload.log"}) {
       const Diagnosis d = run(log, with_model);
-      EXPECT_TRUE(d.causes.empty()) << log << (with_model ? " with model" : "") << ": " << d.causes.front().title;
+      EXPECT_TRUE(d.causes.empty()) << log << (with_model ? " with model" : "") << ": "
+                                    << d.causes.front().title;
       EXPECT_TRUE(d.fixed_config.is_null()) << log;
     }
 }
@@ -204,7 +205,7 @@ TEST(DiagnoseParse, PublicOldFormats) {
 
   const RunLog plain = parse("public/ds255_old_timers_noprefix.log");
   const PhaseTimes p = measured_phases(plain);
-  EXPECT_EQ(p.samples, 3);  // 4 lines, the first left out
+  EXPECT_EQ(p.samples, 3);             // 4 lines, the first left out
   EXPECT_DOUBLE_EQ(p.fwd_ms, 201.97);  // median of 199.06, 206.16, 201.97
 
   const RunLog mem = parse("public/ds2302_memory_and_old_oom.log");

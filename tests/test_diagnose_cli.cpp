@@ -30,12 +30,11 @@ TEST(DiagnoseCli, UserErrorsExit2WithOneLine) {
   expect_user_error(run_cli({"diagnose", kDir + "no-such.log"}));
   expect_user_error(run_cli({"diagnose", kDir}));  // a directory
   const std::string d = temp_dir();
-  {
-    std::ofstream(d + "/notes.txt") << "shopping list\nmilk\neggs\n";
-  }
-  expect_user_error(run_cli({"diagnose", d + "/notes.txt"}));  // not a training log
+  { std::ofstream(d + "/notes.txt") << "shopping list\nmilk\neggs\n"; }
+  expect_user_error(run_cli({"diagnose", d + "/notes.txt"}));                          // not a training log
   expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--model", "7b"}));  // --gpus missing
-  expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--config", d + "/notes.txt"}));  // not JSON
+  expect_user_error(
+      run_cli({"diagnose", kDir + "z3_healthy.log", "--config", d + "/notes.txt"}));  // not JSON
   // --emit when nothing needs fixing: refused, no file.
   expect_user_error(run_cli({"diagnose", kDir + "z3_healthy.log", "--emit", d + "/fixed.json"}));
   EXPECT_FALSE(std::filesystem::exists(d + "/fixed.json"));
@@ -54,7 +53,8 @@ TEST(DiagnoseCli, EmitWritesTheCorrectedConfig) {
   EXPECT_EQ(j["train_micro_batch_size_per_gpu"], 2);  // the rest of the run's config is kept
   // An existing file is only replaced with --force.
   expect_user_error(run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json"}));
-  EXPECT_EQ(run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json", "--force"}).exit_code, 0);
+  EXPECT_EQ(
+      run_cli({"diagnose", kDir + "z3_prefetch0.log", "--emit", d + "/fixed.json", "--force"}).exit_code, 0);
   std::filesystem::remove_all(d);
 }
 
@@ -62,8 +62,8 @@ TEST(DiagnoseCli, JsonWithNonUtf8Bytes) {
   // Found by fuzz_ds_log: a NIC name with a 0xFF byte made --json throw in nlohmann::json::dump.
   const std::string d = temp_dir();
   {
-    std::ofstream(d + "/nccl.log", std::ios::binary)
-        << "host:1:2 [0] NCCL INFO NET/Socket : Using [0]eth\xff" "0:10.0.0.1<0>\n";
+    std::ofstream(d + "/nccl.log", std::ios::binary) << "host:1:2 [0] NCCL INFO NET/Socket : Using [0]eth\xff"
+                                                        "0:10.0.0.1<0>\n";
   }
   const auto r = run_cli({"diagnose", d + "/nccl.log", "--json"});
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -79,7 +79,8 @@ TEST(DiagnoseCli, JsonNamesTheCauseFirst) {
   EXPECT_EQ(j["causes"][0]["id"], "tiny_buckets");
   EXPECT_EQ(j["deepspeed_version"], "0.19.8");
   // Two logs (a run and a public OOM excerpt) are one diagnosis.
-  const auto two = run_cli({"diagnose", kDir + "z2_overlap_off.log", kDir + "public/lf7532_zero3_oom.log", "--json"});
+  const auto two =
+      run_cli({"diagnose", kDir + "z2_overlap_off.log", kDir + "public/lf7532_zero3_oom.log", "--json"});
   ASSERT_EQ(two.exit_code, 0) << two.err;
   const auto k = nlohmann::json::parse(two.out);
   EXPECT_EQ(k["causes"][0]["id"], "oom");
