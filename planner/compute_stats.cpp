@@ -114,6 +114,26 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.rotary = m.position == models::PositionKind::Rotary;
   s.gated_mlp = m.mlp == models::MlpKind::Gated;
   s.sdpa_supported = m.layout != models::Layout::Bloom;
+  // MLP element-wise work, element reads + writes per intermediate element (transformers
+  // activations.py ACT2FN):
+  //  - single-kernel activations (nn.SiLU / F.silu, nn.ReLU, nn.GELU, GELUTanh = F.gelu tanh):
+  //    forward r1 w1 = 2, backward (grad, saved input -> grad) r2 w1 = 3, one launch each;
+  //  - gated MLPs add act(gate) * up: forward r2 w1, backward two products r3 w2 (5 and 8 in all,
+  //    2 and 3 launches);
+  //  - "gelu_new" (NewGELUActivation, GPT-2/GPT-3 configs) is Python arithmetic:
+  //    0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))) = 8 launches (pow, mul, add, mul, tanh,
+  //    add, mul, mul) reading 10 and writing 8 elements; its autograd backward walks the same chain
+  //    (tanh', the products' two-sided gradients and the sums of the three paths back to x): ~12
+  //    launches, ~27 element passes (counted node by node, ASSUMPTION within +-20%). BLOOM's
+  //    bloom_gelu (modeling_bloom.py BloomGelu: a custom autograd function of the same tanh
+  //    formula) is counted the same.
+  const bool python_gelu = m.activation == "gelu_new" || m.layout == models::Layout::Bloom;
+  const double act_f = python_gelu ? 18.0 : 2.0, act_b = python_gelu ? 27.0 : 3.0;
+  const double act_kf = python_gelu ? 8.0 : 1.0, act_kb = python_gelu ? 12.0 : 1.0;
+  s.act_elem_passes_fwd = act_f + (s.gated_mlp ? 3.0 : 0.0);
+  s.act_elem_passes_bwd = act_b + (s.gated_mlp ? 5.0 : 0.0);
+  s.act_kernels_fwd = act_kf + (s.gated_mlp ? 1.0 : 0.0);
+  s.act_kernels_bwd = act_kb + (s.gated_mlp ? 2.0 : 0.0);
   s.mlp_act_elems_per_token = static_cast<double>(m.intermediate_size) *
                               (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
   // MoE: the routed experts' width times top-k plus the shared experts (ModelSpec::active_mlp_width;

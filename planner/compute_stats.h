@@ -109,6 +109,10 @@ struct ComputeStats {
   // alibi.baddbmm, no _supports_sdpa), whatever the flag says.
   bool sdpa_supported = true;        // act_fn(gate) * up (2 element-wise kernels) vs one activation
   double mlp_act_elems_per_token = 0;  // intermediate activations per token (MoE: x experts_per_token)
+  // The MLP's element-wise work per intermediate element and its launches (forward, backward), from
+  // how HF implements the activation (compute_stats.cpp).
+  double act_elem_passes_fwd = 5, act_elem_passes_bwd = 8;
+  double act_kernels_fwd = 2, act_kernels_bwd = 3;
   double layer_gemm_flops_per_token_fwd = 0;  // decoder-layer weight GEMMs only (recompute, HFU)
   // Memory-bound traffic per token in the forward, in activation ELEMENTS read + written (times the
   // activation dtype size gives bytes): per decoder layer (norms, residual adds, rotary, activation

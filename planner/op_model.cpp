@@ -15,7 +15,9 @@
 //    tables): q*cos 2, neg of one half 1, cat 2, *sin 2, add 3 = 10, i.e. 10a bytes per element of
 //    q and k; backward ASSUMED 1.2x (the slice/cat backward adds zero-filled gradient buffers).
 //  - gated MLP act_fn(gate) * up: silu (r f w f) + mul (r 2f w f) = 2 launches, 5f elements;
-//    backward silu' and mul' = 3 launches, 8f elements. Plain MLP (GELU): 1 launch 2f, backward 3f.
+//    backward silu' and mul' = 3 launches, 8f elements. Plain MLP (GELU): 1 launch 2f, backward 3f;
+//    HF's Python "gelu_new" chain (GPT-2) and BLOOM's gelu: 8 launches 18f, backward 12 and 27f
+//    (compute_stats.cpp).
 //  - 2 residual adds (r 2h w h each); backward: the autograd engine sums the two gradient paths at
 //    each residual (same traffic).
 //  - attention output transpose(1, 2).reshape: one copy r q w q (SDPA returns [b, heads, s, d]).
@@ -344,8 +346,8 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
         b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
       if (s.rotary) b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
       b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
-      b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, (s.gated_mlp ? 2 : 1) * L,
-               (s.gated_mlp ? 5.0 : 2.0) * a * f * m * L);
+      b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
+               s.act_elem_passes_fwd * a * f * m * L);
       b.memory("residual adds", pass, 2 * L, 6.0 * a * h * m * L);
     };
     layer_forward(OpPass::Forward);
@@ -376,7 +378,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     if (s.rotary) b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
     b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
     b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
-             (s.gated_mlp ? 3 : 1) * L, (s.gated_mlp ? 8.0 : 3.0) * a * f * m * L);
+             s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
     b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
     if (!s.frozen_base || s.vocab == 0) {
       b.memory("embedding backward (dense gradient)", OpPass::Backward, 2,
