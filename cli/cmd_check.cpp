@@ -121,6 +121,7 @@ json resolved_values(const configs::ReadConfig& rc) {
   }
   if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
     r["pin_memory"] = z.pin_memory;
+  if (!rc.optimizer_wrapper.empty()) r["optimizer_wrapper"] = rc.optimizer_wrapper;
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
+#include "planner/ds_runtime.h"
 
 namespace zeroplan::configs {
 namespace {
@@ -118,6 +119,7 @@ class Reader {
     zero();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     traps();
+    wrapper();
     return std::move(r_);
   }
 
@@ -505,6 +507,21 @@ class Reader {
       pin = zbool(find(zo, {"cpu_offload_use_pin_memory"})).value_or(pin);
     if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) z.pin_memory = pin;
     r_.zero = z;
+  }
+
+  // The optimizer wrapper DeepSpeed's engine picks, from the planner's runtime-path model.
+  void wrapper() {
+    try {
+      const auto v = planner::parse_deepspeed_version(r_.deepspeed_version);
+      planner::GradAccumDtype g = planner::GradAccumDtype::Default;
+      if (const json* d = find(cfg_, {"data_types", "grad_accum_dtype"}); d && d->is_string())
+        g = planner::parse_grad_accum_dtype(d->get<std::string>());
+      const auto path = planner::runtime_path(v, r_.zero.stage, r_.precision, g,
+                                              r_.zero.offload_optimizer != planner::Offload::None);
+      r_.optimizer_wrapper = planner::wrapper_name(path.wrapper);
+    } catch (const UserError&) {
+      r_.optimizer_wrapper.clear();  // a version or dtype the runtime-path model does not cover
+    }
   }
 
   void traps() {

@@ -31,7 +31,10 @@ struct ReadConfig {
   bool usable = true;             // false when the config cannot be turned into a plan at all
   std::string deepspeed_version;  // the table judged against
   Runner runner = Runner::DeepSpeed;
-  bool runner_assumed = false;  // not given: chosen from the presence of "auto"
+  bool runner_assumed = false;
+  // type(engine.optimizer).__name__ as planner::runtime_path (planner/ds_runtime.h, h1b's model of
+  // engine.py _do_optimizer_sanity_check) predicts it; "" when that model does not cover the version.
+  std::string optimizer_wrapper;  // not given: chosen from the presence of "auto"
 };
 
 // Which DeepSpeed and which launcher the config is judged for.

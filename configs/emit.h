@@ -28,7 +28,8 @@ struct EmitOptions {
 };
 
 // The ds_config for `p`. Every key is one DeepSpeed 0.16 accepts (tests validate all stages x
-// offload modes x hf_auto against configs/data/deepspeed_keys.json); numbers are JSON numbers.
+// offload modes x hf_auto against the newest configs/data/ds_keys_<version>.json, and real DeepSpeed
+// 0.19.8 runs one step of each variant: tests/deepspeed_configs); numbers are JSON numbers.
 nlohmann::json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto);
 nlohmann::json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const ConfigOptions& o);
 
