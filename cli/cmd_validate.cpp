@@ -235,7 +235,11 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
     throw_user_error("--backend '{}' must be cpu or cuda", v.backend);
   const int steps = static_cast<int>(parse_positive_count(v.steps, "--steps", 1000));
   const planner::SearchOptions opts = build_search_options(f);
-  const planner::Workload w = build_workload(f);
+  // The prediction beside the measurement models the native engine, not the user's DeepSpeed: the
+  // engine implements the DeepSpeed 0.16.9 runtime paths (stage-0 bf16 through BF16_Optimizer's fp32
+  // gradient buffer, docs/executor.md), so that is the version the planner models here.
+  planner::Workload w = build_workload(f);
+  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
   const planner::ZeroConfig z = zero_config(f, v, w);
   const exec::RunConfig rc = run_config(w, z, steps);
   const int world = w.cluster.world_size();

@@ -36,6 +36,7 @@ Both run_both(const Case& k) {
   w.cluster = hw::parse_cluster(std::to_string(k.ranks) + "xCPU");
   w.train.precision = k.mixed ? planner::Precision::BF16 : planner::Precision::FP32;
   w.train.seq_len = 32;
+  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(k.stage);
   z.micro_batch = 2;
   z.grad_accum = k.grad_accum;
@@ -79,6 +80,19 @@ int64_t planner_buffer(const planner::MemoryBreakdown& m, const char* name) {
   for (int i = 0; i < m.num_gpu; ++i)
     if (std::string_view(m.gpu[i].name) == name) s += m.gpu[i].bytes;
   return s;
+}
+// The planner's own maximum of one category over the three phases (after finalize(), which keeps the
+// backward at its larger moment) -- the counterpart of the executor's category_peak, which does not
+// depend on where either side's total peaked.
+int64_t planner_category_max(const planner::MemoryBreakdown& m, Category c) {
+  int64_t best = 0;
+  for (int p = 0; p < planner::kNumPhases; ++p) {
+    int64_t s = 0;
+    for (int i = 0; i < m.num_gpu; ++i)
+      if (m.gpu[i].category == c && (m.gpu[i].phases & (1 << p))) s += m.gpu[i].bytes;
+    best = std::max(best, s);
+  }
+  return best;
 }
 int64_t planner_step_buffers(const planner::MemoryBreakdown& m) {
   int64_t s = 0;
@@ -130,21 +144,30 @@ TEST(ExecutorAccounting, MemoryAgreesWithPlanner) {
     // so the padding is 0 here and the comparison is exact without adjustment.)
     EXPECT_EQ(at(Category::Parameters), pred(Category::Parameters));
     EXPECT_EQ(at(Category::OptimizerStates), pred(Category::OptimizerStates));
-    // Gradients: exact, with two documented additions the planner does not model:
-    //  - stage 0 in bf16 (BF16_Optimizer with immediate_grad_update): a parameter's 16-bit
-    //    param.grad exists between its production and its accumulation into the fp32 buffer, at
-    //    most one tensor at a time (bf16_optimizer.py create_grad_acc_hooks / accumulate_hp_grads);
+    // Gradients, each side's own maximum of the category (the planner's over its phases, the
+    // executor's over the step), exact but for three documented differences of the engine from the
+    // DeepSpeed 0.16.9 paths the planner models here:
+    //  - stage 0 in bf16: the engine accumulates each 16-bit param.grad into the fp32 buffer as soon
+    //    as it is produced and frees it (bf16 config immediate_grad_update=true in DeepSpeed terms,
+    //    bf16_optimizer.py accumulate_hp_grads), so at most one 16-bit gradient exists at a time,
+    //    where DeepSpeed 0.16.9 by default keeps all of them (2 Psi; recorded in
+    //    tests/deepspeed/fixtures-other-versions/0.16.9/llama-gqa_s0_*_bf16_*);
     //  - stage 1: reduce_ipg_grads also runs copy_grads_in_partition for stage 1 ("zero stage 1 -
     //    partition only optimizer state" branch in S12), so grads_in_partition (2 Psi/N) exists
-    //    from the boundary reduction to the step, after the activations are gone.
+    //    from the boundary reduction to the step, after the activations are gone;
+    //  - optimizer offload: the engine has no device/host gradient staging buffers
+    //    (stage_1_and_2.py temp_grad_buffer_for_gpu_offload, one largest gradient in 16-bit: the
+    //    planner's "gradient staging buffer (device)", recorded in the offload fixtures).
+    const int64_t grad_max = planner_category_max(b.pred, Category::Gradients);
+    const int64_t staging = planner_buffer(b.pred, "gradient staging buffer (device)");
     if (k.stage == 0 && k.mixed) {
-      EXPECT_GE(at(Category::Gradients), pred(Category::Gradients));
-      EXPECT_LE(at(Category::Gradients), pred(Category::Gradients) + 2 * kLargestTensor);
+      EXPECT_GE(peak_of(Category::Gradients), grad_max - 2 * kPsi);
+      EXPECT_LE(peak_of(Category::Gradients), grad_max - 2 * kPsi + 2 * kLargestTensor);
+    } else if (k.stage == 1 && !k.offload) {
+      EXPECT_EQ(at(Category::Gradients), grad_max);
+      EXPECT_EQ(peak_of(Category::Gradients), grad_max + (k.mixed ? 2 : 4) * kPsi / k.ranks);
     } else {
-      EXPECT_EQ(at(Category::Gradients), pred(Category::Gradients));
-    }
-    if (k.stage == 1 && !k.offload) {
-      EXPECT_EQ(peak_of(Category::Gradients), pred(Category::Gradients) + (k.mixed ? 2 : 4) * kPsi / k.ranks);
+      EXPECT_EQ(peak_of(Category::Gradients) + staging, grad_max);
     }
     // Buffers: the gradient bucket(s), and what lives only during the step (the fp32 gradient copy
     // of the partition, or of one stage-3 sub-group; stage 3's bucket lives throughout).
@@ -166,7 +189,7 @@ TEST(ExecutorAccounting, MemoryAgreesWithPlanner) {
     // 1400 + 528 (memory_stats.cpp layer_activation). Stated tolerance: the executor uses 60-100%
     // of the planner's activation bytes (observed 0.70-0.71).
     const double ratio = static_cast<double>(peak_of(Category::Activations)) /
-                         static_cast<double>(pred(Category::Activations));
+                         static_cast<double>(planner_category_max(b.pred, Category::Activations));
     EXPECT_GE(ratio, 0.6);
     EXPECT_LE(ratio, 1.0);
   }
