@@ -192,16 +192,19 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   if (dropout) per_token += h;  // 1-byte mask after the attention output projection
 
   // MLP block.
-  const int64_t experts = m.is_moe() ? std::max<int64_t>(1, m.experts_per_token) : 1;
+  // A MoE layer's tokens pass through top-k routed experts of moe_intermediate_size (Qwen2/3-MoE,
+  // DeepSeek; Mixtral's experts are intermediate_size wide) plus any shared expert: the summed width
+  // is ModelSpec::active_mlp_width(); a dense layer's is intermediate_size.
+  const int64_t width = m.is_moe() ? m.active_mlp_width() : inter;
   int64_t mlp = 0;
   if (f.mlp_in_saved && !(shared_input && f.attn_in_saved)) mlp += e * h;  // shared input when parallel
   if (m.mlp == models::MlpKind::Gated) {
     // SwiGLU (LlamaMLP: down(act(gate(x)) * up(x))): silu saves gate(x) [e*I], the multiply saves
     // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains.
-    mlp += experts * (3 * e * inter + (f.down_in_saved ? e * inter : 0));
+    mlp += 3 * e * width + (f.down_in_saved ? e * width : 0);
   } else {
     // fc1 -> GELU -> fc2 (Korthikanti: GeLU input 8h and fc2 input 8h for I = 4h).
-    mlp += experts * (e * inter + (f.down_in_saved ? e * inter : 0));
+    mlp += e * width + (f.down_in_saved ? e * width : 0);
   }
   if (m.is_moe()) mlp += 4 * m.num_experts;  // router logits softmax in fp32 (MixtralSparseMoeBlock)
   if (dropout) mlp += h;                     // 1-byte mask after the MLP
