@@ -6,8 +6,8 @@
 #   VENV=.venv-ds-0.16 bash scripts/ds_conformance.sh       # another venv (see scripts/ds_venv.sh)
 #   DS_VERSION=0.16.9 bash scripts/ds_conformance.sh --only 'llama-gqa_s?_n2_*'   # another DeepSpeed
 #     release over the same venv (compared with tests/deepspeed/fixtures-other-versions/0.16.9)
-# Exit status: 0 when the re-recording equals the committed fixtures, 1 when it differs, 2 when
-# the harness's self-test (exact allocator counting) fails.
+# Exit status: 0 when the re-recording equals the committed fixtures (peak_bytes within 0.5%, see
+# tests/deepspeed/compare_fixtures.py), 1 when it differs, 2 when the harness's self-test fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv-ds}
@@ -39,13 +39,11 @@ TMP=$(mktemp -d /tmp/zp_ds_conformance.XXXXXX)
 echo "re-recording DeepSpeed $VER fixtures into $TMP/fixtures/$VER" >&2
 "$VENV/bin/python" tests/deepspeed/run_matrix.py --out-dir "$TMP/fixtures/$VER" "$@"
 echo "failures (if any): $TMP/fixtures/failures-$VER.json; wall times: $TMP/fixtures/timings-$VER.json" >&2
-# Compare only the cases re-recorded now (a subset run leaves the others alone).
-status=0
+# Compare only the cases re-recorded now (a subset run leaves the others alone): the raw diff, then
+# the verdict (peak_bytes may move by gloo's thread timing, up to 0.5%; every other field must be equal).
 for f in "$TMP/fixtures/$VER"/*.json; do
   [ -e "$f" ] || continue
   committed="$REF/$(basename "$f")"
-  if [ ! -e "$committed" ]; then echo "new fixture (not committed): $(basename "$f")"; status=1; continue; fi
-  diff -u "$committed" "$f" || status=1
+  [ -e "$committed" ] && diff -u "$committed" "$f"
 done
-[ $status -eq 0 ] && echo "no differences from $REF" >&2
-exit $status
+"$VENV/bin/python" tests/deepspeed/compare_fixtures.py "$REF" "$TMP/fixtures/$VER"
