@@ -18,12 +18,14 @@
 
 #include "cli/commands.h"
 #include "cli/plan_json.h"
+#include "common/atomic_file.h"
 #include "common/bounded_file.h"
 #include "common/errors.h"
 #include "common/json_file.h"
 #include "configs/check.h"
 #include "configs/config_text.h"
 #include "configs/ds_keys.h"
+#include "configs/fix.h"
 #include "planner/model_stats.h"
 #include "planner/reasons.h"
 #include "planner/search.h"
@@ -52,6 +54,7 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
 
 struct CheckFlags {
   std::string path;
+  std::string fix;  // --fix out.json
   std::string deepspeed_version;
   std::string runner;
 };
@@ -199,6 +202,16 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   const planner::Workload w = build_workload(flags);
   configs::ReadConfig rc = configs::read_deepspeed_config(config, w, co);
   const bool rejected = configs::has_errors(rc.issues);
+  if (!cf.fix.empty()) {
+    // --fix: the corrected file, written atomically (an existing file only with --force); the exit
+    // code stays the one of the input config.
+    const configs::FixResult fr = configs::apply_fixes(config, rc.issues);
+    write_file_atomically(cf.fix, fr.config.dump(2) + "\n", flags.force);
+    std::string msg = fmt::format("wrote {} with {} change(s):\n", cf.fix, fr.applied.size());
+    for (const auto& a : fr.applied) msg += fmt::format("  {}: {} ({})\n", a.key, a.what, a.why);
+    for (const auto& n : fr.not_fixed) msg += "  not fixed (your choice): " + n + "\n";
+    fmt::print(stderr, "{}", msg);
+  }
   if (rejected) return report_refused(flags, path, w, rc);
 
   // The workload exactly as the file runs it.
@@ -363,6 +376,9 @@ void register_check(CLI::App& app, PlanFlags& flags, CommandResult& result) {
       "--runner", cf->runner,
       "Who launches it: deepspeed (deepspeed.initialize), hf (HF Trainer), accelerate. Default: hf "
       "when the file contains \"auto\", deepspeed otherwise");
+  sub->add_option("--fix", cf->fix,
+                  "Write the config with every mechanical fix applied (each change listed on stderr) to this "
+                  "path; an existing file only with --force");
   sub->fallthrough();
   sub->callback([&flags, &result, cf] { result = run_check(flags, *cf); });
 }

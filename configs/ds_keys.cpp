@@ -269,7 +269,7 @@ class Validator {
         if (present)
           add(Severity::Error, k,
               fmt::format("DeepSpeed {} refuses it at start-up: {}", version_, msg.get<std::string>()),
-              "remove it");
+              "remove it", json{{"op", "remove"}});
       }
     object(table_["root"], config, "");
   }
@@ -341,7 +341,7 @@ class Validator {
               "set together with its replacement \"{}\"; DeepSpeed {} asserts 'Cannot provide deprecated "
               "parameter '{}' and replacing parameter '{}' together'",
               join_path(parent, np_written), version_, key, np),
-          fmt::format("remove \"{}\"", key));
+          fmt::format("remove \"{}\"", key), json{{"op", "remove"}});
       return;
     }
     add(Severity::Warning, path, msg,
@@ -421,7 +421,7 @@ class Validator {
         }
         add(Severity::Error, path,
             fmt::format("is {}, but DeepSpeed {} accepts only {}", short_json(v), version_, allowed.dump()),
-            hint);
+            hint, hint.empty() ? json() : json{{"op", "set"}, {"value", hint.substr(14, hint.size() - 16)}});
         return;
       }
     }
@@ -437,11 +437,20 @@ class Validator {
       hint = "write it as a JSON number, without quotes";
     if (v.is_number_float() && types[0] == "int") hint = "DeepSpeed needs a whole number here";
     if (v.is_string() && types[0] == "bool") hint = "write true or false, without quotes";
+    // A number written as a string DeepSpeed cannot read ("5e8" for an int): the number it means.
+    json fix;
+    if (v.is_string() && (types[0] == "int" || types[0] == "number"))
+      if (const auto d = parse_python_float(v.get<std::string>()); d && std::isfinite(*d)) {
+        if (types[0] == "number")
+          fix = json{{"op", "set"}, {"value", *d}};
+        else if (is_integral_double(*d))
+          fix = json{{"op", "set"}, {"value", static_cast<int64_t>(*d)}};
+      }
     if (pydantic) {
       add(Severity::Error, path,
           fmt::format("is {}, expected {}; DeepSpeed {}'s pydantic model refuses it", short_json(v),
                       describe_types(types), version_),
-          hint);
+          hint, fix);
       return;
     }
     // A plain key: DeepSpeed takes the value as written (dict.get) and fails where it first uses it
@@ -466,7 +475,9 @@ class Validator {
         add(Severity::Error, path,
             fmt::format("is {}; DeepSpeed {} requires it to be {} {} (pydantic Field({}={}) in {})",
                         short_json(v), version_, words, schema[c].dump(), c, schema[c].dump(),
-                        schema.value("source", "")));
+                        schema.value("source", "")),
+            schema.contains("default") ? "use DeepSpeed's default " + short_json(schema["default"]) : "",
+            schema.contains("default") ? json{{"op", "set"}, {"value", schema["default"]}} : json());
     };
     if (schema.contains("gt")) bound("gt", "greater than", !(d > schema["gt"].get<double>()));
     if (schema.contains("ge")) bound("ge", "at least", !(d >= schema["ge"].get<double>()));
@@ -496,14 +507,15 @@ class Validator {
       add(Severity::Error, path,
           fmt::format("unknown key; DeepSpeed {} rejects unknown keys in {} (pydantic extra='forbid')",
                       version_, where),
-          hint);
+          hint,
+          near.empty() ? json{{"op", "remove"}} : json{{"op", "rename"}, {"to", join_path(parent, near)}});
     else
       add(Severity::Warning, path,
           fmt::format("unknown key; DeepSpeed {} never reads it, so it has no effect", version_), hint);
   }
 
-  void add(Severity s, const std::string& path, std::string msg, std::string hint = "") {
-    out_.push_back(Issue{s, path, std::move(msg), std::move(hint)});
+  void add(Severity s, const std::string& path, std::string msg, std::string hint = "", json fix = json()) {
+    out_.push_back(Issue{s, path, std::move(msg), std::move(hint), std::move(fix)});
   }
 
   std::vector<Issue>& out_;

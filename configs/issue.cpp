@@ -19,6 +19,7 @@ std::string_view severity_name(Severity s) {
 nlohmann::json issue_to_json(const Issue& i) {
   nlohmann::json j = {{"severity", severity_name(i.severity)}, {"key", i.path}, {"message", i.message}};
   if (!i.suggestion.empty()) j["suggestion"] = i.suggestion;
+  if (!i.fix.is_null()) j["fix"] = i.fix;
   return j;
 }
 

@@ -19,6 +19,9 @@ struct Issue {
   std::string path;        // dotted key path; "" for the whole config
   std::string message;     // one sentence with the numbers
   std::string suggestion;  // what to write instead ("" when none)
+  // A mechanical fix `check --fix` applies: {"op": "remove"}, {"op": "set", "value": V} or
+  // {"op": "rename", "to": "dotted.key"}; null when the right value is the user's choice.
+  nlohmann::json fix;
 };
 
 nlohmann::json issue_to_json(const Issue& i);

@@ -248,3 +248,38 @@ TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliCheck, FixWritesTheCorrectedConfigAtomicallyAndExplainsEachChange) {
+  Dir d;
+  // Each change has one right answer (see configs/fix.h); the expected values are DeepSpeed 0.19.8's:
+  // amp is a removed section, "5e8" is the number 500000000, reduce_bucket_size 0 breaks gt=0 (default
+  // 5e8), the misspelled key is renamed, 16 != 2 x 4 x 1 GPU (-> 8).
+  const auto p = d.file("bad.json", R"({"train_batch_size": 16, "train_micro_batch_size_per_gpu": 2,
+      "gradient_accumulation_steps": 4, "amp": {"enabled": false},
+      "zero_optimization": {"stage": 2, "reduce_bucket_size": 0, "overlap_com": true, "allgather_bucket_size": "5e8"}})");
+  const std::string out = d.path + "/fixed.json";
+  const auto r = run_cli({"check", p, "--model", "tiny-llama-micro", "--gpus", "1xA100-80GB", "--fix", out});
+  EXPECT_EQ(r.exit_code, 1);  // the exit code is the input's verdict
+  EXPECT_THAT(r.err, HasSubstr("overlap_com: renamed to zero_optimization.overlap_comm"));
+  const json fixed = json::parse(slurp(out));
+  EXPECT_FALSE(fixed.contains("amp"));
+  EXPECT_EQ(fixed["train_batch_size"], 8);
+  EXPECT_EQ(fixed["zero_optimization"]["reduce_bucket_size"], 500000000);
+  EXPECT_EQ(fixed["zero_optimization"]["allgather_bucket_size"], 500000000);
+  EXPECT_EQ(fixed["zero_optimization"]["overlap_comm"], true);
+  // The fixed file passes.
+  EXPECT_EQ(run_cli({"check", out, "--model", "tiny-llama-micro", "--gpus", "1xA100-80GB"}).exit_code, 0);
+  // An existing target needs --force; nothing on stdout then.
+  const auto again =
+      run_cli({"check", p, "--model", "tiny-llama-micro", "--gpus", "1xA100-80GB", "--fix", out});
+  EXPECT_EQ(again.exit_code, 2);
+  EXPECT_TRUE(again.out.empty());
+  EXPECT_EQ(
+      run_cli({"check", p, "--model", "tiny-llama-micro", "--gpus", "1xA100-80GB", "--fix", out, "--force"})
+          .exit_code,
+      1);
+}
+
+}  // namespace

@@ -94,14 +94,10 @@ TEST(ConfigExamples, CheckReproducesThePlansPrediction) {
     EXPECT_EQ(pred["memory"]["gpu"]["peak"], rec["memory"]["gpu"]["peak"]) << c.name;
     EXPECT_DOUBLE_EQ(pred["time"]["step_s"].get<double>(), rec["time"]["step_s"].get<double>()) << c.name;
     EXPECT_EQ(pred["fits"], true) << c.name;
-    // The only errors allowed: the NVMe path placeholder the user must fill in.
-    for (const auto& i : out["issues"]) {
-      if (i["severity"] == "error") {
-        EXPECT_NE(i["key"].get<std::string>().find("nvme_path"), std::string::npos)
-            << c.name << ": " << i.dump();
-      }
-    }
-    EXPECT_EQ(chk.exit_code, c.name.find("nvme") != std::string::npos ? 1 : 0) << c.name << "\n" << chk.out;
+    // No errors: the NVMe path placeholder is a warning (DeepSpeed creates the directory and runs;
+    // tests/deepspeed_configs records emit_s3_offload_nvme as accepted).
+    for (const auto& i : out["issues"]) EXPECT_NE(i["severity"], "error") << c.name << ": " << i.dump();
+    EXPECT_EQ(chk.exit_code, 0) << c.name << "\n" << chk.out;
   }
 }
 
