@@ -124,6 +124,8 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(g);
   app.add_option("--host-mem", f.host_mem, "Host RAM per node (e.g. 512GB)")->group(g);
   app.add_option("--nvme-bw", f.nvme_bw, "NVMe bandwidth per node in GB/s (for nvme offload)")->group(g);
+  app.add_option("--nvme-capacity", f.nvme_capacity, "NVMe space per node for nvme offload (e.g. 30TB; default 2TB)")
+      ->group(g);
   app.add_option("--nics", f.nics,
                  "Network adapters per node used by NCCL (inter-node bandwidth = busbw x NICs)")
       ->group(g);
@@ -226,6 +228,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (!f.network.empty()) ov.inter_link = f.network;
   if (!f.host_mem.empty()) ov.host_memory_bytes = parse_bytes(f.host_mem, "--host-mem");
   if (!f.nvme_bw.empty()) ov.nvme_GBps = parse_positive_real(f.nvme_bw, "--nvme-bw", 1e4);
+  if (!f.nvme_capacity.empty()) ov.nvme_bytes = parse_bytes(f.nvme_capacity, "--nvme-capacity");
   if (!f.nics.empty()) ov.nics_per_node = static_cast<int>(parse_positive_count(f.nics, "--nics", 64));
   if (!f.gpu_mem.empty()) ov.device_memory_bytes = parse_bytes(f.gpu_mem, "--gpu-mem");
   w.cluster = hw::parse_cluster(f.gpus, ov);

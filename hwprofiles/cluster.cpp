@@ -23,6 +23,11 @@ constexpr size_t kMaxSpecLength = 4096;
 // read rating of a single PCIe 3.0 x4 datacenter/consumer NVMe SSD (Samsung 970 EVO Plus data sheet:
 // "up to 3,500 MB/s" read, 3,300 MB/s write). Deliberately one drive: RAID arrays must be given.
 constexpr double kDefaultNvmeGBps = 3.5;
+// Default NVMe capacity per node, the same single drive: 2 TB, the largest 970 EVO Plus (data sheet:
+// 250 GB, 500 GB, 1 TB, 2 TB). ZeRO-Infinity swaps the offloaded states to files on it
+// (swap_tensor/), so a plan whose offloaded bytes exceed it cannot run; larger arrays must be given
+// with --nvme-capacity.
+constexpr int64_t kDefaultNvmeBytes = 2'000'000'000'000;
 // Fallback inter-node network when a profile names none (stated choice, see hwprofiles/README.md).
 constexpr std::string_view kFallbackNetwork = "eth-100";
 
@@ -168,6 +173,12 @@ ClusterSpec parse_cluster(const std::string& raw_spec, const ClusterOverrides& o
     c.nvme_GBps = *ov.nvme_GBps;
   } else {
     c.nvme_GBps = kDefaultNvmeGBps;
+  }
+  if (ov.nvme_bytes) {
+    if (*ov.nvme_bytes <= 0) throw UserError("--nvme-capacity must be a positive size, e.g. 30TB");
+    c.nvme_bytes_per_node = *ov.nvme_bytes;
+  } else {
+    c.nvme_bytes_per_node = kDefaultNvmeBytes;
   }
   return c;
 }

@@ -17,6 +17,7 @@ struct ClusterSpec {
   LinkProfile inter_node;                  // node<->node network (only used when nodes > 1)
   int64_t host_memory_bytes_per_node = 0;  // host RAM per node
   double nvme_GBps = 0;                    // NVMe read/write bandwidth per node, for ZeRO-Infinity
+  int64_t nvme_bytes_per_node = 0;         // NVMe capacity per node that offload may fill
   bool cpu_backend = false;                // "NxCPU": the executor's thread ranks, not a real GPU cluster
   // Added by hwprofiles (backward compatible): inter-node NICs per node. Inter-node busbw per node
   // is inter_node.busbw × nics_per_node (NCCL drives one ring/channel set per NIC).
@@ -29,6 +30,7 @@ struct ClusterOverrides {
   std::optional<std::string> inter_link;     // --network ib-hdr-200|...
   std::optional<int64_t> host_memory_bytes;  // --host-mem
   std::optional<double> nvme_GBps;           // --nvme-bw
+  std::optional<int64_t> nvme_bytes;         // --nvme-capacity
   // Added by hwprofiles (backward compatible):
   std::optional<int> nics_per_node;            // --nics
   std::optional<int64_t> device_memory_bytes;  // --gpu-mem: replaces gpu.memory_bytes (MIG, CPU rank budget)

@@ -56,6 +56,9 @@ struct MemoryBreakdown {
   std::array<int64_t, kNumCategories> at_peak{};  // category bytes live in the peak phase
   int64_t host_per_node = 0;                      // all host buffers of the node's ranks
   int64_t host_pinned_per_node = 0;
+  // Offloaded model states swapped to NVMe (offload_optimizer/offload_param "nvme"), all the node's
+  // ranks together: what the node's NVMe must hold.
+  int64_t nvme_per_node = 0;
   // Host memory per node while the model loads (before training starts): every rank materialises
   // the model unless zero.Init partitions it. Reported separately from the steady-state host use.
   int64_t host_load_per_node = 0;

@@ -81,6 +81,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
   const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
   const int64_t part_t = padded_t / N;
+  // Bytes this rank swaps to NVMe (ZeRO-Infinity: swap_tensor/ writes the offloaded fp32 master,
+  // Adam states and, with offload_param, the 16-bit parameter partition to files on the drive).
+  int64_t nvme_rank = 0;
   const RuntimePath path =
       runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
   if (stage <= 2) {
@@ -331,6 +334,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_host("16-bit parameter partition", Category::Parameters,
                      z.offload_param == Offload::CPU ? param_part_bytes : 0, pinned,
                      "offload_param: ds_tensor partitions in host memory");
+        if (z.offload_param == Offload::NVMe) nvme_rank = checked_add(nvme_rank, param_part_bytes);
         if (z.offload_param == Offload::NVMe)
           out.add_host("parameter swap buffers (NVMe)", Category::Buffers,
                        checked_mul(checked_mul(kNvmeParamBufferCount, kNvmeParamBufferSize), pe), true,
@@ -349,6 +353,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
                        "fp32_partitioned_groups_flat[i].grad on the host");
         } else {
+          nvme_rank = checked_add(nvme_rank, checked_mul(12, t_part));  // fp32 master + exp_avg + exp_avg_sq
           out.add_host(
               "optimizer swap buffers (NVMe)", Category::Buffers,
               checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)), 4),
@@ -381,6 +386,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t), pinned,
                    "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
     } else {
+      nvme_rank = checked_add(nvme_rank, checked_mul(12, part_t));  // fp32 master + exp_avg + exp_avg_sq
       out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
                    checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
                    "offload_optimizer nvme: buffer_count 4 x partition in fp32");
@@ -506,6 +512,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       b.backward_moment = Buffer::Moment::Start;
   }
   out.finalize(ranks_per_node);
+  out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
   return out;
 }
 

@@ -198,7 +198,9 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
       static_cast<int64_t>(static_cast<double>(w.cluster.gpu.memory_bytes) * (1.0 - memory_margin));
   const bool host_ok = w.cluster.host_memory_bytes_per_node <= 0 ||
                        p.memory.host_per_node <= w.cluster.host_memory_bytes_per_node;
-  p.fits = p.memory.peak <= p.capacity_bytes && host_ok;
+  const bool nvme_ok = p.memory.nvme_per_node <= 0 || w.cluster.nvme_bytes_per_node <= 0 ||
+                       p.memory.nvme_per_node <= w.cluster.nvme_bytes_per_node;
+  p.fits = p.memory.peak <= p.capacity_bytes && host_ok && nvme_ok;
   p.time = estimate_time(w, s, z);
   if (p.time.step_s > 0) {
     const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(w.train.seq_len);
