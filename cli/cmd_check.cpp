@@ -100,34 +100,6 @@ LoadedConfig read_config_file(const std::string& path) {
   return out;
 }
 
-// What DeepSpeed will run, as the fixtures of tests/deepspeed_configs record it from real DeepSpeed.
-json resolved_values(const configs::ReadConfig& rc) {
-  const auto& z = rc.zero;
-  json r = {{"train_batch_size", rc.train_batch_size},
-            {"train_micro_batch_size_per_gpu", z.micro_batch},
-            {"gradient_accumulation_steps", z.grad_accum},
-            {"zero_stage", z.stage},
-            {"precision", planner::to_string(rc.precision)},
-            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
-            {"offload_param", planner::to_string(z.offload_param)}};
-  if (z.stage >= 1) {
-    r["reduce_bucket_size"] = z.reduce_bucket_size;
-    r["allgather_bucket_size"] = z.allgather_bucket_size;
-    r["overlap_comm"] = z.overlap_comm;
-    r["contiguous_gradients"] = z.contiguous_gradients;
-  }
-  if (z.stage == 3) {
-    r["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
-    r["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
-    r["stage3_max_live_parameters"] = z.max_live_parameters;
-    r["sub_group_size"] = z.sub_group_size;
-  }
-  if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
-    r["pin_memory"] = z.pin_memory;
-  if (!rc.optimizer_wrapper.empty()) r["optimizer_wrapper"] = rc.optimizer_wrapper;
-  return r;
-}
-
 std::string issues_text(const std::vector<configs::Issue>& issues) {
   if (issues.empty()) return "Issues: none\n";
   std::string s = fmt::format("Issues ({} errors, {} warnings, {} notes):\n",
@@ -155,7 +127,7 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
                 {"runner_assumed", rc.runner_assumed},
                 {"config_path", path},
                 {"config", rc.resolved},
-                {"resolved", resolved_values(rc)},
+                {"resolved", configs::resolved_values(rc)},
                 {"model", model_to_json(w)},
                 {"cluster", cluster_to_json(w)},
                 {"issues", issues},
@@ -281,7 +253,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
                 {"runner_assumed", rc.runner_assumed},
                 {"config_path", path},
                 {"config", rc.resolved},
-                {"resolved", resolved_values(rc)},
+                {"resolved", configs::resolved_values(rc)},
                 {"errors", 0},
                 {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
                 {"model", model_to_json(wc)},

@@ -737,4 +737,32 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
   return out;
 }
 
+// What DeepSpeed will run, as the fixtures of tests/deepspeed_configs record it from real DeepSpeed.
+nlohmann::json resolved_values(const ReadConfig& rc) {
+  const auto& z = rc.zero;
+  nlohmann::json r = {{"train_batch_size", rc.train_batch_size},
+            {"train_micro_batch_size_per_gpu", z.micro_batch},
+            {"gradient_accumulation_steps", z.grad_accum},
+            {"zero_stage", z.stage},
+            {"precision", planner::to_string(rc.precision)},
+            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+            {"offload_param", planner::to_string(z.offload_param)}};
+  if (z.stage >= 1) {
+    r["reduce_bucket_size"] = z.reduce_bucket_size;
+    r["allgather_bucket_size"] = z.allgather_bucket_size;
+    r["overlap_comm"] = z.overlap_comm;
+    r["contiguous_gradients"] = z.contiguous_gradients;
+  }
+  if (z.stage == 3) {
+    r["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
+    r["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
+    r["stage3_max_live_parameters"] = z.max_live_parameters;
+    r["sub_group_size"] = z.sub_group_size;
+  }
+  if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
+    r["pin_memory"] = z.pin_memory;
+  if (!rc.optimizer_wrapper.empty()) r["optimizer_wrapper"] = rc.optimizer_wrapper;
+  return r;
+}
+
 }  // namespace zeroplan::configs

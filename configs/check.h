@@ -59,6 +59,10 @@ ReadConfig read_deepspeed_config(const nlohmann::json& config, const planner::Wo
 // The workload exactly as the config runs it: precision, micro-batch, accumulation, global batch and
 // checkpointing from `r` (the model and cluster from `w`). `zeroplan check` evaluates r.zero on it.
 planner::Workload workload_for_config(const planner::Workload& w, const ReadConfig& r);
+// The values DeepSpeed will run with (batch, stage, precision, offload, buckets, stage-3 knobs,
+// optimizer wrapper): `check --json`'s "resolved", compared with real DeepSpeed's records in
+// tests/deepspeed_configs.
+nlohmann::json resolved_values(const ReadConfig& rc);
 
 // One key-by-key difference between two configs in DeepSpeed terms.
 struct ConfigChange {

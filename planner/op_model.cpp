@@ -145,19 +145,6 @@ double interp(const std::vector<double>& xs, const std::vector<double>& ys, doub
   return ys.back();
 }
 
-double peak_flops(const hw::GpuProfile& g, Precision p) {
-  switch (p) {
-    case Precision::BF16:
-      return g.bf16_tflops * 1e12;
-    case Precision::FP16:
-      return g.fp16_tflops * 1e12;
-    // PyTorch >= 1.12 disables TF32 for matmuls by default (torch.backends.cuda.matmul.allow_tf32).
-    case Precision::FP32:
-      return g.fp32_tflops * 1e12;
-  }
-  return g.bf16_tflops * 1e12;
-}
-
 struct Builder {
   OpTable& t;
   const hw::GpuProfile& g;
@@ -232,6 +219,19 @@ struct Builder {
 };
 
 }  // namespace
+
+double peak_flops(const hw::GpuProfile& g, Precision p) {
+  switch (p) {
+    case Precision::BF16:
+      return g.bf16_tflops * 1e12;
+    case Precision::FP16:
+      return g.fp16_tflops * 1e12;
+    // PyTorch >= 1.12 disables TF32 for matmuls by default (torch.backends.cuda.matmul.allow_tf32).
+    case Precision::FP32:
+      return g.fp32_tflops * 1e12;
+  }
+  return g.bf16_tflops * 1e12;
+}
 
 const char* op_pass_name(OpPass p) {
   switch (p) {

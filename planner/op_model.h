@@ -77,6 +77,8 @@ const TimeModelData& time_model_data();
 // The GPU's architecture as the data file names it (default_architecture when not listed).
 const std::string& gpu_architecture(const hw::GpuProfile& g);
 double sustained_tensor_core_factor(const hw::GpuProfile& g);
+// The GPU's dense peak in FLOP/s for the training precision (the MFU denominator and the roofline's).
+double peak_flops(const hw::GpuProfile& g, Precision p);
 
 // Achieved fraction of the GPU's dense peak for the attention kernel of one sequence length
 // (flash: FlashAttention-2/3 curves; eager: the 'standard attention' curve), before the sustained

@@ -27,6 +27,7 @@
 
 #include "common/errors.h"
 #include "planner/memory_model.h"
+#include "planner/op_model.h"
 #include "planner/reasons.h"
 #include "planner/time_model.h"
 
@@ -206,10 +207,8 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
     const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(w.train.seq_len);
     p.tokens_per_s = tokens / p.time.step_s;
     p.tokens_per_s_per_gpu = p.tokens_per_s / static_cast<double>(world);
-    double peak = w.cluster.gpu.bf16_tflops;
-    if (w.train.precision == Precision::FP16) peak = w.cluster.gpu.fp16_tflops;
-    if (w.train.precision == Precision::FP32) peak = w.cluster.gpu.fp32_tflops;
-    if (peak > 0) p.mfu = p.time.flops_per_step / (p.time.step_s * peak * 1e12);
+    const double peak = peak_flops(w.cluster.gpu, w.train.precision);
+    if (peak > 0) p.mfu = p.time.flops_per_step / (p.time.step_s * peak);
   }
   // No plan leaves the planner without passing the physical checks (planner/invariants.h): a
   // violation is our bug and ends the command with exit 3, never a printed number.

@@ -112,19 +112,6 @@ constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
 // the model below hides the hooks behind compute, as the ~2% gap suggests.
 constexpr double kStage3HookHostSecondsPerModulePass = 0.121e-3;
 
-double peak_flops(const hw::GpuProfile& g, Precision p) {
-  switch (p) {
-    case Precision::BF16:
-      return g.bf16_tflops * 1e12;
-    case Precision::FP16:
-      return g.fp16_tflops * 1e12;
-    // PyTorch >= 1.12 disables TF32 for matmuls by default (torch.backends.cuda.matmul.allow_tf32).
-    case Precision::FP32:
-      return g.fp32_tflops * 1e12;
-  }
-  return g.bf16_tflops * 1e12;
-}
-
 int64_t act_bytes(Precision p) {
   return p == Precision::FP32 ? 4 : 2;
 }

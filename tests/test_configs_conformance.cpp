@@ -73,34 +73,6 @@ Outcome run_check(const std::string& name, Runner runner, const std::string& ver
   return o;
 }
 
-// The records' resolved values that `check` reports (cli/cmd_check.cpp resolved_values).
-json resolved_of(const ReadConfig& rc) {
-  const auto& z = rc.zero;
-  json r = {{"train_batch_size", rc.train_batch_size},
-            {"train_micro_batch_size_per_gpu", z.micro_batch},
-            {"gradient_accumulation_steps", z.grad_accum},
-            {"zero_stage", z.stage},
-            {"precision", planner::to_string(rc.precision)},
-            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
-            {"offload_param", planner::to_string(z.offload_param)}};
-  if (z.stage >= 1) {
-    r["reduce_bucket_size"] = z.reduce_bucket_size;
-    r["allgather_bucket_size"] = z.allgather_bucket_size;
-    r["overlap_comm"] = z.overlap_comm;
-    r["contiguous_gradients"] = z.contiguous_gradients;
-  }
-  if (z.stage == 3) {
-    r["stage3_prefetch_bucket_size"] = z.prefetch_bucket_size;
-    r["stage3_param_persistence_threshold"] = z.param_persistence_threshold;
-    r["stage3_max_live_parameters"] = z.max_live_parameters;
-    r["sub_group_size"] = z.sub_group_size;
-  }
-  if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
-    r["pin_memory"] = z.pin_memory;
-  if (!rc.optimizer_wrapper.empty()) r["optimizer_wrapper"] = rc.optimizer_wrapper;
-  return r;
-}
-
 struct Exceptions {
   json j;
   const json* find(const std::string& name, const std::string& runner) const {
@@ -160,7 +132,7 @@ TEST(ConfigsConformance, CheckAgreesWithRealDeepSpeedOnEveryRecord) {
           << (o.readable ? issues_text(o.rc.issues) : std::string("    (unreadable JSON)\n"));
       if (!ds_accepts || !zp_accepts) continue;
       ++by_runner[runner_s];
-      const json mine = resolved_of(o.rc);
+      const json mine = resolved_values(o.rc);
       for (const auto& [k, v] : r["resolved"].items()) {
         // Values check does not model (gradient clipping), and the optimizer wrapper: DeepSpeed picks
         // FP16_UnfusedOptimizer instead of FP16_Optimizer when the basic optimizer is not a fused Adam
