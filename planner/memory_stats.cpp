@@ -206,7 +206,14 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // fc1 -> GELU -> fc2 (Korthikanti: GeLU input 8h and fc2 input 8h for I = 4h).
     mlp += e * width + (f.down_in_saved ? e * width : 0);
   }
-  if (m.is_moe()) mlp += 4 * m.num_experts;  // router logits softmax in fp32 (MixtralSparseMoeBlock)
+  if (m.is_moe()) {
+    mlp += 4 * m.num_experts;  // router logits softmax in fp32 (MixtralSparseMoeBlock)
+    // transformers 5.x experts loop (Qwen3MoeExperts/MixtralExperts.forward): for every routed
+    // (token, expert) pair, `hidden_states[token_idx]` is a gathered copy that the gate_up linear
+    // saves (h), the down projection's output is saved by the multiply with the routing weight (h),
+    // and the int64 token index is saved by the gather and by index_add_ (8 + 8 bytes).
+    mlp += std::max<int64_t>(1, m.experts_per_token) * (2 * e * h + 16);
+  }
   if (dropout) mlp += h;                     // 1-byte mask after the MLP
   per_token += mlp;
 

@@ -38,6 +38,28 @@ FAMILIES = {
     "mistral": {"model_type": "mistral", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
                 "max_position_embeddings": 256, "sliding_window": 128, "tie_word_embeddings": False},
+    # Gemma-2: head_dim 64 given, tied embeddings, pre/post feed-forward norms, sliding window > seq.
+    "gemma2": {"model_type": "gemma2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB,
+               "max_position_embeddings": 256, "sliding_window": 128, "query_pre_attn_scalar": 64},
+    # Phi-3: fused qkv_proj and gate_up_proj (pad/bos/eos ids moved inside the small vocabulary).
+    "phi3": {"model_type": "phi3", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+             "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+             "max_position_embeddings": 256, "tie_word_embeddings": False, "pad_token_id": 0,
+             "bos_token_id": 1, "eos_token_id": 2},
+    # OPT: LayerNorm, ReLU fc1/fc2 with biases, learned positions (offset 2), tied embeddings, no dropout.
+    "opt": {"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_hidden_layers": 2,
+            "num_attention_heads": 4, "vocab_size": VOCAB, "max_position_embeddings": 256,
+            "word_embed_proj_dim": 256, "dropout": 0.0, "attention_dropout": 0.0},
+    # DeepSeek-V3: MLA (q_lora_rank, kv_lora_rank, rope/nope head dims), first layer dense, then MoE with
+    # 4 routed experts (top-2) + 1 shared expert.
+    "deepseek_v3": {"model_type": "deepseek_v3", "hidden_size": 256, "intermediate_size": 512,
+                    "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                    "num_key_value_heads": 4, "n_routed_experts": 4, "n_shared_experts": 1,
+                    "num_experts_per_tok": 2, "first_k_dense_replace": 1, "q_lora_rank": 64,
+                    "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32,
+                    "n_group": 1, "topk_group": 1, "vocab_size": VOCAB, "max_position_embeddings": 256,
+                    "tie_word_embeddings": False},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -188,6 +210,15 @@ def _build():
     add(family="mixtral", stage=3, world=2)
     for stage in (2, 3):
         add(family="qwen3_moe", stage=stage, world=2)
+    # 13. Families of issue 12's matrix not covered above.
+    for fam in ("phi3", "opt"):
+        for stage in (0, 1, 2, 3):
+            add(family=fam, stage=stage, world=2)
+    # Gemma-2 has no SDPA path in transformers 5.24 (Gemma2ForCausalLM refuses it: soft-capping).
+    for stage in (0, 1, 2, 3):
+        add(family="gemma2", stage=stage, world=2, attn="eager", tag="eager")
+    for stage in (2, 3):
+        add(family="deepseek_v3", stage=stage, world=2)
     return out
 
 
