@@ -45,21 +45,26 @@ nlohmann::json zoo_index() {
 }  // namespace
 
 std::vector<ZooEntry> zoo() {
-  const nlohmann::json index = zoo_index();
-  const nlohmann::json& models = index.at("models");
-  std::vector<ZooEntry> out;
-  for (const auto& f : zoo_files()) {
-    ZooEntry e;
-    e.name = f.name;
-    if (auto it = models.find(f.name); it != models.end()) {
-      e.source = it->value("source", "");
-      e.aliases = it->value("aliases", std::vector<std::string>{});
-      e.published_parameters = it->value("published_parameters", int64_t{0});
-      e.citation = it->value("citation", "");
+  // The zoo is embedded (immutable for the process's life): parse its index once, however many
+  // models a command loads (`zeroplan models` loads every one).
+  static const std::vector<ZooEntry> entries = [] {
+    const nlohmann::json index = zoo_index();
+    const nlohmann::json& models = index.at("models");
+    std::vector<ZooEntry> out;
+    for (const auto& f : zoo_files()) {
+      ZooEntry e;
+      e.name = f.name;
+      if (auto it = models.find(f.name); it != models.end()) {
+        e.source = it->value("source", "");
+        e.aliases = it->value("aliases", std::vector<std::string>{});
+        e.published_parameters = it->value("published_parameters", int64_t{0});
+        e.citation = it->value("citation", "");
+      }
+      out.push_back(std::move(e));
     }
-    out.push_back(std::move(e));
-  }
-  return out;
+    return out;
+  }();
+  return entries;
 }
 
 ModelSpec load_model(const std::string& name_or_path) {
