@@ -110,6 +110,15 @@ std::string issues_text(const std::vector<configs::Issue>& issues) {
   return s;
 }
 
+// The first line of the text report: the file, the model and cluster, and the DeepSpeed version and
+// runner it is judged as.
+std::string header_line(const std::string& path, const planner::Workload& w, const configs::ReadConfig& rc) {
+  return fmt::format("zeroplan check {}: {} on {}x{}x{} (judged as DeepSpeed {} via the {} runner{})\n", path,
+                     w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name,
+                     rc.deepspeed_version, configs::runner_name(rc.runner),
+                     rc.runner_assumed ? ", assumed" : "");
+}
+
 // A config DeepSpeed refuses never runs: no memory or time is predicted for it (a prediction from
 // refused values, e.g. reduce_bucket_size 0, would be meaningless).
 CommandResult report_refused(const PlanFlags& flags, const std::string& path, const planner::Workload& w,
@@ -143,10 +152,7 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
     fmt::print("{}\n", out.dump(2));
     return 1;
   }
-  std::string s = fmt::format(
-      "zeroplan check {}: {} on {}x{}x{} (judged as DeepSpeed {} via the {} runner{})\n", path, w.model.name,
-      w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, rc.deepspeed_version,
-      configs::runner_name(rc.runner), rc.runner_assumed ? ", assumed" : "");
+  std::string s = header_line(path, w, rc);
   s += issues_text(rc.issues);
   s += fmt::format(
       "Prediction: none; {} refuses this config at start-up, so it never runs (fix the errors above)\n", who);
@@ -273,10 +279,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
     return code;
   }
 
-  std::string s = fmt::format(
-      "zeroplan check {}: {} on {}x{}x{} (judged as DeepSpeed {} via the {} runner{})\n", path, w.model.name,
-      w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, rc.deepspeed_version,
-      configs::runner_name(rc.runner), rc.runner_assumed ? ", assumed" : "");
+  std::string s = header_line(path, w, rc);
   s += "As DeepSpeed will run it:\n  " + describe(wc, predicted) + "\n";
   const auto& z = predicted.zero;
   if (z.stage >= 1)
