@@ -192,7 +192,9 @@ exec::RunResult run_ranks(const exec::RunConfig& rc, exec::Runtime& rt, exec::Mp
 // layout (executor/admission.h, not the planner), against what this machine has; refused with both
 // numbers before the engine allocates a byte.
 
-std::string gb(int64_t b) { return fmt::format("{:.1f} GB", static_cast<double>(b) / 1e9); }
+std::string gb(int64_t b) {
+  return fmt::format("{:.1f} GB", static_cast<double>(b) / 1e9);
+}
 
 // Ranks that share this machine's memory: every thread rank, or under mpirun the processes on this
 // node (Open MPI's OMPI_COMM_WORLD_LOCAL_SIZE, MPICH/Hydra's MPI_LOCALNRANKS; 1 when neither is set).

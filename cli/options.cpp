@@ -124,7 +124,8 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(g);
   app.add_option("--host-mem", f.host_mem, "Host RAM per node (e.g. 512GB)")->group(g);
   app.add_option("--nvme-bw", f.nvme_bw, "NVMe bandwidth per node in GB/s (for nvme offload)")->group(g);
-  app.add_option("--nvme-capacity", f.nvme_capacity, "NVMe space per node for nvme offload (e.g. 30TB; default 2TB)")
+  app.add_option("--nvme-capacity", f.nvme_capacity,
+                 "NVMe space per node for nvme offload (e.g. 30TB; default 2TB)")
       ->group(g);
   app.add_option("--nics", f.nics,
                  "Network adapters per node used by NCCL (inter-node bandwidth = busbw x NICs)")
@@ -169,8 +170,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_flag("--explain", f.explain,
                "List every buffer of the recommended (or --stage) plan with size and phase")
       ->group(o);
-  app.add_flag("--explain-time", f.explain_time,
-               "Per-operator step time of the recommended (or --stage) plan: forward, backward, recompute, step")
+  app.add_flag(
+         "--explain-time", f.explain_time,
+         "Per-operator step time of the recommended (or --stage) plan: forward, backward, recompute, step")
       ->group(o);
   app.add_option("--compare", f.compare, "Show another estimator beside zeroplan's prediction: deepspeed")
       ->group(o);

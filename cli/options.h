@@ -30,8 +30,8 @@ struct PlanFlags {
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan
-  std::string compare;  // --compare deepspeed
-  std::string emit;     // --emit ds_config.json
+  std::string compare;        // --compare deepspeed
+  std::string emit;           // --emit ds_config.json
   bool hf_auto = false;
   bool emit_optimizer = false;  // --emit-optimizer: add optimizer + scheduler sections
   bool force = false;

@@ -542,7 +542,8 @@ class Reader {
         // DeepSpeed creates the directory and swaps there (the judge recorded emit_s3_offload_nvme as
         // accepted, running as root): it runs, but not on an NVMe drive.
         add(Severity::Warning, key,
-            "still the placeholder zeroplan writes: DeepSpeed creates that directory and swaps to it, which is "
+            "still the placeholder zeroplan writes: DeepSpeed creates that directory and swaps to it, which "
+            "is "
             "not your NVMe drive (and fails where / is not writable)",
             "set it to a directory on a local NVMe drive");
     };
@@ -741,12 +742,12 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
 nlohmann::json resolved_values(const ReadConfig& rc) {
   const auto& z = rc.zero;
   nlohmann::json r = {{"train_batch_size", rc.train_batch_size},
-            {"train_micro_batch_size_per_gpu", z.micro_batch},
-            {"gradient_accumulation_steps", z.grad_accum},
-            {"zero_stage", z.stage},
-            {"precision", planner::to_string(rc.precision)},
-            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
-            {"offload_param", planner::to_string(z.offload_param)}};
+                      {"train_micro_batch_size_per_gpu", z.micro_batch},
+                      {"gradient_accumulation_steps", z.grad_accum},
+                      {"zero_stage", z.stage},
+                      {"precision", planner::to_string(rc.precision)},
+                      {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+                      {"offload_param", planner::to_string(z.offload_param)}};
   if (z.stage >= 1) {
     r["reduce_bucket_size"] = z.reduce_bucket_size;
     r["allgather_bucket_size"] = z.allgather_bucket_size;

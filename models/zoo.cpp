@@ -125,7 +125,8 @@ ModelSpec load_model(const std::string& name_or_path) {
         "config.json or a model folder)",
         name_or_path, best);
   throw_user_error(
-      "unknown model '{}'; run `zeroplan models` for the zoo, or give the path of a HF config.json or a model "
+      "unknown model '{}'; run `zeroplan models` for the zoo, or give the path of a HF config.json or a "
+      "model "
       "folder",
       name_or_path);
 }

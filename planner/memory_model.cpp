@@ -90,11 +90,12 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
     // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
     // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
-    const bool padded = path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
-    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2   ? "optimizer.bit16_groups_flat"
+    const bool padded =
+        path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
+    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2  ? "optimizer.bit16_groups_flat"
                             : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
                             : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
-                                                                               : nullptr;
+                                                                              : nullptr;
     out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
                 checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
                 fp32 ? "4 bytes x trainable params (fp32 training)"
@@ -149,11 +150,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // fp32 master, padded/N) and the inner optimizer's exp_avg/exp_avg_sq on that partition.
         // No IPG bucket: gradients go straight into the fp32 buffer (DeepSpeed 0.16: stage 0 default
         // bf16; >= 0.18: stage 0/1 with grad_accum_dtype fp32).
-        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, padded_t), kAllPhases,
-                    "BF16_Optimizer fp32_groups_gradients_flat: 4 x padded Psi")
+        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, padded_t),
+                    kAllPhases, "BF16_Optimizer fp32_groups_gradients_flat: 4 x padded Psi")
             .ds_name = "optimizer.fp32_groups_gradients_flat";
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), kAllPhases,
-                    "BF16_Optimizer fp32_groups_flat_partition: 4 x padded Psi / N")
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
+                    kAllPhases, "BF16_Optimizer fp32_groups_flat_partition: 4 x padded Psi / N")
             .ds_name = "optimizer.fp32_groups_flat_partition";
         out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
                     kAllPhases, "inner optimizer exp_avg + exp_avg_sq on the fp32 partition");
@@ -166,10 +167,12 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // free them (recorded: 8,918,016 B after the step).
         const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
         out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients, checked_mul(pe, psi_t),
-                    kept ? kAllPhases : kBackward, "bf16 param.grad, accumulated into fp32 at the end of backward")
+                    kept ? kAllPhases : kBackward,
+                    "bf16 param.grad, accumulated into fp32 at the end of backward")
             .after_step = kept;
         if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-        {  // also with one rank: the engine still calls all_reduce (recorded in llama-gqa_s1_n1_bf16_gaccfp32)
+        {  // also with one rank: the engine still calls all_reduce (recorded in
+           // llama-gqa_s1_n1_bf16_gaccfp32)
           // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
           // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
           // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
@@ -211,7 +214,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
                     full_grad_phases, "stage 1: full gradients (ZeRO paper 2Psi)")
             .after_step = false;
-      if (stage == 1) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+      if (stage == 1)
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
       else if (!off_opt)
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
                     checked_mul(pe, part_t), full_grad_phases, "stage 2: grads_in_partition, 2Psi/N")
@@ -219,8 +223,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       if (!off_opt) {
         // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
         // fp32 training) + Adam exp_avg, exp_avg_sq.
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), kAllPhases,
-                    "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
+                    kAllPhases, "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
             .ds_name = "optimizer.single_partition_of_fp32_groups";
         out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
                     kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
@@ -268,12 +272,12 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // With frozen weights (LoRA) the flat holds the trainable parameters' partitions only (stage3.py
       // builds it from trainable_param_groups); the frozen partitions are their own ds_tensors.
       const bool plain = frozen_q == 0;
-      const int64_t frozen_part_bytes =
-          checked_add(checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
+      const int64_t frozen_part_bytes = checked_add(
+          checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
       if (!off_param) {
         out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
-                    checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes,
-                    kAllPhases, "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
+                    checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes, kAllPhases,
+                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
             .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
         if (frozen_part_bytes > 0)
           out.add_gpu("frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
@@ -282,8 +286,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // Persistent parameters keep their partition on the GPU even with offload_param
       // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
       if (off_param && pers_part > 0)
-        out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part), kAllPhases,
-                    "ds_persist params keep their partition on the device with offload_param");
+        out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
+                    kAllPhases, "ds_persist params keep their partition on the device with offload_param");
       if (persist > 0)
         out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
                     "params <= stage3_param_persistence_threshold stay whole on every rank")
@@ -296,8 +300,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                     "stage3.py grad_partitions_flat_buffer: 2Psi/N")
             .ds_name = "optimizer.grad_partitions_flat_buffer";
       if (!off_opt) {
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part), kAllPhases,
-                    "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
+        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
+                    kAllPhases, "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
             .ds_name = "optimizer.fp32_partitioned_groups_flat";
         out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
                     kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
@@ -310,9 +314,10 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size),
                     kAllPhases,
                     "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
-            .ds_name = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
-                           ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
-                           : "optimizer.ipg_buckets";
+            .ds_name =
+            w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
+                ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
+                : "optimizer.ipg_buckets";
       // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
       // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
       // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
@@ -345,11 +350,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                      "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
             .ds_name = "optimizer.grad_partitions_flat_buffer";
         if (z.offload_optimizer == Offload::CPU) {
-          out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part), pinned,
-                       "stage3.py fp32_partitioned_groups_flat on the host")
+          out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
+                       pinned, "stage3.py fp32_partitioned_groups_flat on the host")
               .ds_name = "optimizer.fp32_partitioned_groups_flat";
-          out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
-                       pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+          out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
+                       checked_mul(8, t_part), pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
           out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
                        "fp32_partitioned_groups_flat[i].grad on the host");
         } else {
@@ -380,11 +385,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
     // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
     if (z.offload_optimizer == Offload::CPU) {
-      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), pinned,
-                   "single_partition_of_fp32_groups on the host")
+      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
+                   pinned, "single_partition_of_fp32_groups on the host")
           .ds_name = "optimizer.single_partition_of_fp32_groups";
-      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t), pinned,
-                   "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+                   pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
     } else {
       nvme_rank = checked_add(nvme_rank, checked_mul(12, part_t));  // fp32 master + exp_avg + exp_avg_sq
       out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
@@ -419,14 +424,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     const int64_t L = a.num_layers;
     switch (z.checkpointing) {
       case Checkpointing::None:
-        out.add_gpu("layer activations", Category::Activations,
-                    checked_mul(checked_mul(L, a.layer_full_per_sample) - a.first_layer_unsaved_per_sample, b),
-                    kFwdBwd, "saved tensors of every decoder layer (see memory_stats.cpp)");
+        out.add_gpu(
+            "layer activations", Category::Activations,
+            checked_mul(checked_mul(L, a.layer_full_per_sample) - a.first_layer_unsaved_per_sample, b),
+            kFwdBwd, "saved tensors of every decoder layer (see memory_stats.cpp)");
         break;
       case Checkpointing::Selective:
-        out.add_gpu("layer activations (selective)", Category::Activations,
-                    checked_mul(checked_mul(L, a.layer_selective_per_sample) - a.first_layer_unsaved_per_sample, b),
-                    kFwdBwd, "attention core recomputed (Korthikanti et al. 2022 §5)");
+        out.add_gpu(
+            "layer activations (selective)", Category::Activations,
+            checked_mul(checked_mul(L, a.layer_selective_per_sample) - a.first_layer_unsaved_per_sample, b),
+            kFwdBwd, "attention core recomputed (Korthikanti et al. 2022 §5)");
         break;
       case Checkpointing::Full:
         out.add_gpu("layer inputs (checkpoints)", Category::Activations,
@@ -437,17 +444,19 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           // (transformers masking_utils create_causal_mask); each checkpointed layer keeps its call
           // arguments, the mask among them: one storage for all layers. Recorded: 16,384 B at b 2,
           // s 64 in bf16 (llama-gqa_s2_n2_bf16_eager_gc vs _gc).
-          out.add_gpu("causal mask (checkpoint argument)", Category::Activations,
-                      checked_mul(checked_mul(checked_mul(w.train.seq_len, w.train.seq_len), m.act_elem_bytes), b),
-                      kFwdBwd, "eager attention's [b, 1, s, s] mask kept by the checkpoints");
+          out.add_gpu(
+              "causal mask (checkpoint argument)", Category::Activations,
+              checked_mul(checked_mul(checked_mul(w.train.seq_len, w.train.seq_len), m.act_elem_bytes), b),
+              kFwdBwd, "eager attention's [b, 1, s, s] mask kept by the checkpoints");
         out.add_gpu("recomputed layer working set", Category::Activations,
                     checked_mul(a.layer_full_per_sample, b), kBackward,
                     "one layer's saved tensors, recomputed during its backward");
         break;
     }
     if (a.rope_tables > 0)
-      out.add_gpu("rotary cos/sin + position ids", Category::Activations, a.rope_tables, kFwdBwd,
-                  "[1, s, head_dim] cos and sin + [1, s] int64 positions, shared by the layers (memory_stats.cpp)");
+      out.add_gpu(
+          "rotary cos/sin + position ids", Category::Activations, a.rope_tables, kFwdBwd,
+          "[1, s, head_dim] cos and sin + [1, s] int64 positions, shared by the layers (memory_stats.cpp)");
     const int64_t emb_head = checked_mul(a.embedding_per_sample + a.head_per_sample, b);
     if (emb_head > 0)
       out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,

@@ -214,7 +214,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // and the int64 token index is saved by the gather and by index_add_ (8 + 8 bytes).
     mlp += std::max<int64_t>(1, m.experts_per_token) * (2 * e * h + 16);
   }
-  if (dropout) mlp += h;                     // 1-byte mask after the MLP
+  if (dropout) mlp += h;  // 1-byte mask after the MLP
   per_token += mlp;
 
   LayerActivation r;
@@ -359,7 +359,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
     for (const auto& layer : inv)
       for (const auto& t : layer.tensors) embedding_trains |= t.is_embedding && lt.targeted(t);
     if (!embedding_trains)
-      act.first_layer_unsaved_per_sample = checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
+      act.first_layer_unsaved_per_sample =
+          checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
   }
   // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
   // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.

@@ -99,8 +99,9 @@ TimeModelData parse_data() {
     a.bwd = numbers(c, "bwd_tflops");
     a.eager_fwd = numbers(c, "eager_fwd_tflops");
     a.eager_bwd = numbers(c, "eager_bwd_tflops");
-    ZP_CHECK(a.fwd.size() == a.seq.size() && a.bwd.size() == a.seq.size() && a.fwd_causal.size() == a.seq.size(),
-             "time_model.json: attention curve lengths differ");
+    ZP_CHECK(
+        a.fwd.size() == a.seq.size() && a.bwd.size() == a.seq.size() && a.fwd_causal.size() == a.seq.size(),
+        "time_model.json: attention curve lengths differ");
     d.curves.push_back(std::move(a));
   }
   for (const auto& [gpu, arch] : j.at("attention").at("architecture").items())
@@ -148,9 +149,9 @@ double interp(const std::vector<double>& xs, const std::vector<double>& ys, doub
 struct Builder {
   OpTable& t;
   const hw::GpuProfile& g;
-  double peak;        // FLOP/s
-  double hbm;         // achievable bytes/s
-  double sustained;   // calibrated tensor-core factor
+  double peak;       // FLOP/s
+  double hbm;        // achievable bytes/s
+  double sustained;  // calibrated tensor-core factor
   double host_s_per_kernel;
 
   void add(OpCost c) {
@@ -199,9 +200,10 @@ struct Builder {
     c.k = gm.k;
     c.kernels = launches;
     c.flops = one * launches;
-    c.bytes = elem_bytes * (mm * static_cast<double>(gm.k) + static_cast<double>(gm.k * gm.n) +
-                            mm * static_cast<double>(gm.n)) *
-              launches;
+    c.bytes =
+        elem_bytes *
+        (mm * static_cast<double>(gm.k) + static_cast<double>(gm.k * gm.n) + mm * static_cast<double>(gm.n)) *
+        launches;
     c.bound = OpBound::Compute;
     c.efficiency = gemm_eff(one);
     add(c);
@@ -293,9 +295,12 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
   const hw::GpuProfile& g = w.cluster.gpu;
   OpTable t;
   const double a = w.train.precision == Precision::FP32 ? 4.0 : 2.0;  // activation bytes
-  Builder b{t, g, peak_flops(g, w.train.precision),
+  Builder b{t,
+            g,
+            peak_flops(g, w.train.precision),
             g.hbm_GBps * 1e9 * g.hbm_efficiency * d.elementwise_bandwidth_factor,
-            sustained_tensor_core_factor(g), d.host_us_per_kernel * 1e-6};
+            sustained_tensor_core_factor(g),
+            d.host_us_per_kernel * 1e-6};
   const double m = static_cast<double>(micro * w.train.seq_len);
   const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
   const double seq = static_cast<double>(w.train.seq_len);
@@ -336,8 +341,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
       c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
       c.bound = OpBound::Compute;
-      c.efficiency =
-          attention_efficiency(g, w.train.seq_len, true, backward, flash) * b.sustained;
+      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, flash) * b.sustained;
       b.add(c);
     };
     // Forward of the decoder layers (also the recomputed forward under full checkpointing).
@@ -374,19 +378,20 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     for (const auto& gm : s.layer_gemms)
       b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
              OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
-    attention(OpPass::Backward, true, flash ? "attention core backward (SDPA flash)" : "attention core backward (eager)");
+    attention(OpPass::Backward, true,
+              flash ? "attention core backward (SDPA flash)" : "attention core backward (eager)");
     if (s.rms_norm)
       b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
     else
       b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
-    if (s.rotary) b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
+    if (s.rotary)
+      b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
     b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
     b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
              s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
     b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
     if (!s.frozen_base || s.vocab == 0) {
-      b.memory("embedding backward (dense gradient)", OpPass::Backward, 2,
-               2.0 * V * h * a + 2.0 * a * h * m);
+      b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);
     }
     // Trained gradients copied into DeepSpeed's reduction buckets: one launch per trained tensor.
     double trained_tensors = 0;
@@ -401,7 +406,8 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       const double launches = static_cast<double>(s.layer_gemms.size()) * L;
       b.memory("NF4 dequantize", OpPass::Forward, launches, deq);
       b.memory("NF4 dequantize (backward)", OpPass::Backward, launches, deq);
-      if (ckpt == Checkpointing::Full) b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);
+      if (ckpt == Checkpointing::Full)
+        b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);
     }
     // Recomputation: full checkpointing re-runs each decoder layer's forward inside the backward
     // (HF gradient_checkpointing wraps each decoder layer); selective recomputes the attention core

@@ -71,7 +71,7 @@ struct TimeModelData {
   std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;
   // Calibrated: eager element-wise kernels' bandwidth / STREAM copy bandwidth (all GPUs).
   double elementwise_bandwidth_factor = 1;
-  double error_band = 0;                    // calibrated: fraction, e.g. 0.12
+  double error_band = 0;  // calibrated: fraction, e.g. 0.12
 };
 const TimeModelData& time_model_data();
 // The GPU's architecture as the data file names it (default_architecture when not listed).

@@ -19,13 +19,12 @@
 // an offload must win by more than 3% (kOffloadPreference); ties go to the lower peak memory.
 #include "planner/search.h"
 
-#include "planner/invariants.h"
-
 #include <algorithm>
 #include <array>
 #include <cmath>
 
 #include "common/errors.h"
+#include "planner/invariants.h"
 #include "planner/memory_model.h"
 #include "planner/op_model.h"
 #include "planner/reasons.h"

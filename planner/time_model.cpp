@@ -296,7 +296,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   st.recompute_s = recompute * static_cast<double>(accum);
   st.optimizer_s = optimizer;
   st.compute_s = st.forward_s + st.backward_s + st.recompute_s + st.optimizer_s;
-  st.kernels_per_step = (ops.kernels[0] + ops.kernels[1] + ops.kernels[2]) * static_cast<double>(accum) + ops.kernels[3];
+  st.kernels_per_step =
+      (ops.kernels[0] + ops.kernels[1] + ops.kernels[2]) * static_cast<double>(accum) + ops.kernels[3];
   const double bwd_micro = bwd + recompute;  // what backward-time communication can hide behind
   // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
   // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
@@ -498,7 +499,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   // (planner/data/time_model.json "nccl_overlap").
   const double hidden = std::clamp(st.communication_s - st.exposed_communication_s, 0.0, st.compute_s);
   st.overlap_slowdown_s = hidden * time_model_data().nccl_overlap_slowdown;
-  st.step_s = st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s + st.overlap_slowdown_s;
+  st.step_s =
+      st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s + st.overlap_slowdown_s;
   st.error_band = time_model_data().error_band;
 
   // ---- model FLOPs (PaLM Appendix B), per GPU per step
