@@ -95,7 +95,7 @@ json config_from_engine_dump(const RunLog& log) {
   }
   if (!z.contains("stage")) {
     if (auto it = d.find("zero_optimization_stage"); it != d.end())
-      if (auto v = num(it->second)) z["stage"] = static_cast<int>(*v);
+      if (auto v = num(it->second); v && std::abs(*v) < 1e9) z["stage"] = static_cast<int>(*v);
   }
   if (!z.empty()) c["zero_optimization"] = z;
   return c;

@@ -63,6 +63,14 @@ std::optional<double> number_at(sv s) {
   return take_number(s);
 }
 
+// A count or index read from a log (world size, GPU, channels, hours): kept only when an int holds it,
+// so a garbled or hostile number never reaches the undefined double -> int conversion (found by
+// fuzz_ds_log: "world_size ... 2.03685e+12").
+std::optional<int> as_int(std::optional<double> v) {
+  if (!v || !std::isfinite(*v) || *v < -2147483648.0 || *v > 2147483647.0) return std::nullopt;
+  return static_cast<int>(*v);
+}
+
 // The number after the first occurrence of `key` (which must not be preceded by an identifier
 // character, so "MA" does not match inside "Max_MA"), skipping spaces, '=' and ':'.
 std::optional<double> number_after(sv line, sv key, size_t* end = nullptr) {
@@ -353,7 +361,7 @@ class Parser {
         if (log_.engine_config.size() < 1000) log_.engine_config[k] = v;
         if (k == "zero_config") parse_kv_repr(v, log_.zero_config);
         if (k == "world_size") {
-          if (auto w = number_at(v)) log_.world_size = static_cast<int>(*w);
+          if (auto w = as_int(number_at(v))) log_.world_size = *w;
         }
         hit = true;
       }
@@ -377,7 +385,7 @@ class Parser {
       hit = true;
     }
     if (contains(raw, "dp_world_size=")) {
-      if (auto v = number_after(raw, "dp_world_size")) log_.world_size = static_cast<int>(*v);
+      if (auto v = as_int(number_after(raw, "dp_world_size"))) log_.world_size = *v;
       hit = true;
     }
     // deepspeed/runtime/zero/stage3.py __init__ prints the two stage-3 sizes it uses.
@@ -585,7 +593,7 @@ class Parser {
       o.total_bytes = size_at(raw.substr(g + 23));
       if (size_t w = raw.find("of which", g); w != sv::npos) o.free_bytes = size_at(raw.substr(w + 8));
       if (size_t gp = raw.rfind("GPU ", g); gp != sv::npos)
-        if (auto v = number_at(raw.substr(gp + 4))) o.gpu = static_cast<int>(*v);
+        if (auto v = as_int(number_at(raw.substr(gp + 4)))) o.gpu = *v;
     }
     if (size_t a = raw.find("Of the allocated memory"); a != sv::npos)
       o.allocated_bytes = size_at(raw.substr(a + 23));
@@ -595,7 +603,7 @@ class Parser {
     // PyTorch < 2.1 wording: "(GPU 0; 4.00 GiB total capacity; 1.68 GiB already allocated; 0 bytes free;
     // ...)".
     if (size_t g = raw.find("(GPU "); g != sv::npos) {
-      if (auto v = number_at(raw.substr(g + 5))) o.gpu = static_cast<int>(*v);
+      if (auto v = as_int(number_at(raw.substr(g + 5)))) o.gpu = *v;
       const sv s = raw.substr(g);
       auto field = [&](sv suffix) -> int64_t {
         const size_t e = s.find(suffix);
@@ -682,7 +690,7 @@ class Parser {
     if (size_t cc = raw.find(" coll channels"); cc != sv::npos) {
       size_t b = cc;
       while (b > 0 && is_digit(raw[b - 1])) --b;
-      if (auto v = number_at(raw.substr(b, cc - b))) log_.nccl.channels = static_cast<int>(*v);
+      if (auto v = as_int(number_at(raw.substr(b, cc - b)))) log_.nccl.channels = *v;
       ev("channels");
       hit = true;
     }
@@ -710,7 +718,7 @@ class Parser {
     if (key == "step latency") log_.flops.step_latency_ms = duration_ms(val);
     if (key == "iter latency") log_.flops.iter_latency_ms = duration_ms(val);
     if (key == "world size")
-      if (auto v = number_at(val)) log_.flops.world_size = static_cast<int>(*v);
+      if (auto v = as_int(number_at(val))) log_.flops.world_size = *v;
     return true;
   }
 
@@ -734,12 +742,12 @@ class Parser {
         int h = 0, m = 0;
         double sec = 0;
         sv s = rest;
-        if (auto a = take_number(s); a && !s.empty() && s.front() == ':') {
+        if (auto a = as_int(take_number(s)); a && !s.empty() && s.front() == ':') {
           s.remove_prefix(1);
-          if (auto b = take_number(s); b && !s.empty() && s.front() == ':') {
+          if (auto b = as_int(take_number(s)); b && !s.empty() && s.front() == ':') {
             s.remove_prefix(1);
             if (auto c = take_number(s)) {
-              h = static_cast<int>(*a), m = static_cast<int>(*b), sec = *c;
+              h = *a, m = *b, sec = *c;
               log_.hf_metrics["train_runtime"] = h * 3600.0 + m * 60.0 + sec;
               hit = true;
             }
