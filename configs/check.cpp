@@ -244,7 +244,8 @@ class Reader {
             fmt::format("\"auto\" resolved to {} (TrainingArguments' default)", hf_accum),
             "pass --grad-accum to use your value");
     }
-    if (is_auto(tb_v) && fills_auto()) tb = world * mb.value_or(hf_micro) * ga.value_or(hf_accum);
+    if (is_auto(tb_v) && fills_auto())
+      tb = checked_mul(checked_mul(world, mb.value_or(hf_micro)), ga.value_or(hf_accum));
 
     // A flag that disagrees with a number in the file: the HF Trainer refuses the mismatch
     // (trainer_config_finalize raises "Please correct the following DeepSpeed config values that
@@ -271,26 +272,30 @@ class Reader {
     mismatch("gradient_accumulation_steps", ga_v, t.grad_accum, "--grad-accum");
     mismatch("train_batch_size", tb_v, t.global_batch, "--global-batch");
 
-    // DeepSpeed's completion of missing values (integer division, as in runtime/config.py).
+    // DeepSpeed's completion of missing values (integer division, as in runtime/config.py). A divisor
+    // of 0 is a ZeroDivisionError in DeepSpeed; here it yields 0, which the positivity check below
+    // reports. Products are checked (a hostile file must not overflow them).
+    const auto div = [](int64_t x, int64_t y) -> int64_t { return y > 0 ? x / y : 0; };
+    const auto prod = [](int64_t x, int64_t y, int64_t z) { return checked_mul(checked_mul(x, y), z); };
     if (tb && mb && ga) {
     } else if (tb && mb) {
-      ga = *tb / *mb / world;
+      ga = div(div(*tb, *mb), world);
     } else if (tb && ga) {
-      mb = *tb / world / *ga;
+      mb = div(div(*tb, world), *ga);
     } else if (mb && ga) {
-      tb = *mb * *ga * world;
+      tb = prod(*mb, *ga, world);
     } else if (tb) {
       ga = 1;
-      mb = *tb / world;
+      mb = div(*tb, world);
     } else if (mb) {
-      tb = *mb * world;
+      tb = checked_mul(*mb, world);
       ga = 1;
     } else {
       add(Severity::Error, "train_batch_size",
           "neither train_batch_size nor train_micro_batch_size_per_gpu is given; DeepSpeed asserts 'Either "
           "train_batch_size or train_micro_batch_size_per_gpu needs to be provided'",
           "add \"train_micro_batch_size_per_gpu\"");
-      tb = world * hf_micro * hf_accum;
+      tb = prod(world, hf_micro, hf_accum);
       mb = hf_micro;
       ga = hf_accum;
     }
@@ -303,16 +308,16 @@ class Reader {
           fmt::format("train_batch_size must be at least {} (one sequence per GPU)", world));
       mb = std::max<int64_t>(*mb, 1);
       ga = std::max<int64_t>(*ga, 1);
-      tb = *mb * *ga * world;
-    } else if (*tb != *mb * *ga * world) {
+      tb = prod(*mb, *ga, world);
+    } else if (*tb != prod(*mb, *ga, world)) {
       add(Severity::Error, "train_batch_size",
           fmt::format("train_batch_size {} != micro-batch {} x gradient_accumulation_steps {} x {} GPUs = "
                       "{}; DeepSpeed "
                       "refuses this ('Check batch related parameters')",
-                      *tb, *mb, *ga, world, *mb * *ga * world),
-          fmt::format("set train_batch_size to {} or write \"auto\"", *mb * *ga * world),
-          json{{"op", "set"}, {"value", *mb * *ga * world}});
-      tb = *mb * *ga * world;
+                      *tb, *mb, *ga, world, prod(*mb, *ga, world)),
+          fmt::format("set train_batch_size to {} or write \"auto\"", prod(*mb, *ga, world)),
+          json{{"op", "set"}, {"value", prod(*mb, *ga, world)}});
+      tb = prod(*mb, *ga, world);
     }
     // zeroplan's input limits (the same as the CLI flags', cli/options.cpp): far above any real run,
     // low enough that every byte count stays inside checked 64-bit arithmetic.
