@@ -110,6 +110,19 @@ std::string issues_text(const std::vector<configs::Issue>& issues) {
   return s;
 }
 
+// The fields every `check --json` answer starts with: the verdict and how the file was judged.
+json json_head(const char* verdict, const std::string& path, const configs::ReadConfig& rc) {
+  return {{"zeroplan_version", ZEROPLAN_VERSION},
+          {"verdict", verdict},
+          {"deepspeed_version", rc.deepspeed_version},
+          {"deepspeed_keys_version", rc.deepspeed_version},
+          {"runner", configs::runner_name(rc.runner)},
+          {"runner_assumed", rc.runner_assumed},
+          {"config_path", path},
+          {"config", rc.resolved},
+          {"resolved", configs::resolved_values(rc)}};
+}
+
 // The first line of the text report: the file, the model and cluster, and the DeepSpeed version and
 // runner it is judged as.
 std::string header_line(const std::string& path, const planner::Workload& w, const configs::ReadConfig& rc) {
@@ -128,27 +141,19 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
   if (flags.json) {
     json issues = json::array();
     for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
-    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
-                {"verdict", "refused"},
-                {"deepspeed_version", rc.deepspeed_version},
-                {"deepspeed_keys_version", rc.deepspeed_version},
-                {"runner", configs::runner_name(rc.runner)},
-                {"runner_assumed", rc.runner_assumed},
-                {"config_path", path},
-                {"config", rc.resolved},
-                {"resolved", configs::resolved_values(rc)},
-                {"model", model_to_json(w)},
-                {"cluster", cluster_to_json(w)},
-                {"issues", issues},
-                {"errors", configs::count_severity(rc.issues, configs::Severity::Error)},
-                {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
-                {"deepspeed_would_reject", true},
-                {"fits", nullptr},
-                {"predicted", nullptr},
-                {"recommended", nullptr},
-                {"recommended_changes", json::array()},
-                {"knob_effects", json::array()},
-                {"exit_code", 1}};
+    json out = json_head("refused", path, rc);
+    out.update(json{{"model", model_to_json(w)},
+                    {"cluster", cluster_to_json(w)},
+                    {"issues", issues},
+                    {"errors", configs::count_severity(rc.issues, configs::Severity::Error)},
+                    {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
+                    {"deepspeed_would_reject", true},
+                    {"fits", nullptr},
+                    {"predicted", nullptr},
+                    {"recommended", nullptr},
+                    {"recommended_changes", json::array()},
+                    {"knob_effects", json::array()},
+                    {"exit_code", 1}});
     fmt::print("{}\n", out.dump(2));
     return 1;
   }
@@ -251,28 +256,20 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
                     {"peak_bytes", k.plan.memory.peak},
                     {"step_s", k.plan.time.step_s},
                     {"tokens_per_s", k.plan.tokens_per_s}});
-    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
-                {"verdict", predicted.fits ? "fits" : "does_not_fit"},
-                {"deepspeed_version", rc.deepspeed_version},
-                {"deepspeed_keys_version", rc.deepspeed_version},
-                {"runner", configs::runner_name(rc.runner)},
-                {"runner_assumed", rc.runner_assumed},
-                {"config_path", path},
-                {"config", rc.resolved},
-                {"resolved", configs::resolved_values(rc)},
-                {"errors", 0},
-                {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
-                {"model", model_to_json(wc)},
-                {"cluster", cluster_to_json(wc)},
-                {"issues", issues},
-                {"deepspeed_would_reject", rejected},
-                {"fits", predicted.fits},
-                {"predicted", plan_to_json(wc, predicted)},
-                {"recommended", sr.recommendation ? plan_to_json(ws, *sr.recommendation) : json(nullptr)},
-                {"recommended_changes", ch},
-                {"knob_effects", kn},
-                {"recommendation_improves", improves},
-                {"exit_code", code}};
+    json out = json_head(predicted.fits ? "fits" : "does_not_fit", path, rc);
+    out.update(json{{"errors", 0},
+                    {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
+                    {"model", model_to_json(wc)},
+                    {"cluster", cluster_to_json(wc)},
+                    {"issues", issues},
+                    {"deepspeed_would_reject", rejected},
+                    {"fits", predicted.fits},
+                    {"predicted", plan_to_json(wc, predicted)},
+                    {"recommended", sr.recommendation ? plan_to_json(ws, *sr.recommendation) : json(nullptr)},
+                    {"recommended_changes", ch},
+                    {"knob_effects", kn},
+                    {"recommendation_improves", improves},
+                    {"exit_code", code}});
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
     if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
     fmt::print("{}\n", out.dump(2));
