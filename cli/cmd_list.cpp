@@ -1,6 +1,7 @@
 // `zeroplan models` and `zeroplan gpus`: what the built-in zoo and profiles hold.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -18,14 +19,24 @@ std::string join(const std::vector<std::string>& v) {
 
 int list_models(bool json) {
   nlohmann::json arr = nlohmann::json::array();
-  std::string text = fmt::format("{:<18} {:>18} {:>7} {:>6} {:>7}  {:<14} {}\n", "name", "parameters",
-                                 "layers", "hidden", "heads", "aliases", "source");
+  // Widths from the longest name so that long zoo names (llama-4-maverick-17b-128e) keep the columns.
+  size_t name_w = 4;
+  for (const auto& e : models::zoo()) name_w = std::max(name_w, e.name.size());
+  std::string text =
+      fmt::format("{:<{}} {:>18} {:>17} {:>6} {:>6} {:>7}  {:<14} {}\n", "name", name_w, "parameters",
+                  "active (MoE)", "layers", "hidden", "heads", "aliases", "source");
   for (const auto& e : models::zoo()) {
     const auto m = models::load_model(e.name);
     const int64_t n = m.num_parameters();
-    arr.push_back({{"name", e.name}, {"aliases", e.aliases}, {"parameters", n}, {"source", e.source}});
-    text += fmt::format("{:<18} {:>18L} {:>7} {:>6} {:>3}/{:<3}  {:<14} {}\n", e.name, n, m.num_layers,
-                        m.hidden_size, m.num_heads, m.num_kv_heads, join(e.aliases), e.source);
+    // MoE: the parameters one token touches (top-k routed + shared experts, attention, dense layers,
+    // embeddings), models::ModelSpec::active_parameters; blank for dense models (active = total).
+    const std::string active = m.is_moe() ? fmt::format("{:L}", m.active_parameters()) : "";
+    nlohmann::json row = {{"name", e.name}, {"aliases", e.aliases}, {"parameters", n}, {"source", e.source}};
+    if (m.is_moe()) row["active_parameters"] = m.active_parameters();
+    arr.push_back(std::move(row));
+    text +=
+        fmt::format("{:<{}} {:>18L} {:>17} {:>6} {:>6} {:>3}/{:<3}  {:<14} {}\n", e.name, name_w, n, active,
+                    m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, join(e.aliases), e.source);
   }
   fmt::print("{}", json ? arr.dump(2) + "\n" : text);
   return 0;

@@ -147,12 +147,21 @@ TEST(CliContract, ListsNameEveryRequiredModelAndGpu) {
                     "llama-3.1-405b", "mistral-7b",  "mixtral-8x7b", "qwen2.5-7b",   "qwen2.5-14b",
                     "qwen2.5-32b",    "qwen2.5-72b", "gemma-2-9b",   "gemma-2-27b",  "phi-3-mini",
                     "gpt2",           "gpt2-xl",     "opt-1.3b",     "opt-13b",      "opt-30b",
-                    "opt-66b",        "bloom",       "falcon-7b",    "falcon-40b",   "gpt3-175b"})
+                    "opt-66b",        "bloom",       "falcon-7b",    "falcon-40b",   "gpt3-175b",
+                    // issue 14's refreshed zoo
+                    "llama-3.2-1b", "llama-3.2-3b", "llama-3.3-70b", "llama-4-scout-17b-16e",
+                    "llama-4-maverick-17b-128e", "qwen3-0.6b", "qwen3-32b", "qwen3-30b-a3b", "qwen3-235b-a22b",
+                    "qwen2.5-coder-7b", "deepseek-v3", "deepseek-r1-distill-llama-8b", "gpt-oss-20b",
+                    "gpt-oss-120b", "gemma-3-1b", "gemma-3-27b", "mistral-small-3-24b", "phi-4", "olmo-2-7b",
+                    "smollm2-135m"})
     EXPECT_NE(m.out.find(name), std::string::npos) << name;
   auto g = run_cli({"gpus"});
   ASSERT_EQ(g.exit_code, 0) << g.err;
   for (auto name : {"A40", "A100-40GB", "A100-80GB", "H100", "H100-PCIE", "H200", "L40S", "L4", "A10G",
-                    "RTX3090", "RTX4090", "V100-16GB", "V100-32GB", "T4"})
+                    "RTX3090", "RTX4090", "V100-16GB", "V100-32GB", "T4",
+                    // issue 14's new GPUs
+                    "B200", "B300", "GB200", "H20", "H800", "A800", "L20", "RTX5090", "RTX6000-ADA", "RTX-A6000",
+                    "MI300X", "MI325X"})
     EXPECT_NE(g.out.find(name), std::string::npos) << name;
 }
 
