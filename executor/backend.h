@@ -174,6 +174,45 @@ class Backend {
   virtual void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets, float dloss,
                                       int64_t N, int64_t V, DType t) = 0;
 
+  // ---- MoE (Mixtral / Qwen-MoE sparse blocks, transformers modeling_mixtral.py MixtralTopKRouter and
+  // MixtralExperts). Routing rows are "pairs" p = n*k + j: token n's j-th selected expert. Backends
+  // without these kernels (cuda so far) refuse a MoE run here; the engine checks `has_moe_kernels()`
+  // before it starts (check_run_config only knows the model, not the backend).
+  virtual bool has_moe_kernels() const { return false; }
+  // probs[N,E] (F32) = softmax(logits[N,E]) in fp32; idx[N,k] = the k largest probabilities, in
+  // descending order, the lower expert index first on ties (torch.topk's order on CPU);
+  // weights[N,k] (F32) = those probabilities, divided by their sum when `renorm` (Mixtral always,
+  // Qwen-MoE norm_topk_prob).
+  virtual void moe_route_forward(float* /*probs*/, int32_t* /*idx*/, float* /*weights*/, const void* /*logits*/,
+                                 int64_t /*N*/, int64_t /*E*/, int64_t /*k*/, bool /*renorm*/, DType /*t*/) {
+    throw std::runtime_error(name() + ": no MoE kernels on this backend");
+  }
+  // dlogits[N,E] (overwritten) from dweights[N,k] (F32), through the renormalisation and the softmax.
+  virtual void moe_route_backward(void* /*dlogits*/, const float* /*dweights*/, const float* /*probs*/,
+                                  const int32_t* /*idx*/, int64_t /*N*/, int64_t /*E*/, int64_t /*k*/,
+                                  bool /*renorm*/, DType /*t*/) {
+    throw std::runtime_error(name() + ": no MoE kernels on this backend");
+  }
+  // out[r,:] = in[pairs[r] / k, :] for r < R (the rows an expert computes on).
+  virtual void gather_rows(void* /*out*/, const void* /*in*/, const int32_t* /*pairs*/, int64_t /*R*/,
+                           int64_t /*C*/, int64_t /*k*/, DType /*t*/) {
+    throw std::runtime_error(name() + ": no MoE kernels on this backend");
+  }
+  // out[pairs[r] / k, :] += w * in[r, :] for r = 0..R-1 in order, w = weights[pairs[r]] (F32) or 1 when
+  // weights is null (index_add_ of the weighted expert outputs; of the rows' input gradients).
+  virtual void scatter_add_rows(void* /*out*/, const void* /*in*/, const int32_t* /*pairs*/,
+                                const float* /*weights*/, int64_t /*R*/, int64_t /*C*/, int64_t /*k*/,
+                                DType /*t*/) {
+    throw std::runtime_error(name() + ": no MoE kernels on this backend");
+  }
+  // Backward of the weighted scatter: din[r,:] = weights[pairs[r]] * dout[pairs[r]/k, :] (overwritten)
+  // and dweights[pairs[r]] = <dout[pairs[r]/k, :], in[r, :]> (F32, overwritten).
+  virtual void scatter_add_rows_backward(void* /*din*/, float* /*dweights*/, const void* /*dout*/,
+                                         const void* /*in*/, const int32_t* /*pairs*/, const float* /*weights*/,
+                                         int64_t /*R*/, int64_t /*C*/, int64_t /*k*/, DType /*t*/) {
+    throw std::runtime_error(name() + ": no MoE kernels on this backend");
+  }
+
   // ---- optimizer: AdamW over many tensors in one call (DeepSpeed FusedAdam's multi_tensor_apply;
   // CPU Adam for the offload tier, where the chunks are host memory).
   virtual void adam_step(std::span<const AdamChunk> chunks, const AdamParams& p, MemTier tier) = 0;

@@ -371,6 +371,87 @@ void CpuBackend::cross_entropy_backward(void* dlogits, const void* logits, const
   }
 }
 
+// MoE routing as transformers' MixtralTopKRouter / Qwen3MoeTopKRouter: softmax in fp32, top-k,
+// optional renormalisation of the k weights. Ties go to the lower expert index (stable order).
+void CpuBackend::moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t N,
+                                   int64_t E, int64_t k, bool renorm, DType t) {
+  std::vector<int32_t> order(static_cast<size_t>(E));
+  for (int64_t n = 0; n < N; ++n) {
+    float* p = probs + n * E;
+    float mx = -INFINITY;
+    for (int64_t e = 0; e < E; ++e) mx = std::max(mx, load_elem(logits, t, n * E + e));
+    double s = 0;
+    for (int64_t e = 0; e < E; ++e) s += std::exp(static_cast<double>(load_elem(logits, t, n * E + e) - mx));
+    for (int64_t e = 0; e < E; ++e)
+      p[e] = static_cast<float>(std::exp(static_cast<double>(load_elem(logits, t, n * E + e) - mx)) / s);
+    for (int64_t e = 0; e < E; ++e) order[static_cast<size_t>(e)] = static_cast<int32_t>(e);
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return p[a] > p[b]; });
+    double sum = 0;
+    for (int64_t j = 0; j < k; ++j) sum += p[order[static_cast<size_t>(j)]];
+    for (int64_t j = 0; j < k; ++j) {
+      const int32_t e = order[static_cast<size_t>(j)];
+      idx[n * k + j] = e;
+      weights[n * k + j] = renorm ? static_cast<float>(p[e] / sum) : p[e];
+    }
+  }
+}
+
+// w_j = p_{i_j} / s with s = sum_m p_{i_m}: dL/dp_{i_j} = (dw_j - sum_m dw_m w_m) / s (dw_j without
+// renorm), 0 for experts not selected; softmax: dl_e = p_e (dp_e - sum_e' p_e' dp_e').
+void CpuBackend::moe_route_backward(void* dlogits, const float* dweights, const float* probs, const int32_t* idx,
+                                    int64_t N, int64_t E, int64_t k, bool renorm, DType t) {
+  std::vector<double> dp(static_cast<size_t>(E));
+  for (int64_t n = 0; n < N; ++n) {
+    const float* p = probs + n * E;
+    const int32_t* ix = idx + n * k;
+    const float* dw = dweights + n * k;
+    std::fill(dp.begin(), dp.end(), 0.0);
+    double s = 0, dot = 0;
+    for (int64_t j = 0; j < k; ++j) s += p[ix[j]];
+    for (int64_t j = 0; j < k; ++j) dot += static_cast<double>(dw[j]) * (p[ix[j]] / s);
+    for (int64_t j = 0; j < k; ++j)
+      dp[static_cast<size_t>(ix[j])] = renorm ? (dw[j] - dot) / s : static_cast<double>(dw[j]);
+    double pdp = 0;
+    for (int64_t e = 0; e < E; ++e) pdp += p[e] * dp[static_cast<size_t>(e)];
+    for (int64_t e = 0; e < E; ++e)
+      store_elem(dlogits, t, n * E + e, static_cast<float>(p[e] * (dp[static_cast<size_t>(e)] - pdp)));
+  }
+}
+
+void CpuBackend::gather_rows(void* out, const void* in, const int32_t* pairs, int64_t R, int64_t C, int64_t k,
+                             DType t) {
+  const int64_t eb = dtype_bytes(t);
+  for (int64_t r = 0; r < R; ++r)
+    std::memcpy(static_cast<char*>(out) + r * C * eb, static_cast<const char*>(in) + (pairs[r] / k) * C * eb,
+                static_cast<size_t>(C * eb));
+}
+
+void CpuBackend::scatter_add_rows(void* out, const void* in, const int32_t* pairs, const float* weights, int64_t R,
+                                  int64_t C, int64_t k, DType t) {
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t row = pairs[r] / k;
+    const float w = weights != nullptr ? weights[pairs[r]] : 1.0f;
+    for (int64_t c = 0; c < C; ++c)
+      store_elem(out, t, row * C + c, load_elem(out, t, row * C + c) + w * load_elem(in, t, r * C + c));
+  }
+}
+
+void CpuBackend::scatter_add_rows_backward(void* din, float* dweights, const void* dout, const void* in,
+                                           const int32_t* pairs, const float* weights, int64_t R, int64_t C,
+                                           int64_t k, DType t) {
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t row = pairs[r] / k;
+    const float w = weights[pairs[r]];
+    double dot = 0;
+    for (int64_t c = 0; c < C; ++c) {
+      const float g = load_elem(dout, t, row * C + c);
+      dot += static_cast<double>(g) * load_elem(in, t, r * C + c);
+      store_elem(din, t, r * C + c, w * g);
+    }
+    dweights[pairs[r]] = static_cast<float>(dot);
+  }
+}
+
 // torch.optim.AdamW / DeepSpeed FusedAdam(adam_w_mode=True): decoupled weight decay
 // p *= (1 - lr wd), then p -= lr mhat / (sqrt(vhat) + eps).
 void CpuBackend::adam_step(std::span<const AdamChunk> chunks, const AdamParams& a, MemTier) {

@@ -56,6 +56,18 @@ class CpuBackend final : public Backend {
   void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets, float dloss,
                               int64_t N, int64_t V, DType t) override;
   void adam_step(std::span<const AdamChunk> chunks, const AdamParams& p, MemTier tier) override;
+  bool has_moe_kernels() const override { return true; }
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t N, int64_t E,
+                         int64_t k, bool renorm, DType t) override;
+  void moe_route_backward(void* dlogits, const float* dweights, const float* probs, const int32_t* idx,
+                          int64_t N, int64_t E, int64_t k, bool renorm, DType t) override;
+  void gather_rows(void* out, const void* in, const int32_t* pairs, int64_t R, int64_t C, int64_t k,
+                   DType t) override;
+  void scatter_add_rows(void* out, const void* in, const int32_t* pairs, const float* weights, int64_t R,
+                        int64_t C, int64_t k, DType t) override;
+  void scatter_add_rows_backward(void* din, float* dweights, const void* dout, const void* in,
+                                 const int32_t* pairs, const float* weights, int64_t R, int64_t C, int64_t k,
+                                 DType t) override;
 
  private:
   std::vector<float> wa_, wb_, wc_;  // GEMM widening workspace

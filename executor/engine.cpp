@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <mutex>
 #include <thread>
 
@@ -28,7 +29,11 @@ namespace {
 // (module registration order), which is the order of DeepSpeed's flat buffers: embed_tokens;
 // per layer self_attn.{q,k,v,o}_proj, mlp.{gate,up,down}_proj, input_layernorm,
 // post_attention_layernorm; norm; lm_head.
-enum LayerParam { kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kNumLayerParams };
+// A MoE layer (Mixtral in transformers 5.x, modeling_mixtral.py MixtralSparseMoeBlock) has instead of
+// gate/up/down the router mlp.gate.weight [E, C] (MixtralTopKRouter) and the fused experts
+// mlp.experts.gate_up_proj [E, 2F, C] and mlp.experts.down_proj [E, C, F] (MixtralExperts), in
+// that registration order; F = moe_intermediate_size. Absent weights are -1.
+enum LayerParam { kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kRouter, kExpGateUp, kExpDown, kNumLayerParams };
 
 struct Param {
   std::string name;
@@ -48,6 +53,9 @@ struct Layout {
   int64_t total = 0;                      // trainable elements
   int64_t frozen_total = 0;               // frozen elements (LoRA)
   int64_t C = 0, L = 0, Hq = 0, Hkv = 0, D = 0, I = 0, V = 0;
+  int64_t E = 0, K = 0, F = 0;  // MoE: experts, experts per token (top-k), expert width
+  bool renorm = true;           // MoE: top-k weights renormalised to sum 1 (Mixtral; Qwen norm_topk_prob)
+  std::vector<bool> moe;        // per layer: a sparse MoE block instead of the dense MLP
   int embed = 0, final_norm = 0, lm_head = 0;
   int64_t lora_rank = 0;
   float lora_scale = 0;                                  // alpha / r
@@ -75,6 +83,9 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
   lo.D = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
   lo.I = m.intermediate_size;
   lo.V = m.vocab_size;
+  lo.E = m.num_experts;
+  lo.K = m.experts_per_token;
+  lo.F = m.moe_intermediate_size > 0 ? m.moe_intermediate_size : m.intermediate_size;
   const bool peft = lora.rank > 0;
   lo.lora_rank = lora.rank;
   lo.lora_scale = peft ? lora.alpha / static_cast<float>(lora.rank) : 0.0f;
@@ -110,13 +121,21 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
     const int mod = 1 + static_cast<int>(l);
     const std::string p = "model.layers." + std::to_string(l) + ".";
     std::array<int, kNumLayerParams> ids{};
+    ids.fill(-1);
     ids[kQ] = add_linear(p + "self_attn.", "q_proj", mod, lo.Hq * lo.D, lo.C);
     ids[kK] = add_linear(p + "self_attn.", "k_proj", mod, lo.Hkv * lo.D, lo.C);
     ids[kV] = add_linear(p + "self_attn.", "v_proj", mod, lo.Hkv * lo.D, lo.C);
     ids[kO] = add_linear(p + "self_attn.", "o_proj", mod, lo.C, lo.Hq * lo.D);
-    ids[kGate] = add_linear(p + "mlp.", "gate_proj", mod, lo.I, lo.C);
-    ids[kUp] = add_linear(p + "mlp.", "up_proj", mod, lo.I, lo.C);
-    ids[kDown] = add_linear(p + "mlp.", "down_proj", mod, lo.C, lo.I);
+    lo.moe.push_back(m.is_moe_layer(l));
+    if (lo.moe.back()) {
+      ids[kRouter] = add(p + "mlp.gate.weight", mod, lo.E * lo.C);
+      ids[kExpGateUp] = add(p + "mlp.experts.gate_up_proj", mod, lo.E * 2 * lo.F * lo.C);
+      ids[kExpDown] = add(p + "mlp.experts.down_proj", mod, lo.E * lo.C * lo.F);
+    } else {
+      ids[kGate] = add_linear(p + "mlp.", "gate_proj", mod, lo.I, lo.C);
+      ids[kUp] = add_linear(p + "mlp.", "up_proj", mod, lo.I, lo.C);
+      ids[kDown] = add_linear(p + "mlp.", "down_proj", mod, lo.C, lo.I);
+    }
     ids[kLn1] = add(p + "input_layernorm.weight", mod, lo.C);
     ids[kLn2] = add(p + "post_attention_layernorm.weight", mod, lo.C);
     lo.layers.push_back(ids);
@@ -179,10 +198,15 @@ float round_to(DType t, float v) {
 
 // Saved tensors of one decoder layer's forward ([N = B*T] rows). With full checkpointing one set
 // is recomputed per layer during backward.
+// A MoE layer's gate/up/act hold the routed rows ([N*K, F]) and it adds the routing buffers.
 struct LayerActs {
   DeviceBuffer ln1, q, k, v, att, xmid, ln2, gate, up, act;  // act dtype
   DeviceBuffer rstd1, rstd2, lse;                            // F32
   std::array<DeviceBuffer, kNumLayerParams> xa;              // LoRA: x A^T of each adapted linear [N, r]
+  DeviceBuffer probs, topk_w;                                // MoE, F32: softmax [N, E], top-k weights [N, K]
+  DeviceBuffer topk_idx, pairs;                              // MoE, int32: experts [N, K], rows by expert [N*K]
+  DeviceBuffer xg, eo;                                       // MoE, act: gathered inputs, expert outputs [N*K, C]
+  std::vector<int64_t> expert_rows;                          // MoE (host): row offset of each expert, E + 1
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -264,10 +288,15 @@ class RankEngine {
   const void* W(int pid) const;
   void use(int pid);
   void done(int pid);
+  void use_module(std::initializer_list<int> pids);
+  void done_module(std::initializer_list<int> pids);
+  int module_offset_ = 0;  // stage 3: position of the weight being fetched within its module
   void* grad_slot(int pid);
   void grad_ready(int pid);
   void layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a);
   void layer_backward(int64_t l, const void* x_in, LayerActs& a);
+  void moe_forward(int64_t l, void* x_out, LayerActs& a);
+  DeviceBuffer moe_backward(int64_t l, LayerActs& a);
   // dres_ += RMSNorm backward; the weight gradient goes to its slot, or (frozen) to a scratch.
   void norm_backward(int pid, const void* dy, const void* x, const float* rstd);
   LayerActs alloc_layer_acts(int64_t l);
@@ -670,8 +699,9 @@ void RankEngine::s3_fetch(int pid) {
   if (!trace_complete_) {
     trace_.push_back(pid);  // PPC record_module: the first micro-step records the trace
   } else {
-    ZP_CHECK(trace_pos_ < static_cast<int>(trace_.size()) && trace_[static_cast<size_t>(trace_pos_)] == pid,
-             "stage-3 trace diverged at position {}", trace_pos_);
+    const int at = trace_pos_ + module_offset_;
+    ZP_CHECK(at < static_cast<int>(trace_.size()) && trace_[static_cast<size_t>(at)] == pid,
+             "stage-3 trace diverged at position {}", at);
   }
   if (gathered_[p]) {
     // PPC fetch_sub_module waits on the in-flight all-gather handle of this parameter only (its
@@ -688,7 +718,7 @@ void RankEngine::s3_fetch(int pid) {
   // available, until min(max_live - available, prefetch_bucket_size) elements are in flight. The
   // gathers run on the Comm stream (PPC's __allgather_stream) while compute goes on.
   if (!trace_complete_ || cfg_.zero.prefetch_bucket_size <= 0) return;
-  prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + 1);
+  prefetch_cursor_ = std::max(prefetch_cursor_, trace_pos_ + module_offset_ + 1);
   const int64_t budget =
       std::min(cfg_.zero.max_live_parameters - n_available_, cfg_.zero.prefetch_bucket_size);
   int64_t prefetching = 0;
@@ -750,13 +780,28 @@ LayerActs RankEngine::alloc_layer_acts(int64_t l) {
   a.xmid = buf(A, n * C, act_);            // residual after attention          [N, C]
   a.ln2 = buf(A, n * C, act_);             // post_attention_layernorm output   [N, C]
   a.rstd2 = buf(A, n, DType::F32);         //                                   [N]
-  a.gate = buf(A, n * I, act_);            // gate_proj output                  [N, I]
-  a.up = buf(A, n * I, act_);              // up_proj output                    [N, I]
-  a.act = buf(A, n * I, act_);             // silu(gate) * up (down_proj input) [N, I]
+  if (lo_.moe[static_cast<size_t>(l)]) {
+    // The sparse MoE block (moe_forward): R = N*K routed rows, grouped by expert.
+    const int64_t R = n * lo_.K, F = lo_.F;
+    a.probs = buf(A, n * lo_.E, DType::F32);  // router softmax                    [N, E]
+    a.topk_idx = buf(A, n * lo_.K, DType::F32);  // int32 selected experts          [N, K]
+    a.topk_w = buf(A, n * lo_.K, DType::F32);    // routing weights                 [N, K]
+    a.pairs = buf(A, R, DType::F32);             // int32 pair n*K+j of each row    [R]
+    a.xg = buf(A, R * C, act_);                  // gathered ln2 rows (experts' in) [R, C]
+    a.gate = buf(A, R * F, act_);                // experts' gate outputs           [R, F]
+    a.up = buf(A, R * F, act_);                  // experts' up outputs             [R, F]
+    a.act = buf(A, R * F, act_);                 // silu(gate) * up (down input)    [R, F]
+    a.eo = buf(A, R * C, act_);                  // experts' outputs, unweighted    [R, C]
+  } else {
+    a.gate = buf(A, n * I, act_);  // gate_proj output                  [N, I]
+    a.up = buf(A, n * I, act_);    // up_proj output                    [N, I]
+    a.act = buf(A, n * I, act_);   // silu(gate) * up (down_proj input) [N, I]
+  }
   // LoRA: lora_B's input x A^T is saved (PEFT: lora_B(lora_A(x)); lora_A saves x, which the
   // buffers above already hold).
   for (int p = kQ; p <= kDown; ++p)
-    if (lo_.lora_a[static_cast<size_t>(lo_.layer(l, static_cast<LayerParam>(p)))] >= 0)
+    if (lo_.layer(l, static_cast<LayerParam>(p)) >= 0 &&
+        lo_.lora_a[static_cast<size_t>(lo_.layer(l, static_cast<LayerParam>(p)))] >= 0)
       a.xa[static_cast<size_t>(p)] = buf(A, n * lo_.lora_rank, act_);  // [N, r]
   return a;
 }
@@ -767,6 +812,20 @@ void RankEngine::use(int pid) {
 }
 void RankEngine::done(int pid) {
   if (stage_ == 3) s3_release(pid);
+}
+// A module with several weights (the MoE block, a stage-3 leaf module): PPC fetch_sub_module gathers
+// all of its parameters before it runs and release_sub_module releases them after. Its weights keep
+// their own positions in the trace (in this order), so reuse distances and prefetch count them.
+void RankEngine::use_module(std::initializer_list<int> pids) {
+  module_offset_ = 0;
+  for (int p : pids) {
+    use(p);
+    ++module_offset_;
+  }
+  module_offset_ = 0;
+}
+void RankEngine::done_module(std::initializer_list<int> pids) {
+  for (int p : pids) done(p);
 }
 
 void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerActs& a) {
@@ -806,11 +865,66 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), W(id(kLn2)), n, C, cfg_.rms_eps,
                       act_);
   done(id(kLn2));
+  if (lo_.moe[static_cast<size_t>(l)]) {
+    be_.copy(x_out, a.xmid.data(), n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
+    moe_forward(l, x_out, a);  // x_out = xmid + sum_j w_j expert_j(ln2)
+    return;
+  }
   linear(kGate, a.ln2.data(), a.gate.data(), I, C, 0);
   linear(kUp, a.ln2.data(), a.up.data(), I, C, 0);
   be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, I, act_);
   be_.copy(x_out, a.xmid.data(), n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
   linear(kDown, a.act.data(), x_out, C, I, 1);  // x_out = xmid + act Wd^T
+}
+
+// The sparse MoE block, as transformers 5.x MixtralSparseMoeBlock computes it: router logits
+// ln2 Wr^T [N, E]; softmax in fp32; top-K; weights renormalised to sum 1; each expert e runs its
+// gated SiLU MLP on the rows routed to it (gather), and the outputs, scaled by their weights, are
+// added to the tokens' rows (index_add_). Stage 3: the block is one module (DeepSpeed 0.19.8's
+// default z3 leaf classes name MixtralSparseMoeBlock, runtime/zero/leaf_module_config.py): its
+// three weights are fetched together at its start and released together at its end.
+void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
+  const int64_t n = Ntok(), C = lo_.C, E = lo_.E, K = lo_.K, F = lo_.F, R = n * K;
+  const int64_t eb = dtype_bytes(act_);
+  const int wr = lo_.layer(l, kRouter), wgu = lo_.layer(l, kExpGateUp), wd = lo_.layer(l, kExpDown);
+  use_module({wr, wgu, wd});
+  {
+    DeviceBuffer logits = buf(MemCategory::Activations, n * E, act_);  // router logits [N, E], transient
+    be_.gemm(n, E, C, a.ln2.data(), false, W(wr), true, act_, logits.data(), act_, 1, 0);
+    be_.moe_route_forward(a.probs.as<float>(), a.topk_idx.as<int32_t>(), a.topk_w.as<float>(), logits.data(), n,
+                          E, K, lo_.renorm, act_);
+  }
+  // The rows of each expert, in token order (torch.where over the expert's mask): the host needs
+  // the counts to size each expert's GEMMs (HF's loop reads them too: nonzero / torch.where sync).
+  std::vector<int32_t> idx(static_cast<size_t>(n * K)), pairs(static_cast<size_t>(R));
+  be_.download(idx.data(), a.topk_idx.data(), n * K * 4);
+  a.expert_rows.assign(static_cast<size_t>(E) + 1, 0);
+  for (int32_t e : idx) ++a.expert_rows[static_cast<size_t>(e) + 1];
+  for (int64_t e = 0; e < E; ++e) a.expert_rows[static_cast<size_t>(e) + 1] += a.expert_rows[static_cast<size_t>(e)];
+  {
+    std::vector<int64_t> fill(a.expert_rows.begin(), a.expert_rows.end() - 1);
+    for (int64_t pr = 0; pr < n * K; ++pr)
+      pairs[static_cast<size_t>(fill[static_cast<size_t>(idx[static_cast<size_t>(pr)])]++)] =
+          static_cast<int32_t>(pr);
+  }
+  be_.upload(a.pairs.data(), pairs.data(), R * 4);
+  be_.gather_rows(a.xg.data(), a.ln2.data(), a.pairs.as<int32_t>(), R, C, K, act_);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t o = a.expert_rows[static_cast<size_t>(e)], c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
+    if (c == 0) continue;
+    const char* gu = static_cast<const char*>(W(wgu)) + e * 2 * F * C * eb;  // [2F, C]: gate rows, up rows
+    be_.gemm(c, F, C, a.xg.at(o * C), false, gu, true, act_, a.gate.at(o * F), act_, 1, 0);
+    be_.gemm(c, F, C, a.xg.at(o * C), false, gu + F * C * eb, true, act_, a.up.at(o * F), act_, 1, 0);
+  }
+  be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), R, F, act_);
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t o = a.expert_rows[static_cast<size_t>(e)], c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
+    if (c == 0) continue;
+    const char* dw = static_cast<const char*>(W(wd)) + e * C * F * eb;  // [C, F]
+    be_.gemm(c, C, F, a.act.at(o * F), false, dw, true, act_, a.eo.at(o * C), act_, 1, 0);
+  }
+  be_.scatter_add_rows(x_out, a.eo.data(), a.pairs.as<int32_t>(), a.topk_w.as<float>(), R, C, K, act_);
+  done_module({wr, wgu, wd});
 }
 
 void RankEngine::norm_backward(int pid, const void* dy, const void* x, const float* rstd) {
@@ -873,16 +987,21 @@ void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
     done(id(p));
   };
   // MLP
-  DeviceBuffer dact = buf(A, n * I, act_);
-  linear_bwd(kDown, dres_.data(), a.act.data(), dact.data(), C, I, 0);
-  DeviceBuffer dgate = buf(A, n * I, act_), dup = buf(A, n * I, act_);
-  be_.swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, I, act_);
-  dact.reset();
-  DeviceBuffer dln = buf(A, n * C, act_);
-  linear_bwd(kGate, dgate.data(), a.ln2.data(), dln.data(), I, C, 0);
-  linear_bwd(kUp, dup.data(), a.ln2.data(), dln.data(), I, C, 1);
-  dgate.reset();
-  dup.reset();
+  DeviceBuffer dln;
+  if (lo_.moe[static_cast<size_t>(l)]) {
+    dln = moe_backward(l, a);
+  } else {
+    DeviceBuffer dact = buf(A, n * I, act_);
+    linear_bwd(kDown, dres_.data(), a.act.data(), dact.data(), C, I, 0);
+    DeviceBuffer dgate = buf(A, n * I, act_), dup = buf(A, n * I, act_);
+    be_.swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), n, I, act_);
+    dact.reset();
+    dln = buf(A, n * C, act_);
+    linear_bwd(kGate, dgate.data(), a.ln2.data(), dln.data(), I, C, 0);
+    linear_bwd(kUp, dup.data(), a.ln2.data(), dln.data(), I, C, 1);
+    dgate.reset();
+    dup.reset();
+  }
   norm_bwd(kLn2, dln.data(), a.xmid.data(), a.rstd2.as<float>());  // dres += d(post_attention_layernorm)
   // attention
   DeviceBuffer datt = buf(A, n * qd, act_);
@@ -897,6 +1016,86 @@ void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
   linear_bwd(kK, dk.data(), a.ln1.data(), dln.data(), kd, C, 1);
   linear_bwd(kQ, dq.data(), a.ln1.data(), dln.data(), qd, C, 1);
   norm_bwd(kLn1, dln.data(), x_in, a.rstd1.as<float>());  // dres += d(input_layernorm)
+}
+
+// Backward of moe_forward, from dres_ = dL/dx_out; returns dL/d(ln2) [N, C]. Autograd's order:
+// the weighted scatter, the experts' down projections, SwiGLU, gate/up (the rows' input gradients
+// index_add_'ed back to their tokens), then the router (softmax, top-k weights). The experts' fused
+// weights get their gradients from their own rows only (a zeroed slot, one GEMM per expert with
+// rows); each tensor's hook fires once it is complete: down_proj, gate_up_proj, then the router.
+DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
+  const int64_t n = Ntok(), C = lo_.C, E = lo_.E, K = lo_.K, F = lo_.F, R = n * K;
+  const int64_t eb = dtype_bytes(act_);
+  const auto A = MemCategory::Activations;
+  const int wr = lo_.layer(l, kRouter), wgu = lo_.layer(l, kExpGateUp), wd = lo_.layer(l, kExpDown);
+  auto rows = [&](int64_t e) {
+    const int64_t o = a.expert_rows[static_cast<size_t>(e)];
+    return std::pair<int64_t, int64_t>(o, a.expert_rows[static_cast<size_t>(e) + 1] - o);
+  };
+  use_module({wr, wgu, wd});
+  DeviceBuffer dw = buf(A, n * K, DType::F32);  // dL/d(routing weights) [N, K]
+  DeviceBuffer deo = buf(A, R * C, act_);       // dL/d(expert outputs)  [R, C]
+  be_.scatter_add_rows_backward(deo.data(), dw.as<float>(), dres_.data(), a.eo.data(), a.pairs.as<int32_t>(),
+                                a.topk_w.as<float>(), R, C, K, act_);
+  DeviceBuffer dact = buf(A, R * F, act_);
+  {
+    void* g = grad_slot(wd);  // [E, C, F]
+    for (int64_t e = 0; e < E; ++e) {
+      const auto [o, c] = rows(e);
+      if (c == 0) continue;
+      be_.gemm(C, F, c, deo.at(o * C), true, a.act.at(o * F), false, act_, static_cast<char*>(g) + e * C * F * eb,
+               act_, 1, 1);  // dWd_e += deo_e^T act_e
+    }
+    grad_ready(wd);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const auto [o, c] = rows(e);
+    if (c == 0) continue;
+    const char* w = static_cast<const char*>(W(wd)) + e * C * F * eb;
+    be_.gemm(c, F, C, deo.at(o * C), false, w, false, act_, dact.at(o * F), act_, 1, 0);  // dact_e = deo_e Wd_e
+  }
+  deo.reset();
+  DeviceBuffer dgate = buf(A, R * F, act_), dup = buf(A, R * F, act_);
+  be_.swiglu_backward(dgate.data(), dup.data(), dact.data(), a.gate.data(), a.up.data(), R, F, act_);
+  dact.reset();
+  DeviceBuffer dxg = buf(A, R * C, act_);  // dL/d(gathered rows) [R, C]
+  {
+    void* g = grad_slot(wgu);  // [E, 2F, C]
+    for (int64_t e = 0; e < E; ++e) {
+      const auto [o, c] = rows(e);
+      if (c == 0) continue;
+      char* ge = static_cast<char*>(g) + e * 2 * F * C * eb;
+      be_.gemm(F, C, c, dgate.at(o * F), true, a.xg.at(o * C), false, act_, ge, act_, 1, 1);
+      be_.gemm(F, C, c, dup.at(o * F), true, a.xg.at(o * C), false, act_, ge + F * C * eb, act_, 1, 1);
+    }
+    grad_ready(wgu);
+  }
+  for (int64_t e = 0; e < E; ++e) {
+    const auto [o, c] = rows(e);
+    if (c == 0) continue;
+    const char* gu = static_cast<const char*>(W(wgu)) + e * 2 * F * C * eb;
+    be_.gemm(c, C, F, dgate.at(o * F), false, gu, false, act_, dxg.at(o * C), act_, 1, 0);
+    be_.gemm(c, C, F, dup.at(o * F), false, gu + F * C * eb, false, act_, dxg.at(o * C), act_, 1, 1);
+  }
+  dgate.reset();
+  dup.reset();
+  DeviceBuffer dln = buf(A, n * C, act_);
+  be_.zero(dln.data(), dln.bytes(), MemTier::Device);
+  be_.scatter_add_rows(dln.data(), dxg.data(), a.pairs.as<int32_t>(), nullptr, R, C, K, act_);
+  dxg.reset();
+  DeviceBuffer dlogits = buf(A, n * E, act_);
+  be_.moe_route_backward(dlogits.data(), dw.as<float>(), a.probs.as<float>(), a.topk_idx.as<int32_t>(), n, E, K,
+                         lo_.renorm, act_);
+  dw.reset();
+  {
+    void* g = grad_slot(wr);
+    be_.gemm(E, C, n, dlogits.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);  // dWr += dlogits^T ln2
+    grad_ready(wr);
+  }
+  be_.gemm(n, C, E, dlogits.data(), false, W(wr), false, act_, dln.data(), act_, 1, 1);  // dln += dlogits Wr
+  dlogits.reset();
+  done_module({wr, wgu, wd});
+  return dln;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1331,17 +1530,30 @@ void check_run_config(const RunConfig& cfg, int world_size) {
   if (m.params_only)
     throw_user_error(
         "the executor needs the model's architecture; give --model with a config.json, not --params");
-  if (m.model_type != "llama" && m.model_type != "mistral" && !m.model_type.empty())
-    throw_user_error("the executor runs Llama-style decoders only; model '{}' has model_type '{}'", m.name,
-                     m.model_type);
+  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "mixtral" && !m.model_type.empty())
+    throw_user_error("the executor runs Llama-style decoders and Mixtral only; model '{}' has model_type '{}'",
+                     m.name, m.model_type);
   if (m.norm != models::NormKind::RMSNorm || m.mlp != models::MlpKind::Gated ||
       m.position != models::PositionKind::Rotary || m.attention_bias || m.mlp_bias || m.fused_qkv ||
-      m.parallel_attention || m.extra_norms || m.is_moe() || m.tie_word_embeddings)
+      m.parallel_attention || m.extra_norms || m.tie_word_embeddings || m.qk_norm != models::QkNorm::None ||
+      m.norm_placement != models::NormPlacement::Pre || m.mla || m.attention_sinks || m.fused_gate_up)
     throw_user_error(
         "the executor runs Llama-style decoders (RMSNorm, rotary, gated SiLU MLP, no biases, untied "
-        "embeddings, "
-        "no MoE); model '{}' differs",
+        "embeddings, no q/k norms) and Mixtral-style MoE; model '{}' differs",
         m.name);
+  if (m.is_moe()) {
+    // Mixtral's sparse block (transformers modeling_mixtral.py): a bias-free router, top-k of softmax
+    // renormalised, routed experts only. Shared experts, router biases and score-correction biases
+    // (Qwen2-MoE, DeepSeek, gpt-oss, Llama-4) are other blocks the engine does not have.
+    if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0 || m.shared_expert_gate ||
+        m.router_bias || m.router_score_bias || m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
+      throw_user_error(
+          "the executor's MoE block is Mixtral's (bias-free router, softmax top-k with 1 <= k <= experts, no "
+          "shared experts); model '{}' differs",
+          m.name);
+    if (cfg.lora.rank > 0)
+      throw_user_error("the executor has no LoRA adapters on MoE blocks; train '{}' with --method full", m.name);
+  }
   if (m.hidden_size <= 0 || m.num_layers <= 0 || m.num_heads <= 0 || m.intermediate_size <= 0 ||
       m.vocab_size <= 0)
     throw_user_error(
@@ -1380,6 +1592,11 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   check_run_config(cfg, rt.world_size());
   const Layout lo = make_layout(cfg.model, cfg.lora);
   const auto ranks = rt.local_ranks();
+  if (cfg.model.is_moe())
+    for (int r : ranks)
+      if (!rt.backend(r).has_moe_kernels())
+        throw_user_error("model '{}' is a MoE model; the {} backend has no MoE kernels yet (use --backend cpu)",
+                         cfg.model.name, rt.backend(r).name());
   RunResult res;
   res.ranks.resize(ranks.size());
   std::vector<std::vector<double>> losses(ranks.size());

@@ -36,4 +36,19 @@ inline models::ModelSpec tiny_llama_small_spec() {
   return m;
 }
 
+// Mixtral-style MoE (transformers MixtralConfig fields): hidden 64, 2 layers, 4 heads, 2 kv heads,
+// 4 experts of width 96 (Mixtral's experts are intermediate_size wide), top-2, vocab 256, untied.
+// Same as tests/data/models/tiny-mixtral/config.json.
+inline models::ModelSpec tiny_mixtral_spec() {
+  models::ModelSpec m = tiny_llama_micro_spec();
+  m.name = "tiny-mixtral";
+  m.model_type = "mixtral";
+  m.intermediate_size = 96;
+  m.num_experts = 4;
+  m.experts_per_token = 2;
+  m.moe_style = models::MoeStyle::Mixtral;
+  m.moe_intermediate_size = 96;
+  return m;
+}
+
 }  // namespace zeroplan::exec
