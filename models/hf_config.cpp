@@ -341,6 +341,14 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
 
   // Norm placement and q/k norms (modeling_<family>.py DecoderLayer / Attention __init__).
   if (type == "gemma2" || type == "gemma3_text") m.norm_placement = NormPlacement::Sandwich;
+  // Gemma2Config: attn_logit_softcapping 50.0, final_logit_softcapping 30.0 (None disables);
+  // Gemma3TextConfig defaults both to None (configuration_gemma2.py / configuration_gemma3.py).
+  if (type == "gemma2" || type == "gemma3_text") {
+    const double dflt = type == "gemma2" ? 50.0 : 0.0;
+    m.attn_logit_softcapping = r.is_null("attn_logit_softcapping") ? 0.0 : r.opt_double({"attn_logit_softcapping"}, dflt);
+    m.final_logit_softcapping =
+        r.is_null("final_logit_softcapping") ? 0.0 : r.opt_double({"final_logit_softcapping"}, type == "gemma2" ? 30.0 : 0.0);
+  }
   if (type == "glm4") m.norm_placement = NormPlacement::Glm4;
   if (type == "olmo2") m.norm_placement = NormPlacement::PostOnly;
   m.extra_norms = m.norm_placement == NormPlacement::Sandwich || m.norm_placement == NormPlacement::Glm4;
@@ -411,6 +419,10 @@ void read_gpt2(const ConfigReader& r, ModelSpec& m) {
   m.activation = r.opt_string({"activation_function"}, "gelu_new");
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
   m.attention_bias = m.mlp_bias = true;  // Conv1D always has a bias
+  // GPT2Config defaults resid_pdrop = embd_pdrop = attn_pdrop = 0.1 (configuration_gpt2.py).
+  m.resid_dropout = r.opt_double({"resid_pdrop"}, 0.1);
+  m.attn_dropout = r.opt_double({"attn_pdrop"}, 0.1);
+  m.embd_dropout = r.opt_double({"embd_pdrop"}, 0.1);
   m.fused_qkv = true;
 }
 
@@ -432,6 +444,11 @@ void read_opt(const ConfigReader& r, ModelSpec& m) {
   m.norm_bias = true;
   m.mlp = MlpKind::Plain;
   m.activation = r.opt_string({"activation_function"}, "relu");
+  // OPTConfig: dropout 0.1, attention_dropout 0.0 (configuration_opt.py); OPTDecoderLayer applies
+  // `dropout` after the attention and after fc2, OPTDecoder none to the embeddings (modeling_opt.py).
+  m.resid_dropout = r.opt_double({"dropout"}, 0.1);
+  m.attn_dropout = r.opt_double({"attention_dropout"}, 0.0);
+  m.embd_dropout = 0.0;
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", true);
   m.attention_bias = m.mlp_bias = r.opt_bool("enable_bias", true);
   // OPTDecoder keeps final_layer_norm only when do_layer_norm_before and not _remove_final_layer_norm

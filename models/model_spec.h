@@ -134,6 +134,13 @@ struct ModelSpec {
   bool final_norm = true;                 // OPT with do_layer_norm_before=false has no final norm
   double rotary_pct = 1.0;                // GPT-NeoX: fraction of head_dim that is rotated
   double norm_eps = 0.0;                  // rms_norm_eps / layer_norm_epsilon as given (0 = not given)
+  // Dropout probabilities as the config gives them (GPT-2 resid_pdrop/attn_pdrop/embd_pdrop, OPT
+  // dropout/attention_dropout); -1 = the config names none, and the planner keeps Korthikanti's
+  // GPT-style assumption (dropout after attention, MLP and embedding) for LayerNorm + plain-MLP layers.
+  // A probability of 0 saves no mask (ATen Dropout.cpp dropout/_dropout_impl return the input).
+  double resid_dropout = -1.0, attn_dropout = -1.0, embd_dropout = -1.0;
+  // Gemma-2 tanh soft-capping (Gemma2Config attn_logit_softcapping / final_logit_softcapping; 0 = none).
+  double attn_logit_softcapping = 0.0, final_logit_softcapping = 0.0;
 
   // --model DIR with *.safetensors: the checkpoint's own tensors (headers only), which inventory()
   // then returns instead of the one derived from the config's fields. Quantized checkpoints keep their

@@ -140,14 +140,48 @@ LayerFlags layer_flags(const Workload& w, const models::LayerInventory* layer) {
 
 // Activation bytes of one decoder layer for one sample of s tokens. Each term is a tensor autograd
 // saves for the backward pass (PyTorch derivatives.yaml: mul saves the other operand, pow and
-// silu/gelu save their input, softmax/log_softmax save their output, linear saves its input for
-// the weight gradient, native_layer_norm saves input + mean + rstd).
+// silu/gelu save their input, relu/tanh/softmax/log_softmax save their output, linear saves its input
+// for the weight gradient, native_layer_norm saves input + mean + rstd). Checked tensor by tensor
+// against transformers 5.24 / torch 2.15 on CPU (tests/deepspeed/fixtures/0.19.8: the harness's
+// saved_tensors_hooks count, dedup by storage; docs/conformance.md lists the per-op tensors). Terms of
+// a few bytes per token (RMSNorm's fp32 rsqrt, LayerNorm's mean/rstd, MoE routing indices) are left
+// out, as in Korthikanti et al. 2022.
 struct LayerActivation {
   int64_t without_core = 0;  // everything except the attention core's s^2 tensors
   int64_t core = 0;          // eager attention scores/probabilities/dropout (recomputed by selective)
 };
 
-LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e) {
+// Dropout with a given probability p saves a 1-byte mask (ATen Dropout.cpp: native_dropout returns
+// the bool mask that its backward multiplies by); p = 0 saves nothing (`_dropout_impl` / nn.functional
+// dropout return the input unchanged, Dropout.cpp `if (p == 0 || !train ...) return input`). -1 means
+// the config gave no probability: GPT-style layers then keep Korthikanti's assumption (dropout on).
+bool dropout_on(double p, bool gpt_style) { return p < 0 ? gpt_style : p > 0; }
+
+// Tensors of the MLP's intermediate width that a plain (fc1 -> act -> fc2) MLP's activation saves,
+// fc2's input excluded (PyTorch derivatives.yaml; transformers activations.py ACT2FN):
+//   gelu, gelu_pytorch_tanh, silu: one (gelu/silu save their input);
+//   gelu_new (NewGELUActivation, Python ops 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))): four - pow
+//     saves x, tanh saves its output, and the final product saves both 0.5*x and (1 + tanh);
+//   relu: none beyond fc2's input (relu saves its output, which is fc2's input: one storage).
+// Recorded: gpt2 (gelu_new) layer 262,144 B x 4 + fc2 input; opt (relu) one 262,144 B tensor.
+int64_t plain_act_tensors(const std::string& act) {
+  if (act == "relu") return 0;
+  if (act == "gelu_new") return 4;
+  return 1;
+}
+
+// Families whose apply_rotary_pos_emb builds q/k with torch.cat (partial rotary: Phi-3
+// modeling_phi3.py `q_embed = torch.cat([(q_rot * cos) + ..., q_pass], dim=-1)`, GPT-NeoX, GLM, Phi,
+// StableLM): q is then contiguous head-major, SDPA's output takes the query's strides (measured, torch
+// 2.15 CPU: a head-major query gives a head-major output, a token-major one a token-major output), so
+// `attn_output.reshape(*input_shape, -1)` before o_proj copies it: o_proj saves a separate e*q_width.
+bool rope_by_concat(const std::string& t) {
+  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "stablelm"})
+    if (t == x) return true;
+  return false;
+}
+
+LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e, bool moe_layer) {
   const auto& m = w.model;
   const int64_t s = w.train.seq_len;
   const int64_t h = m.hidden_size;
@@ -157,81 +191,163 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
   const int64_t inter = m.intermediate_size;
   const bool eager = w.train.attention == Attention::Eager;
-  // GPT-style layers (LayerNorm + plain GELU MLP: GPT-2, GPT-3, OPT) train with dropout after the
+  const bool cpu = w.train.runtime == Runtime::Cpu;
+  // GPT-style layers (LayerNorm + plain MLP: GPT-2, GPT-3, OPT) may train with dropout after the
   // attention and the MLP and inside the attention (Korthikanti et al. 2022 §4.1); Llama-style
   // layers have none (attention_dropout 0.0, no residual dropout in modeling_llama.py).
-  const bool dropout = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+  const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+  const bool resid_dropout = dropout_on(m.resid_dropout, gpt_style);
+  const bool attn_dropout = dropout_on(m.attn_dropout, gpt_style);
 
   // Norms. HF LlamaRMSNorm.forward upcasts the input to fp32, then pow(2) and the multiply by
-  // rsqrt both save that fp32 copy (4h bytes per token), and `weight * x.to(dtype)` saves the
-  // normalised x (e*h) when the weight is trained. nn.LayerNorm saves its input (e*h; its fp32 mean
-  // and rstd, 8 bytes per token, are below Korthikanti's resolution and left out).
-  const int64_t rms = 4 * h + (f.norm_weight_trainable ? e * h : 0);
-  const int64_t norm = m.norm == models::NormKind::RMSNorm ? rms : e * h;
+  // rsqrt both save that fp32 copy (4w bytes per token), and `weight * x.to(dtype)` saves the
+  // normalised x (e*w) when the weight is trained. Gemma's RMSNorm (modeling_gemma2.py
+  // Gemma2RMSNorm.forward: `output = self._norm(x.float()); output = output * (1.0 +
+  // self.weight.float())`) keeps the normalised output in fp32: 4w + 4w when the weight trains
+  // (recorded: gemma2 131,072 + 131,072 B per norm at 128 tokens x 256). nn.LayerNorm saves its input
+  // (e*w; its mean and rstd, 2 values per token, are below Korthikanti's resolution and left out).
+  const bool gemma_norm = m.model_type.rfind("gemma", 0) == 0;
+  auto norm_of = [&](int64_t width, bool trains) -> int64_t {
+    if (m.norm == models::NormKind::LayerNorm) return e * width;
+    return 4 * width + (trains ? (gemma_norm ? 4 : e) * width : 0);
+  };
+  const int64_t norm = norm_of(h, f.norm_weight_trainable);
   // Parallel attention (Falcon-7B, GPT-J): one norm feeds both branches; Falcon-40B's
   // new_decoder_architecture has ln_attn and ln_mlp (modeling_falcon.py FalconDecoderLayer).
   const bool shared_input = m.parallel_attention && !m.new_decoder_architecture;
   const int64_t num_norms = (shared_input ? 1 : 2) + (m.extra_norms ? 2 : 0);
 
   int64_t per_token = num_norms * norm;
+  int64_t lse_per_sample = 0;  // the fused kernels' fp32 log-sum-exp, per sample
+  // SDPA's kernel: CUDA uses FlashAttention for 16-bit q/k/v of equal head width <= 256 and the
+  // memory-efficient kernel otherwise (fp32, or a value width different from the query's, as MLA has:
+  // aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_head_dim_size_flash requires q, k and v
+  // of one head width, check_head_dim_size_mem_efficient only q and k). The efficient kernel's
+  // logsumexp is fp32 [b, heads, ceil(s/32)*32] (cuda/attention.cu _efficient_attention_forward,
+  // kAlignLSE = 32); flash's softmax_lse is fp32 [b, heads, s]. On CPU, SDPA uses its flash kernel
+  // (_scaled_dot_product_flash_attention_cpu, same lse) when q/k/v share a head width and falls back to
+  // the math path otherwise (sdp_utils_cpp.cpp check_head_dim_size_cpp).
+  auto lse_bytes = [&](bool efficient) {
+    return checked_mul(4 * a, efficient ? ceil_div(s, int64_t{32}) * 32 : s);
+  };
+
   // Attention block. Korthikanti Table 2 terms in brackets (bytes per token, 16-bit, b=1):
   //   QKV input [2h], Q and K [4h], V [2h], output-projection input [2h], output dropout mask [h].
   if (f.attn_in_saved) per_token += e * h;
-  if (eager) {
+  int64_t core_per_score = 0;  // bytes per attention score (a*s^2 per sample) saved by the core
+  if (m.mla) {
+    // DeepSeek-V2/V3 MLA (modeling_deepseek_v3.py DeepseekV3Attention.forward): q_a_proj ->
+    // q_a_layernorm -> q_b_proj (or a plain q_proj when q_lora_rank is 0), kv_a_proj_with_mqa (same
+    // input as q_a_proj: one storage) -> split -> kv_a_layernorm -> kv_b_proj. Each low-rank norm is
+    // an RMSNorm of its rank; q_b_proj and kv_b_proj save the normed output (e*rank).
+    const int64_t dqk = m.qk_nope_head_dim + m.qk_rope_head_dim;
+    const int64_t dv = m.v_head_dim;
+    if (m.q_lora_rank > 0) per_token += norm_of(m.q_lora_rank, f.norm_weight_trainable) + e * m.q_lora_rank;
+    per_token += norm_of(m.kv_lora_rank, f.norm_weight_trainable) + e * m.kv_lora_rank;
+    if (eager) {
+      per_token += e * a * dqk * 2 + e * a * dv + e * a * dv;  // q, k, v for the matmuls; o_proj input
+      core_per_score = e == 4 ? 4 : 4 + e;
+    } else if (cpu) {
+      // q/k/v widths differ (dqk != dv): the CPU math fallback, which computes in fp32 for 16-bit
+      // inputs (attention.cpp _scaled_dot_product_attention_math: query_acc/key_acc/value_acc
+      // `.to(at::kFloat)`): matmul saves the scaled fp32 q and k^T (4*a*dqk each), matmul(attn, v)
+      // the fp32 v (4*a*dv) and the fp32 probabilities (softmax's output, 4 bytes per score); the
+      // head-major output is copied for o_proj (e*a*dv). Recorded (deepseek_v3, 128 tokens):
+      // 98,304 + 98,304 + 65,536 + 131,072 + 32,768 B per layer.
+      per_token += 4 * a * (2 * dqk + dv) + e * a * dv;
+      core_per_score = 4;
+    } else {
+      // CUDA: the efficient kernel saves q and k (torch.cat outputs, e*a*dqk each), v (a split view
+      // of kv_b_proj's output, whose whole storage e*a*(nope + dv) stays alive), the output (also
+      // o_proj's input: the kernel writes it token-major) and the padded fp32 logsumexp.
+      per_token += 2 * e * a * dqk + e * a * (m.qk_nope_head_dim + dv) + e * a * dv;
+      lse_per_sample = lse_bytes(true);
+    }
+  } else if (eager) {
     // HF eager attention repeats K/V to all query heads (repeat_kv materialises a copy) before
     // matmul(Q, K^T) saves Q and the repeated K, and matmul(P, V) saves the repeated V.
     per_token += e * qw + e * qw + e * qw;
+    if (f.o_in_saved) per_token += e * qw;
   } else {
-    // FlashAttention-2 (flash_attn_func) saves q, k, v (GQA-native: k/v at kv width), the output,
-    // and the fp32 log-sum-exp per head (flash_attn_interface.py _flash_attn_forward returns
-    // softmax_lse, saved by FlashAttnFunc for backward).
-    per_token += e * qw + e * kvw + e * kvw + 4 * a;
+    // SDPA / FlashAttention-2 (flash_attn_func) save q, k, v (GQA-native: k/v at kv width), the
+    // output, and the fp32 log-sum-exp per head (flash_attn_interface.py _flash_attn_forward returns
+    // softmax_lse, saved by FlashAttnFunc for backward). The output is o_proj's input (one storage).
+    per_token += e * qw + e * kvw + e * kvw + e * qw;
+    // A fused qkv projection (GPT-2 c_attn, Phi-3 qkv_proj, Falcon/NeoX query_key_value): q, k, v
+    // are slices (views) of its output, so v keeps the whole e*(qw + 2kvw) storage alive; with RoPE,
+    // q and k are new tensors besides it (modeling_phi3.py Phi3Attention.forward slices `qkv`).
+    // Recorded: phi3 v storage 131,072 B at 128 tokens x 512 (q 256 + k 128 + v 128 wide).
+    if (m.fused_qkv && m.position == models::PositionKind::Rotary) per_token += e * (qw + kvw);
+    if (rope_by_concat(m.model_type) && f.o_in_saved) per_token += e * qw;
+    const bool efficient = !cpu && (e == 4 || d > 256);
+    lse_per_sample = lse_bytes(efficient);
   }
-  // Attention output = o_proj input (also saved by flash as `out`; counted once).
-  if (f.o_in_saved || !eager) per_token += e * qw;
-  if (dropout) per_token += h;  // 1-byte mask after the attention output projection
+  if (resid_dropout) per_token += h;  // 1-byte mask after the attention output projection
+  // Query/key norms (Qwen3, Gemma-3: RMSNorm(head_dim) on every head, modeling_qwen3.py
+  // Qwen3Attention.forward `self.q_norm(self.q_proj(...).view(hidden_shape))`; OLMo-2: over the full
+  // width; Cohere/Phi: LayerNorm): the same norm terms at q and k width. Recorded: qwen3_moe q_norm
+  // 131,072 + 65,536 B, k_norm 65,536 + 32,768 B per layer at 128 tokens.
+  if (m.qk_norm != models::QkNorm::None) {
+    const bool ln = m.qk_norm == models::QkNorm::HeadMatrix || m.qk_norm == models::QkNorm::PhiPerHead;
+    per_token += ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
+  }
 
   // MLP block.
   // A MoE layer's tokens pass through top-k routed experts of moe_intermediate_size (Qwen2/3-MoE,
   // DeepSeek; Mixtral's experts are intermediate_size wide) plus any shared expert: the summed width
-  // is ModelSpec::active_mlp_width(); a dense layer's is intermediate_size.
-  const int64_t width = m.is_moe() ? m.active_mlp_width() : inter;
+  // is ModelSpec::active_mlp_width(); a dense layer's (and a MoE model's dense layers') is
+  // intermediate_size.
+  const int64_t width = moe_layer ? m.active_mlp_width() : inter;
   int64_t mlp = 0;
   if (f.mlp_in_saved && !(shared_input && f.attn_in_saved)) mlp += e * h;  // shared input when parallel
   if (m.mlp == models::MlpKind::Gated) {
     // SwiGLU (LlamaMLP: down(act(gate(x)) * up(x))): silu saves gate(x) [e*I], the multiply saves
-    // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains.
+    // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains. Phi-3's fused
+    // gate_up_proj gives the same bytes: silu saves the gate slice, whose storage is the whole 2I
+    // output that also holds up (modeling_phi3.py Phi3MLP.forward chunk), and the multiply saves
+    // act(gate) [e*I].
     mlp += 3 * e * width + (f.down_in_saved ? e * width : 0);
   } else {
-    // fc1 -> GELU -> fc2 (Korthikanti: GeLU input 8h and fc2 input 8h for I = 4h).
-    mlp += e * width + (f.down_in_saved ? e * width : 0);
+    // fc1 -> act -> fc2 (Korthikanti: GeLU input 8h and fc2 input 8h for I = 4h); the activation's own
+    // tensors from plain_act_tensors; relu's saved output is fc2's input (saved even when fc2 is
+    // frozen).
+    const bool relu = plain_act_tensors(m.activation) == 0;
+    mlp += plain_act_tensors(m.activation) * e * width + ((f.down_in_saved || relu) ? e * width : 0);
   }
-  if (m.is_moe()) {
-    mlp += 4 * m.num_experts;  // router logits softmax in fp32 (MixtralSparseMoeBlock)
+  if (moe_layer) {
+    mlp += 4 * m.num_experts;  // router logits softmax (or DeepSeek's sigmoid) in fp32
     // transformers 5.x experts loop (Qwen3MoeExperts/MixtralExperts.forward): for every routed
     // (token, expert) pair, `hidden_states[token_idx]` is a gathered copy that the gate_up linear
     // saves (h), the down projection's output is saved by the multiply with the routing weight (h),
     // and the int64 token index is saved by the gather and by index_add_ (8 + 8 bytes).
     mlp += std::max<int64_t>(1, m.experts_per_token) * (2 * e * h + 16);
+    // DeepSeek-V3's router runs in fp32 (modeling_deepseek_v3.py DeepseekV3TopkRouter.forward:
+    // `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))` saves the fp32
+    // input, 4h per token; recorded 131,072 B at 128 tokens x 256), besides the bf16 input the shared
+    // expert saves (counted above as the MLP input).
+    if (m.model_type == "deepseek_v3") mlp += 4 * h;
   }
-  if (dropout) mlp += h;  // 1-byte mask after the MLP
+  if (resid_dropout) mlp += h;  // 1-byte mask after the MLP
   per_token += mlp;
 
   LayerActivation r;
-  r.without_core = checked_mul(per_token, s);
-  if (eager) {
+  r.without_core = checked_add(checked_mul(per_token, s), lse_per_sample);
+  const int64_t ss = checked_mul(checked_mul(a, s), s);
+  if (eager && !m.mla) {
     // Per sample: the scores softmax'ed in fp32 (`softmax(..., dtype=torch.float32)` saves its
     // fp32 output, 4*a*s^2) then cast to the compute dtype and saved by matmul with V (e*a*s^2).
     // With dropout (GPT-style; Korthikanti's 5as^2b = softmax output 2 + mask 1 + dropout output 2):
     // softmax output, mask, dropout output.
-    const int64_t ss = checked_mul(checked_mul(a, s), s);
-    int64_t per_score;
-    if (dropout)
-      per_score = e + 1 + e;  // Korthikanti: 2 + 1 + 2 = 5 bytes per score in 16-bit
+    if (attn_dropout)
+      core_per_score = e + 1 + e;  // Korthikanti: 2 + 1 + 2 = 5 bytes per score in 16-bit
     else
-      per_score = e == 4 ? 4 : 4 + e;  // fp32 softmax output, plus its 16-bit cast when e = 2
-    r.core = checked_mul(ss, per_score);
+      core_per_score = e == 4 ? 4 : 4 + e;  // fp32 softmax output, plus its 16-bit cast when e = 2
+    // Gemma-2 soft-capping (modeling_gemma2.py eager_attention_forward: `attn_weights / softcap;
+    // tanh; * softcap`): tanh saves its output, e per score (recorded: 65,536 B per layer at b 2,
+    // 4 heads, s 64, bf16).
+    if (m.attn_logit_softcapping > 0) core_per_score += e;
   }
+  r.core = checked_mul(ss, core_per_score);
   return r;
 }
 
@@ -335,12 +451,23 @@ MemoryStats compute_memory_stats(const Workload& w) {
   const int64_t h = m.hidden_size;
   const int64_t V = m.vocab_size;
   const LayerFlags f = layer_flags(w, first_decoder);
-  const LayerActivation la = layer_activation(w, f, e);
+  // The repeated layer is a MoE one for MoE models; dense layers among them (DeepSeek's
+  // first_k_dense_replace, Qwen-MoE's mlp_only_layers: ModelSpec::is_moe_layer) save their own bytes,
+  // and the difference is carried with the layer count (layers_unsaved_per_sample below).
+  const LayerActivation la = layer_activation(w, f, e, m.is_moe());
   ActivationStats& act = st.act;
   act.known = true;
   act.num_layers = m.num_layers;
   act.layer_full_per_sample = checked_add(la.without_core, la.core);
   act.layer_selective_per_sample = la.without_core;
+  if (m.is_moe()) {
+    const LayerActivation dense = layer_activation(w, f, e, false);
+    int64_t dense_layers = 0;
+    for (int64_t i = 0; i < m.num_layers; ++i) dense_layers += m.is_moe_layer(i) ? 0 : 1;
+    // Same attention core in both, so one difference serves full and selective recomputation.
+    act.first_layer_unsaved_per_sample =
+        checked_add(act.first_layer_unsaved_per_sample, checked_mul(dense_layers, la.without_core - dense.without_core));
+  }
   if (lora && first_decoder != nullptr) {
     // PEFT lora.Linear.forward adds lora_B(lora_A(dropout(x))) * scaling: lora_B's weight gradient
     // needs its input, lora_A's output, r elements per token per adapter. Recorded: 7 adapters x r 8
@@ -359,16 +486,16 @@ MemoryStats compute_memory_stats(const Workload& w) {
     for (const auto& layer : inv)
       for (const auto& t : layer.tensors) embedding_trains |= t.is_embedding && lt.targeted(t);
     if (!embedding_trains)
-      act.first_layer_unsaved_per_sample =
-          checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
+      act.first_layer_unsaved_per_sample += checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
   }
   // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
   // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.
   act.layer_input_per_sample = checked_mul(e * h, s);
-  const bool dropout = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+  const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
   // Embedding: the lookup saves only the token ids; GPT-style models apply dropout to the embedding
-  // output (a 1-byte mask per element, Korthikanti §4.3 "input embeddings").
-  act.embedding_per_sample = dropout ? checked_mul(h, s) : 0;
+  // output (a 1-byte mask per element, Korthikanti §4.3 "input embeddings") when its probability is
+  // not 0 (GPT-2 embd_pdrop; OPT applies none).
+  act.embedding_per_sample = dropout_on(m.embd_dropout, gpt_style) ? checked_mul(h, s) : 0;
   // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
   // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype
   // for the batch (position_ids [1, s], int64), and every layer's apply_rotary_pos_emb saves them:
@@ -382,9 +509,15 @@ MemoryStats compute_memory_stats(const Workload& w) {
       act.rope_tables = checked_add(checked_mul(checked_mul(2 * e, s), d), checked_mul(8, s));
     }
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
-  const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : e * h) : e * h;
+  // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
+  const int64_t final_norm_out = m.model_type.rfind("gemma", 0) == 0 ? 4 : e;
+  const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
   act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
+  // Gemma-2 final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM.forward: `logits / cap;
+  // tanh; * cap`): tanh saves its output, the logits in the compute dtype (recorded: 524,288 B =
+  // 128 tokens x 2048 x 2).
+  if (m.final_logit_softcapping > 0) act.head_per_sample = checked_add(act.head_per_sample, checked_mul(checked_mul(e, V), s));
   // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
   // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces
   // logits in the compute dtype, ForCausalLMLoss does `logits = logits.float()` and

@@ -67,8 +67,10 @@ struct ActivationStats {
   // RoPE models: the rotary cos/sin tables and position ids every layer's attention saves, one
   // storage for the whole micro-batch (not per sample). See memory_stats.cpp.
   int64_t rope_tables = 0;
-  // LoRA/QLoRA with frozen embeddings: the first decoder layer's input needs no gradient, so its
-  // first norm saves nothing; these bytes per sample are not saved once (memory_stats.cpp).
+  // Bytes per sample the decoder layers save less than num_layers x the repeated layer: with
+  // LoRA/QLoRA and frozen embeddings the first layer's input needs no gradient, so its first norm saves
+  // nothing; in a MoE model with dense layers (DeepSeek first_k_dense_replace) each dense layer saves
+  // its own MLP's bytes instead of the MoE layer's (memory_stats.cpp). May be negative.
   int64_t first_layer_unsaved_per_sample = 0;
 };
 

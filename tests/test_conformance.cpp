@@ -285,6 +285,10 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     }
     const int64_t ds = fx["saved_activations"]["total"].get<int64_t>();
     const double rel_err = ds > 0 ? std::abs(static_cast<double>(zp - ds)) / static_cast<double>(ds) : 0.0;
+    if (std::getenv("ZP_CONFORMANCE_VERBOSE") != nullptr)
+      std::printf("saved_activations %s: DeepSpeed %lld, planner %lld (%+.2f%%)\n", fx.value("name", "").c_str(),
+                  static_cast<long long>(ds), static_cast<long long>(zp),
+                  ds > 0 ? 100.0 * static_cast<double>(zp - ds) / static_cast<double>(ds) : 0.0);
     CONFORM("saved_activations", rel_err <= 0.01,
             "DeepSpeed " << ds << ", planner " << zp << " (" << rel_err * 100 << "%)");
   }
