@@ -146,6 +146,13 @@ ComputeStats compute_compute_stats(const Workload& w) {
                                                   : 0.0) +
       (m.mlp == models::MlpKind::Gated ? 3 * f : 2 * f);
   s.head_elementwise_elems_per_token_fwd = 3.0 * static_cast<double>(m.vocab_size);
+  // Residual dropouts: the same rule as the activation memory (memory_stats.cpp dropout_on): the
+  // config's probability when it names one, else GPT-style layers (LayerNorm + plain MLP) have them.
+  {
+    const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+    const bool on = m.resid_dropout < 0 ? gpt_style : m.resid_dropout > 0;
+    s.resid_dropouts_per_layer = on ? 2.0 : 0.0;
+  }
 
   const auto& targets = w.train.lora_targets;
   const int64_t r = w.train.lora_rank;
@@ -172,6 +179,9 @@ ComputeStats compute_compute_stats(const Workload& w) {
     for (const auto& t : layer.tensors) {
       // One weight per norm module (LayerNorm biases are the same module).
       if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
+      // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
+      if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
+        s.bias_grad_width_per_layer += static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
       const bool target = s.frozen_base && is_lora_target(t, targets);
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());

@@ -114,6 +114,13 @@ struct ComputeStats {
   double act_elem_passes_fwd = 5, act_elem_passes_bwd = 8;
   double act_kernels_fwd = 2, act_kernels_bwd = 3;
   double layer_gemm_flops_per_token_fwd = 0;  // decoder-layer weight GEMMs only (recompute, HFU)
+  // Element-wise kernels HF runs in training only when the config asks (op_model.cpp, h5 for issue 13):
+  // residual dropouts per decoder layer with p > 0 (OPT/GPT-2: after attention and after the MLP;
+  // ATen native_dropout, one kernel each) and the output width summed over the decoder layer's
+  // trained linear biases (each bias gradient is a separate column-sum reduction of the output
+  // gradient in the backward).
+  double resid_dropouts_per_layer = 0;
+  double bias_grad_width_per_layer = 0;
   // Memory-bound traffic per token in the forward, in activation ELEMENTS read + written (times the
   // activation dtype size gives bytes): per decoder layer (norms, residual adds, rotary, activation
   // function) and once for the head (softmax/cross-entropy over the vocabulary). Backward counted

@@ -357,6 +357,12 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
                s.act_elem_passes_fwd * a * f * m * L);
       b.memory("residual adds", pass, 2 * L, 6.0 * a * h * m * L);
+      // Residual dropout (OPT, GPT-2 with p > 0): F.dropout in training runs ATen's fused
+      // native_dropout (aten/src/ATen/native/cuda/Dropout.cu): read x, write the output and a 1-byte
+      // bool mask, (2a + 1) bytes per element, one launch. The recomputed forward draws it again.
+      if (s.resid_dropouts_per_layer > 0)
+        b.memory("residual dropout", pass, s.resid_dropouts_per_layer * L,
+                 s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
     };
     layer_forward(OpPass::Forward);
     b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
@@ -390,6 +396,22 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
              s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
     b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
+    // native_dropout_backward (masked scale): read the gradient and the mask, write the gradient.
+    if (s.resid_dropouts_per_layer > 0)
+      b.memory("residual dropout backward", OpPass::Backward, s.resid_dropouts_per_layer * L,
+               s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
+    // Trained linear biases (OPT, GPT-2, BLOOM, Qwen2 q/k/v): nn.Linear folds the [b, s, in] input
+    // into addmm (aten/src/ATen/native/Linear.cpp), whose autograd formula gives the bias gradient as
+    // the output gradient summed over the tokens (tools/autograd/derivatives.yaml addmm `self`,
+    // reduced by sum_to_size): a separate reduction kernel reading a bytes per output element, one
+    // launch per biased linear (the wgrad GEMM does not fuse it in eager mode).
+    if (s.bias_grad_width_per_layer > 0) {
+      double biased = 0;
+      for (const auto& gm : s.layer_gemms) biased += gm.trainable ? static_cast<double>(gm.count) : 0.0;
+      b.memory("linear bias gradients (column sums)", OpPass::Backward,
+               biased * L,
+               a * s.bias_grad_width_per_layer * m * L);
+    }
     if (!s.frozen_base || s.vocab == 0) {
       b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);
     }

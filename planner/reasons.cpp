@@ -363,11 +363,26 @@ std::string describe_config(const ZeroConfig& z) {
   return s;
 }
 
+// Long context with eager attention (issue 13 item 5): the saved scores grow as s^2 per layer
+// (memory_stats.cpp: layer_full - layer_selective is the quadratic core), flash/SDPA keeps the
+// activations linear in s. Said whenever the scores outweigh the linear part of a layer.
+std::string eager_scores_warning(const Workload& w, const ModelStats& s) {
+  const int64_t core = s.mem.act.layer_full_per_sample - s.mem.act.layer_selective_per_sample;
+  if (core <= 0 || core <= s.mem.act.layer_selective_per_sample) return {};
+  return fmt::format(
+      "Warning: eager attention materialises the s x s scores: {} per sample per layer at seq {} "
+      "(grows as s^2), more than the {} of everything else the layer saves{}.",
+      gb(core), w.train.seq_len, gb(s.mem.act.layer_selective_per_sample),
+      s.compute.sdpa_supported ? "; --attention flash keeps activation memory linear in s"
+                               : " (this model's HF code has no SDPA/flash path)");
+}
+
 void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
   r.reasons.clear();
   r.no_fit_reason.clear();
   if (!r.recommendation) {
     explain_no_fit(w, s, opts, r);
+    if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);
     return;
   }
   const Plan& rec = *r.recommendation;
@@ -411,6 +426,8 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     r.reasons.push_back(fmt::format("No offload is needed: the plan leaves {} of GPU memory unused.",
                                     gb(rec.capacity_bytes - rec.memory.peak)));
   }
+
+  if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);
 
   // The micro-batch and what limits it.
   if (!w.train.micro_batch && !w.train.global_batch) {

@@ -1,0 +1,130 @@
+// Long context (issue 13 item 5): activation memory at 32k-128k tokens is linear in the sequence with
+// flash/SDPA attention and quadratic with eager attention (and the plan says so); the element-wise
+// kernels HF adds in training for dropout and linear biases. Expected values are hand counts written
+// out below (the per-token Llama-2-7B layer count is derived in test_memory_activations.cpp from
+// modeling_llama.py), and OPT-13B's published config (facebook/opt-13b config.json: hidden 5120,
+// ffn_dim 20480, 40 layers, enable_bias true, dropout 0.1).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "model_specs.h"
+#include "models/model_spec.h"
+#include "planner/memory_stats.h"
+#include "planner/op_model.h"
+#include "planner/search.h"
+
+namespace zeroplan::planner {
+namespace {
+
+MemoryStats act_stats(int64_t seq, Attention att) {
+  Workload w;
+  w.model = testing::llama2_7b_spec();
+  w.train.seq_len = seq;
+  w.train.attention = att;
+  w.cluster.gpu.name = "test-gpu";
+  w.cluster.gpu.memory_bytes = 80'000'000'000;
+  return compute_memory_stats(w);
+}
+
+// Llama-2-7B layer, bf16, per token with FlashAttention-2 (test_memory_activations.cpp
+// LlamaLayerHandDerivation): norms 49,152 + attention 40,960 + log-sum-exp 128 + MLP 96,256 =
+// 186,496 bytes; nothing s^2. Eager drops the lse (186,368 per token) and saves the fp32 softmax
+// output and its bf16 cast: 6 bytes x 32 heads x s^2.
+TEST(LongContextActivations, FlashIsLinearInSequenceLength) {
+  for (int64_t s : {32768LL, 65536LL, 131072LL}) {
+    const MemoryStats m = act_stats(s, Attention::Flash);
+    EXPECT_EQ(m.act.layer_full_per_sample, 186'496 * s) << "seq " << s;
+    EXPECT_EQ(m.act.layer_selective_per_sample, 186'496 * s) << "seq " << s;
+  }
+  // 32k: 186,496 x 32,768 = 6,111,100,928 bytes (6.11 GB) per layer per sample;
+  // 128k is exactly four times that.
+  EXPECT_EQ(act_stats(131072, Attention::Flash).act.layer_full_per_sample,
+            4 * act_stats(32768, Attention::Flash).act.layer_full_per_sample);
+}
+
+TEST(LongContextActivations, EagerIsQuadraticInSequenceLength) {
+  // 32k: 186,368 x 32,768 = 6,106,906,624 linear + 6 x 32 x 32,768^2 = 206,158,430,208 scores.
+  const MemoryStats e32 = act_stats(32768, Attention::Eager);
+  EXPECT_EQ(e32.act.layer_selective_per_sample, 6'106'906'624);
+  EXPECT_EQ(e32.act.layer_full_per_sample, 6'106'906'624 + 206'158'430'208);
+  // 128k: the scores grow 16x (3,298,534,883,328), the linear part 4x (24,427,626,496).
+  const MemoryStats e128 = act_stats(131072, Attention::Eager);
+  EXPECT_EQ(e128.act.layer_full_per_sample - e128.act.layer_selective_per_sample, 3'298'534'883'328);
+  EXPECT_EQ(e128.act.layer_selective_per_sample, 24'427'626'496);
+}
+
+TEST(LongContextActivations, EagerAttentionAtLongSequenceWarns) {
+  Workload w;
+  w.model = models::load_model("llama-2-7b");
+  w.cluster = hw::parse_cluster("8xA100-80GB");
+  w.train.seq_len = 32768;
+  w.train.attention = Attention::Eager;
+  auto has_warning = [](const SearchResult& r) {
+    for (const auto& s : r.reasons)
+      if (s.find("eager attention materialises the s x s scores") != std::string::npos) return true;
+    return false;
+  };
+  const SearchResult eager = search(w, SearchOptions{});
+  EXPECT_TRUE(has_warning(eager));
+  w.train.attention = Attention::Flash;
+  EXPECT_FALSE(has_warning(search(w, SearchOptions{})));
+  // The warning is given when the scores outweigh the rest of the layer: at 2k they already do
+  // (6 x 32 x 2048^2 = 805 MB against 186,368 x 2048 = 382 MB); at 512 they do not (50 MB against
+  // 95 MB): no warning.
+  w.train.attention = Attention::Eager;
+  w.train.seq_len = 512;
+  EXPECT_FALSE(has_warning(search(w, SearchOptions{})));
+}
+
+const OpCost* find_op(const OpTable& t, OpPass pass, const std::string& name_part) {
+  for (int i = 0; i < t.size; ++i) {
+    const OpCost& c = t.ops[static_cast<size_t>(i)];
+    if (c.pass == pass && std::string(c.name).find(name_part) != std::string::npos) return &c;
+  }
+  return nullptr;
+}
+
+OpTable table_for(const char* model, int64_t seq) {
+  Workload w;
+  w.model = models::load_model(model);
+  w.cluster = hw::parse_cluster("8xA100-80GB");
+  w.train.seq_len = seq;
+  const ModelStats s = compute_model_stats(w);
+  return operator_table(w, s.compute, 1, Checkpointing::Full, 0);
+}
+
+TEST(TrainingOnlyKernels, OptDropoutAndBiasGradients) {
+  // OPT-13B, micro-batch 1 of 2048 tokens, bf16 (a = 2 bytes):
+  //  - 2 residual dropouts per layer (after self-attention and after fc2, modeling_opt.py
+  //    OPTDecoderLayer.forward), native_dropout r a + w a + w 1-byte mask = 5 bytes per element:
+  //    2 x 5 x 5120 x 2048 x 40 = 4,194,304,000 bytes in 80 launches; the same in the backward
+  //    (native_dropout_backward) and in the recomputed forward (full checkpointing).
+  //  - bias gradients: q, k, v, out_proj (4 x 5120) + fc1 (20480) + fc2 (5120) = 46,080 outputs per
+  //    token per layer, each read once (a bytes): 2 x 46,080 x 2048 x 40 = 7,549,747,200 bytes.
+  const OpTable t = table_for("opt-13b", 2048);
+  const OpCost* d = find_op(t, OpPass::Forward, "residual dropout");
+  ASSERT_NE(d, nullptr);
+  EXPECT_DOUBLE_EQ(d->bytes, 4'194'304'000.0);
+  EXPECT_DOUBLE_EQ(d->kernels, 80.0);
+  const OpCost* db = find_op(t, OpPass::Backward, "residual dropout backward");
+  ASSERT_NE(db, nullptr);
+  EXPECT_DOUBLE_EQ(db->bytes, 4'194'304'000.0);
+  const OpCost* dr = find_op(t, OpPass::Recompute, "residual dropout");
+  ASSERT_NE(dr, nullptr);
+  EXPECT_DOUBLE_EQ(dr->bytes, 4'194'304'000.0);
+  const OpCost* bg = find_op(t, OpPass::Backward, "linear bias gradients");
+  ASSERT_NE(bg, nullptr);
+  EXPECT_DOUBLE_EQ(bg->bytes, 7'549'747'200.0);
+}
+
+TEST(TrainingOnlyKernels, LlamaHasNeither) {
+  // Llama-2-7B: no linear biases (attention_bias false, mlp_bias false) and attention_dropout 0.0,
+  // no residual dropout in modeling_llama.py.
+  const OpTable t = table_for("llama-2-7b", 2048);
+  EXPECT_EQ(find_op(t, OpPass::Forward, "residual dropout"), nullptr);
+  EXPECT_EQ(find_op(t, OpPass::Backward, "linear bias gradients"), nullptr);
+}
+
+}  // namespace
+}  // namespace zeroplan::planner
