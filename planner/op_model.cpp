@@ -113,6 +113,15 @@ TimeModelData parse_data() {
   d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
   d.error_band = j.at("calibrated").at("error_band").get<double>();
   d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
+  if (j.contains("eager_attention")) {
+    auto chain = [](const nlohmann::json& arr, std::vector<TimeModelData::ScoreKernel>& out) {
+      for (const auto& k : arr)
+        out.push_back({k.at("op").get<std::string>(), k.at("launches").get<double>(), k.value("act_elems", 0.0),
+                       k.value("fp32_elems", 0.0)});
+    };
+    chain(j.at("eager_attention").at("forward"), d.eager_scores_fwd);
+    chain(j.at("eager_attention").at("backward"), d.eager_scores_bwd);
+  }
   return d;
 }
 
@@ -333,7 +342,50 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
     const double attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
     const double attn_io = a * m * (2 * q + 2 * kv);  // read q, k, v, write o
+    // Eager attention (no SDPA path, or --attention eager): transformers' eager_attention_forward
+    // materialises the full [b, heads, s, s] score tensor (no causal skipping): two batched GEMMs
+    // forward (Q K^T writes the scores, P V reads them), four backward (dP = dO V^T, dV = P^T dO,
+    // dQ = dS K, dK = dS^T Q), each 2*S*d FLOPs and S elements of score traffic, where S = b*heads*s^2
+    // per layer; between them the element-wise chain over the scores of time_model.json
+    // "eager_attention" (scale, + mask, fp32 softmax, cast; backward: cast, softmax backward, scale).
+    // With head_dim 64-128 these GEMMs do d FLOPs per score byte, below the A100/H100 ridge: the
+    // roofline makes them memory-bound. GQA: repeat_kv copies K and V to the query heads' width.
+    const double heads = static_cast<double>(std::max<int64_t>(1, w.model.num_heads));
+    const double score = static_cast<double>(micro) * heads * seq * seq;  // score elements per layer
+    const double hd = q / heads;
+    auto eager_attention = [&](OpPass pass, bool backward) {
+      const double gemms = backward ? 4.0 : 2.0;
+      OpCost c;
+      c.name = backward ? "attention QK^T/PV backward GEMMs (eager, batched, full square)"
+                        : "attention QK^T, PV GEMMs (eager, batched, full square)";
+      c.pass = pass;
+      c.m = static_cast<int64_t>(seq);
+      c.n = static_cast<int64_t>(seq);
+      c.k = static_cast<int64_t>(hd);
+      c.kernels = gemms * L;
+      c.flops = gemms * 2.0 * score * hd * L;
+      // Each GEMM reads or writes the score tensor once, plus its [b, s, q] operands and result.
+      c.bytes = gemms * (score * a + 2.0 * a * m * q) * L;
+      c.bound = OpBound::Compute;
+      c.efficiency = b.gemm_eff(2.0 * score * hd);
+      b.add(c);
+      double launches = 0, elems_bytes = 0;
+      for (const auto& k : backward ? d.eager_scores_bwd : d.eager_scores_fwd) {
+        launches += k.launches;
+        elems_bytes += k.act_elems * a + k.fp32_elems * 4.0;
+      }
+      b.memory(backward ? "attention score chain backward (eager: cast, softmax, scale)"
+                        : "attention score chain (eager: scale, +mask, fp32 softmax, cast)",
+               pass, launches * L, elems_bytes * score * L);
+      if (kv < q)  // repeat_kv: expand + reshape copies K and V (forward), their gradients summed back
+        b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * L,
+                 2.0 * a * (q + kv) * m * L);
+    };
     auto attention = [&](OpPass pass, bool backward, const char* name) {
+      if (!flash) {
+        eager_attention(pass, backward);
+        return;
+      }
       OpCost c;
       c.name = name;
       c.pass = pass;

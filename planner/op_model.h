@@ -72,6 +72,14 @@ struct TimeModelData {
   // Calibrated: eager element-wise kernels' bandwidth / STREAM copy bandwidth (all GPUs).
   double elementwise_bandwidth_factor = 1;
   double error_band = 0;  // calibrated: fraction, e.g. 0.12
+  // Eager attention (time_model.json "eager_attention"): the element-wise kernels transformers'
+  // eager_attention_forward runs over the [b, heads, s, s] score tensor, per score element:
+  // launches per layer, 16-bit (activation dtype) and fp32 elements read + written.
+  struct ScoreKernel {
+    std::string name;
+    double launches = 0, act_elems = 0, fp32_elems = 0;
+  };
+  std::vector<ScoreKernel> eager_scores_fwd, eager_scores_bwd;
 };
 const TimeModelData& time_model_data();
 // The GPU's architecture as the data file names it (default_architecture when not listed).

@@ -155,6 +155,41 @@ TEST(OperatorTable, TinyPassesAreBoundByHostLaunches) {
   EXPECT_EQ(t.kernels[f], 39 * 32 + 13);
 }
 
+TEST(OperatorTable, EagerAttentionMaterialisesTheFullScoreTensor) {
+  // Llama-2-7B, --attention eager, one sequence of 1024 tokens: per layer the score tensor has
+  // S = 32 heads x 1024 x 1024 = 33,554,432 elements (no causal skipping). Hand count of
+  // transformers' eager_attention_forward in bf16 (2 B; fp32 4 B), elements read + written:
+  //   forward:  * scaling r2 w2 = 4 B, + mask r2 (scores) r2 (mask) w2 = 6 B,
+  //             softmax(dtype=float32) r2 w4 = 6 B, .to(bf16) r4 w2 = 6 B        -> 22 B, 4 launches
+  //   backward: .to() backward r2 w4 = 6 B, _softmax_backward_data r4 r4 w2 = 10 B,
+  //             * scaling backward r2 w2 = 4 B                                   -> 20 B, 3 launches
+  //   GEMMs: Q K^T and P V forward, 2 x 2 x S x 128 FLOPs; four backward GEMMs, 4 x 2 x S x 128.
+  Workload w = llama7b("1xA100-80GB", 1024);
+  w.train.attention = Attention::Eager;
+  const ModelStats s = compute_model_stats(w);
+  const OpTable t = operator_table(w, s.compute, 1, Checkpointing::None, 0);
+  const double S = 32.0 * 1024 * 1024, L = 32;
+  const OpCost* chain = find_op(t, OpPass::Forward, "attention score chain");
+  ASSERT_NE(chain, nullptr);
+  EXPECT_DOUBLE_EQ(chain->bytes, 22.0 * S * L);
+  EXPECT_DOUBLE_EQ(chain->kernels, 4 * L);
+  const OpCost* chain_b = find_op(t, OpPass::Backward, "attention score chain backward");
+  ASSERT_NE(chain_b, nullptr);
+  EXPECT_DOUBLE_EQ(chain_b->bytes, 20.0 * S * L);
+  const OpCost* gemm = find_op(t, OpPass::Forward, "attention QK^T, PV");
+  ASSERT_NE(gemm, nullptr);
+  EXPECT_DOUBLE_EQ(gemm->flops, 2 * 2 * S * 128 * L);
+  const OpCost* gemm_b = find_op(t, OpPass::Backward, "attention QK^T/PV backward");
+  ASSERT_NE(gemm_b, nullptr);
+  EXPECT_DOUBLE_EQ(gemm_b->flops, 4 * 2 * S * 128 * L);
+  // Head dim 128 gives 128 FLOPs per 2-byte score element read or written: below the A100's ridge
+  // (312 TFLOP/s over 0.79 x 2.039 TB/s = 194 FLOP/B), so the roofline makes them memory-bound.
+  EXPECT_EQ(gemm->bound, OpBound::Memory);
+  // Per layer 39 forward launches with flash (TinyPassesAreBoundByHostLaunches) become 44: the
+  // attention core's 1 launch is replaced by 2 GEMMs + 4 element-wise kernels.
+  EXPECT_EQ(t.kernels[static_cast<size_t>(OpPass::Forward)], 44 * 32 + 13);
+}
+
 TEST(OperatorTable, LongContextIsDominatedByAttention) {
   // Llama-2-7B at 32k tokens on an A100: per layer the causal attention forward is
   // 2 * 32768^2 * 4096 = 8.8 TFLOP against 2 * 32768 * 202,375,168 = 13.3 TFLOP of weight GEMMs,
