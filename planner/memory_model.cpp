@@ -453,6 +453,21 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                     "one layer's saved tensors, recomputed during its backward");
         break;
     }
+    // LinearFunctionForZeroStage3 saves frozen linears' inputs (memory_stats.cpp); the layers' part
+    // is recomputed under full checkpointing, the head's is not. DeepSpeed 0.19.8's zero.Init(module=)
+    // (what deepspeed.initialize applies to a model built outside zero.Init) installs the override
+    // (partition_parameters.py Init.__init__ -> _enable_mem_efficient_linear); 0.16.9 and 0.18.9 install
+    // it only while a model is constructed inside `with zero.Init()` (patch_init_and_builtins), so a
+    // model built before deepspeed.initialize keeps torch's linear (recorded: their stage-3 LoRA
+    // fixtures save what stage 2 saves).
+    if (z.stage == 3 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
+      int64_t frozen = a.stage3_frozen_head_input_per_sample;
+      if (z.checkpointing != Checkpointing::Full)
+        frozen = checked_add(frozen, checked_mul(a.num_layers, a.stage3_frozen_linear_inputs_per_layer));
+      if (frozen > 0)
+        out.add_gpu("frozen linear inputs (ZeRO-3 linear)", Category::Activations, checked_mul(frozen, b), kFwdBwd,
+                    "zero3_linear_wrap saves every linear's input, frozen ones included (zero/linear.py)");
+    }
     if (a.rope_tables > 0)
       out.add_gpu(
           "rotary cos/sin + position ids", Category::Activations, a.rope_tables, kFwdBwd,

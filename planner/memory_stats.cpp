@@ -514,6 +514,22 @@ MemoryStats compute_memory_stats(const Workload& w) {
   const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
   act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
+  // ZeRO-3: deepspeed.zero.Init (partition_parameters.py _enable_mem_efficient_linear, on with the
+  // default zero_optimization.memory_efficient_linear = true, zero/config.py) sets
+  // torch.nn.functional.linear = zero3_linear_wrap, and LinearFunctionForZeroStage3.setup_context
+  // (zero/linear.py) calls ctx.save_for_backward(input, weight, bias) whatever requires grad: a frozen
+  // linear then saves its input too. Under LoRA that adds the LM head's input (recorded:
+  // llama-gqa_s3_n2_bf16_lora head_and_loss 1,246,724 B vs 1,181,188 at stage 2: +65,536 = 128 tokens x
+  // 256 x 2 B; the decoder layers are equal, every linear there has an adapter saving the same input)
+  // and, with explicit targets, the inputs of the untargeted decoder linears. QLoRA's 4-bit linears
+  // call bitsandbytes' matmul_4bit, not F.linear, so only its 16-bit head counts.
+  if (lora && !head_trains) act.stage3_frozen_head_input_per_sample = checked_mul(e * h, s);
+  if (w.train.method == Method::LoRA && first_decoder != nullptr) {
+    LayerFlags all = f;
+    all.attn_in_saved = all.o_in_saved = all.mlp_in_saved = all.down_in_saved = true;
+    act.stage3_frozen_linear_inputs_per_layer =
+        layer_activation(w, all, e, m.is_moe()).without_core - layer_activation(w, f, e, m.is_moe()).without_core;
+  }
   // Gemma-2 final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM.forward: `logits / cap;
   // tanh; * cap`): tanh saves its output, the logits in the compute dtype (recorded: 524,288 B =
   // 128 tokens x 2048 x 2).

@@ -72,6 +72,12 @@ struct ActivationStats {
   // nothing; in a MoE model with dense layers (DeepSeek first_k_dense_replace) each dense layer saves
   // its own MLP's bytes instead of the MoE layer's (memory_stats.cpp). May be negative.
   int64_t first_layer_unsaved_per_sample = 0;
+  // ZeRO stage 3 only (DeepSpeed's memory_efficient_linear, default on, replaces
+  // torch.nn.functional.linear by LinearFunctionForZeroStage3, which saves its input even for a frozen
+  // weight): the inputs of frozen linears that no LoRA adapter saves anyway, per decoder layer and for
+  // the LM head, per sample (memory_stats.cpp). 0 for full fine-tuning.
+  int64_t stage3_frozen_linear_inputs_per_layer = 0;
+  int64_t stage3_frozen_head_input_per_sample = 0;
 };
 
 struct MemoryStats {

@@ -292,6 +292,21 @@ TEST(ActivationsCuda, Fp32SdpaPadsTheLogsumexpTo32) {
             186'496 * 2000);
 }
 
+TEST(Activations, Zero3LinearSavesFrozenLinearInputs) {
+  // DeepSpeed 0.19.8 stage 3 replaces F.linear by LinearFunctionForZeroStage3, which saves its input
+  // for frozen weights too (zero/linear.py setup_context). Llama-2-7B, bf16, s = 2048:
+  //   all-linear LoRA: only the frozen lm_head's input is new, 2 x 4096 x 2048 = 16,777,216 B;
+  //   q_proj/v_proj only: per layer also the frozen MLP's inputs, gate/up input 2h = 8,192 and
+  //   down_proj input 2I = 22,016 per token -> 30,208 x 2048 = 61,865,984 B (o_proj's input is SDPA's
+  //   saved output already).
+  const MemoryStats all = stats(llama2_7b_spec(), 2048, Attention::Flash, Method::LoRA);
+  EXPECT_EQ(all.act.stage3_frozen_head_input_per_sample, 16'777'216);
+  EXPECT_EQ(all.act.stage3_frozen_linear_inputs_per_layer, 0);
+  const MemoryStats qv = stats(llama2_7b_spec(), 2048, Attention::Flash, Method::LoRA, {"q_proj", "v_proj"});
+  EXPECT_EQ(qv.act.stage3_frozen_linear_inputs_per_layer, 61'865'984);
+  EXPECT_EQ(stats(llama2_7b_spec(), 2048, Attention::Flash).act.stage3_frozen_head_input_per_sample, 0);
+}
+
 TEST(Lora, Llama2_7bAllSevenProjectionsRank16) {
   // PEFT print_trainable_parameters for Llama-2-7B, r = 16 on q,k,v,o,gate,up,down:
   // "trainable params: 39,976,960". Hand: per layer 4 * 16 * (4096 + 4096) + 3 * 16 * (4096 + 11008)
