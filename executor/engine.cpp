@@ -880,14 +880,18 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
 // The sparse MoE block, as transformers 5.x MixtralSparseMoeBlock computes it: router logits
 // ln2 Wr^T [N, E]; softmax in fp32; top-K; weights renormalised to sum 1; each expert e runs its
 // gated SiLU MLP on the rows routed to it (gather), and the outputs, scaled by their weights, are
-// added to the tokens' rows (index_add_). Stage 3: the block is one module (DeepSpeed 0.19.8's
-// default z3 leaf classes name MixtralSparseMoeBlock, runtime/zero/leaf_module_config.py): its
-// three weights are fetched together at its start and released together at its end.
+// added to the tokens' rows (index_add_). Stage 3 with moe_leaf: the block is one module (DeepSpeed
+// 0.19.8's default z3 leaf classes name MixtralSparseMoeBlock, runtime/zero/leaf_module_config.py):
+// its three weights are fetched together at its start and released together at its end. Without it
+// DeepSpeed hooks the block's submodules: the router (`gate`) around the routing, then `experts`
+// (MixtralExperts: the gather, both GEMMs, the weighting and index_add_) with its two tensors.
 void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
   const int64_t n = Ntok(), C = lo_.C, E = lo_.E, K = lo_.K, F = lo_.F, R = n * K;
   const int64_t eb = dtype_bytes(act_);
   const int wr = lo_.layer(l, kRouter), wgu = lo_.layer(l, kExpGateUp), wd = lo_.layer(l, kExpDown);
-  use_module({wr, wgu, wd});
+  const bool leaf = cfg_.zero.moe_leaf;
+  if (leaf) use_module({wr, wgu, wd});
+  else use(wr);
   {
     DeviceBuffer logits = buf(MemCategory::Activations, n * E, act_);  // router logits [N, E], transient
     be_.gemm(n, E, C, a.ln2.data(), false, W(wr), true, act_, logits.data(), act_, 1, 0);
@@ -908,6 +912,10 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
           static_cast<int32_t>(pr);
   }
   be_.upload(a.pairs.data(), pairs.data(), R * 4);
+  if (!leaf) {
+    done(wr);
+    use_module({wgu, wd});
+  }
   be_.gather_rows(a.xg.data(), a.ln2.data(), a.pairs.as<int32_t>(), R, C, K, act_);
   for (int64_t e = 0; e < E; ++e) {
     const int64_t o = a.expert_rows[static_cast<size_t>(e)], c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
@@ -924,7 +932,8 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
     be_.gemm(c, C, F, a.act.at(o * F), false, dw, true, act_, a.eo.at(o * C), act_, 1, 0);
   }
   be_.scatter_add_rows(x_out, a.eo.data(), a.pairs.as<int32_t>(), a.topk_w.as<float>(), R, C, K, act_);
-  done_module({wr, wgu, wd});
+  if (leaf) done_module({wr, wgu, wd});
+  else done_module({wgu, wd});
 }
 
 void RankEngine::norm_backward(int pid, const void* dy, const void* x, const float* rstd) {
@@ -1032,7 +1041,10 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
     const int64_t o = a.expert_rows[static_cast<size_t>(e)];
     return std::pair<int64_t, int64_t>(o, a.expert_rows[static_cast<size_t>(e) + 1] - o);
   };
-  use_module({wr, wgu, wd});
+  // Autograd runs the experts module's backward first, then the router's.
+  const bool leaf = cfg_.zero.moe_leaf;
+  if (leaf) use_module({wr, wgu, wd});
+  else use_module({wgu, wd});
   DeviceBuffer dw = buf(A, n * K, DType::F32);  // dL/d(routing weights) [N, K]
   DeviceBuffer deo = buf(A, R * C, act_);       // dL/d(expert outputs)  [R, C]
   be_.scatter_add_rows_backward(deo.data(), dw.as<float>(), dres_.data(), a.eo.data(), a.pairs.as<int32_t>(),
@@ -1083,6 +1095,10 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
   be_.zero(dln.data(), dln.bytes(), MemTier::Device);
   be_.scatter_add_rows(dln.data(), dxg.data(), a.pairs.as<int32_t>(), nullptr, R, C, K, act_);
   dxg.reset();
+  if (!leaf) {
+    done_module({wgu, wd});
+    use(wr);
+  }
   DeviceBuffer dlogits = buf(A, n * E, act_);
   be_.moe_route_backward(dlogits.data(), dw.as<float>(), a.probs.as<float>(), a.topk_idx.as<int32_t>(), n, E, K,
                          lo_.renorm, act_);
@@ -1094,7 +1110,8 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
   }
   be_.gemm(n, C, E, dlogits.data(), false, W(wr), false, act_, dln.data(), act_, 1, 1);  // dln += dlogits Wr
   dlogits.reset();
-  done_module({wr, wgu, wd});
+  if (leaf) done_module({wr, wgu, wd});
+  else done(wr);
   return dln;
 }
 

@@ -29,6 +29,10 @@ struct ZeroSettings {
   int64_t max_live_parameters = 1'000'000'000;
   int64_t max_reuse_distance = 1'000'000'000;
   int64_t sub_group_size = 1'000'000'000;
+  // Stage 3, MoE: the sparse block is one leaf module (router and experts fetched and released
+  // together: DeepSpeed >= 0.18's default leaf_module classes, or deepspeed.utils.set_z3_leaf_modules);
+  // false: each submodule on its own (the router `gate`, then `experts` with both its tensors).
+  bool moe_leaf = true;
 };
 
 // LoRA with PEFT's semantics (peft/tuners/lora/layer.py, LoraConfig defaults): rank 0 trains every
