@@ -242,6 +242,8 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   // gradient buffer, docs/executor.md), so that is the version the planner models here.
   planner::Workload w = build_workload(f);
   w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
+  // ...and its own kernels' activations and gradient buffers (planner/engine_runtime.h).
+  w.train.implementation = planner::Implementation::ZeroplanEngine;
   const planner::ZeroConfig z = zero_config(f, v, w);
   const exec::RunConfig rc = run_config(w, z, steps);
   const int world = w.cluster.world_size();

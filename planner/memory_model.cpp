@@ -17,6 +17,7 @@
 
 #include "common/checked.h"
 #include "planner/ds_runtime.h"
+#include "planner/engine_runtime.h"
 
 namespace zeroplan::planner {
 
@@ -86,6 +87,10 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   int64_t nvme_rank = 0;
   const RuntimePath path =
       runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
+  // zeroplan validate's native engine (planner/engine_runtime.h): DeepSpeed 0.16.9's paths with the
+  // documented differences below.
+  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
+  const EngineGradientRules engine_rules = engine_gradient_rules();
   if (stage <= 2) {
     // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
     // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
@@ -121,7 +126,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     case 0:
     case 1:
     case 2: {
-      if (stage == 0 && N > 1 &&
+      if (stage == 0 && N > 1 && (!engine || engine_rules.allreduce_copies_gradients) &&
           (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer)) {
         // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
         // a bucket (allreduce_no_retain: up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements plus the
@@ -135,11 +140,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
             .after_step = false;
         out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
       }
-      if (path.wrapper == OptimizerWrapper::Basic) {
+      if (path.wrapper == OptimizerWrapper::Basic && engine && engine_rules.stage0_flat_grads_persistent) {
+        out.add_gpu("fp32 gradients (flat, allocated once)", Category::Gradients, checked_mul(4, padded_t),
+                    kAllPhases, "engine setup(): param.grad of every parameter in one padded flat buffer");
+      } else if (path.wrapper == OptimizerWrapper::Basic) {
         out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
                     "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
             .after_step = false;
         out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+      }
+      if (path.wrapper == OptimizerWrapper::Basic) {
         out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
                     "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
         break;
@@ -166,12 +176,20 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // 13,377,024 B = fp32 buffer + bf16 grads before and after the step); its stage 1 and 0.19.8
         // free them (recorded: 8,918,016 B after the step).
         const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
-        out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients, checked_mul(pe, psi_t),
-                    kept ? kAllPhases : kBackward,
-                    "bf16 param.grad, accumulated into fp32 at the end of backward")
-            .after_step = kept;
-        if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-        {  // also with one rank: the engine still calls all_reduce (recorded in
+        if (engine && stage == 0 && engine_rules.stage0_immediate_grad_update) {
+          const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+          out.add_gpu("16-bit gradient (immediate update, one at a time)", Category::Gradients,
+                      checked_mul(pe, largest), kBackward,
+                      "engine grad_slot/grad_ready: each bf16 grad is added to the fp32 buffer and freed")
+              .after_step = false;
+        } else {
+          out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients,
+                      checked_mul(pe, psi_t), kept ? kAllPhases : kBackward,
+                      "bf16 param.grad, accumulated into fp32 at the end of backward")
+              .after_step = kept;
+          if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+        }
+        if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still calls all_reduce (recorded in
            // llama-gqa_s1_n1_bf16_gaccfp32)
           // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
           // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
@@ -220,6 +238,13 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
                     checked_mul(pe, part_t), full_grad_phases, "stage 2: grads_in_partition, 2Psi/N")
             .after_step = false;
+      if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
+        out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
+                    checked_mul(pe, part_t), uint8_t(kBackward | kStep),
+                    "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step")
+            .after_step = false;
+        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+      }
       if (!off_opt) {
         // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
         // fp32 training) + Adam exp_avg, exp_avg_sq.
@@ -375,7 +400,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
   // reduce_independent_p_g_buckets_and_remove_grads), so the largest trainable tensor's gradient
   // (the embedding or lm_head: V*h) exists transiently in the backward.
-  if (!m.params_only && !m.trainable_tensors.numel.empty() &&
+  if (!m.params_only && !m.trainable_tensors.numel.empty() && (!engine || engine_rules.param_grad_materialised) &&
       (stage >= 2 || (full_grad_phases == kStep && path.wrapper != OptimizerWrapper::BF16Optimizer)))
     out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
                 checked_mul(pe, m.trainable_tensors.numel.back()), kBackward,
@@ -406,12 +431,14 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                  "param_buffer_of_bit16_for_cpu_offload_groups: 16-bit partition")
         .ds_name = "optimizer.param_buffer_of_bit16_for_cpu_offload_groups";
     const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
-    out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
-                 "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")
-        .ds_name = "optimizer.temp_grad_buffer_for_cpu_offload";
-    out.add_gpu("gradient staging buffer (device)", Category::Gradients, checked_mul(pe, largest), kAllPhases,
-                "temp_grad_buffer_for_gpu_offload: largest parameter, 16-bit")
-        .ds_name = "optimizer.temp_grad_buffer_for_gpu_offload";
+    if (!engine || engine_rules.offload_has_staging_buffers) {
+      out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
+                   "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")
+          .ds_name = "optimizer.temp_grad_buffer_for_cpu_offload";
+      out.add_gpu("gradient staging buffer (device)", Category::Gradients, checked_mul(pe, largest),
+                  kAllPhases, "temp_grad_buffer_for_gpu_offload: largest parameter, 16-bit")
+          .ds_name = "optimizer.temp_grad_buffer_for_gpu_offload";
+    }
     if (z.grad_accum > 1)
       out.add_host("16-bit gradient accumulation", Category::Gradients, checked_mul(pe, part_t), pinned,
                    "accumulated_grads_in_cpu (async_accumulate_grad_in_cpu_via_gpu)");
@@ -420,7 +447,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // ---------------------------------------------------------------- activations
   const ActivationStats& a = m.act;
   const int64_t b = std::max<int64_t>(1, z.micro_batch);
-  if (a.known) {
+  if (engine && a.known) {
+    // The native engine's own activation buffers (planner/engine_runtime.cpp): its two maxima, each
+    // in its phase; the loss gradient overwrites the logits in place, so there is no separate logits
+    // or loss-gradient buffer. It has no selective mode (a selective plan runs without checkpointing).
+    const EngineActivations ea = engine_activations(w, b, z.checkpointing == Checkpointing::Full);
+    out.add_gpu("engine activations (forward maximum)", Category::Activations, ea.forward_peak, kForward,
+                "executor/engine.cpp forward(): residual stream, per-layer acts, head, logits");
+    out.add_gpu("engine activations (backward maximum)", Category::Activations, ea.backward_peak, kBackward,
+                "executor/engine.cpp backward(): saved acts + the last layer's transient gradients");
+  } else if (a.known) {
     const int64_t L = a.num_layers;
     switch (z.checkpointing) {
       case Checkpointing::None:
@@ -452,21 +488,6 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                     checked_mul(a.layer_full_per_sample, b), kBackward,
                     "one layer's saved tensors, recomputed during its backward");
         break;
-    }
-    // LinearFunctionForZeroStage3 saves frozen linears' inputs (memory_stats.cpp); the layers' part
-    // is recomputed under full checkpointing, the head's is not. DeepSpeed 0.19.8's zero.Init(module=)
-    // (what deepspeed.initialize applies to a model built outside zero.Init) installs the override
-    // (partition_parameters.py Init.__init__ -> _enable_mem_efficient_linear); 0.16.9 and 0.18.9 install
-    // it only while a model is constructed inside `with zero.Init()` (patch_init_and_builtins), so a
-    // model built before deepspeed.initialize keeps torch's linear (recorded: their stage-3 LoRA
-    // fixtures save what stage 2 saves).
-    if (z.stage == 3 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
-      int64_t frozen = a.stage3_frozen_head_input_per_sample;
-      if (z.checkpointing != Checkpointing::Full)
-        frozen = checked_add(frozen, checked_mul(a.num_layers, a.stage3_frozen_linear_inputs_per_layer));
-      if (frozen > 0)
-        out.add_gpu("frozen linear inputs (ZeRO-3 linear)", Category::Activations, checked_mul(frozen, b), kFwdBwd,
-                    "zero3_linear_wrap saves every linear's input, frozen ones included (zero/linear.py)");
     }
     if (a.rope_tables > 0)
       out.add_gpu(

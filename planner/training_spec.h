@@ -24,6 +24,12 @@ inline constexpr DeepSpeedVersion kNewestDeepSpeed = DeepSpeedVersion::V0_19_8;
 // and flash-attention saved tensors; Cpu is DeepSpeed's CPU accelerator (DS_ACCELERATOR=cpu, gloo), the
 // runtime the conformance fixtures are recorded on (tests/deepspeed/): no context, no NCCL buffers.
 enum class Runtime : uint8_t { Cuda, Cpu };
+// Whose training code runs the step. HfDeepSpeed: HF transformers' modules under DeepSpeed (every
+// plan a user gets). ZeroplanEngine: zeroplan's own native executor (executor/engine.cpp), which
+// `zeroplan validate` runs: the same ZeRO partitioning, buckets and collectives (DeepSpeed 0.16.9's
+// paths), but fused kernels that save other tensors than PyTorch's autograd and a few documented
+// differences in gradient buffers; planner/engine_runtime.h models them (issue 12 item 6).
+enum class Implementation : uint8_t { HfDeepSpeed, ZeroplanEngine };
 
 std::string to_string(Precision);
 std::string to_string(Method);
@@ -45,6 +51,7 @@ struct TrainingSpec {
   Attention attention = Attention::Flash;
   DeepSpeedVersion deepspeed_version = kNewestDeepSpeed;
   Runtime runtime = Runtime::Cuda;
+  Implementation implementation = Implementation::HfDeepSpeed;
 };
 
 struct Workload {
