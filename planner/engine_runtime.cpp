@@ -5,6 +5,7 @@
 #include <string>
 
 #include "common/checked.h"
+#include "planner/engine_moe.h"
 
 namespace zeroplan::planner {
 
@@ -44,7 +45,11 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
 
   // alloc_layer_acts: ln1, xmid, ln2 [N, C]; q, att [N, Hq*D]; k, v [N, Hkv*D]; gate, up, act [N, I];
   // rstd1, rstd2 [N] fp32; lse [Hq, N] fp32; x A^T [N, r] per adapted projection.
-  const int64_t layer = checked_add(rows(3 * C + 2 * qd + 2 * kd + 3 * I + adapters * r, e), rows(2 + Hq, 4));
+  int64_t layer = checked_add(rows(3 * C + 2 * qd + 2 * kd + 3 * I + adapters * r, e), rows(2 + Hq, 4));
+  // A MoE layer (Mixtral: all of them) has the sparse block's buffers instead of gate/up/act
+  // (planner/engine_moe.h).
+  const EngineMoeLayer moe = engine_moe_layer(w, n);
+  if (moe.applies) layer = checked_add(layer - rows(3 * I, e), moe.saved_mlp);
   const int64_t hidden = rows(C, e);  // one [N, C] buffer in the activation dtype
   const int64_t tokens = rows(2, 4);  // tok_in_, tok_tgt_: int32 ids in 4-byte buffers
   const int64_t logits = rows(V, e);  // [N, V]; the loss gradient overwrites it in place
@@ -57,6 +62,10 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
   EngineActivations out;
   out.forward_peak = checked_add(stream, checked_add(kept_layers, head));
   if (full_checkpointing) out.forward_peak = std::max(out.forward_peak, checked_add(stream, layer));
+  // MoE: the last layer's router logits, while its acts (and every earlier layer's) exist.
+  if (moe.applies)
+    out.forward_peak = std::max(
+        out.forward_peak, checked_add(checked_add(stream, full_checkpointing ? layer : kept_layers), moe.router_logits));
 
   // backward(): at its start the forward's buffers less losses_; dln [N, C] joins (the lm_head's
   // input gradient), then logits_ is freed and dres_ [N, C] allocated; the final norm's backward
@@ -71,7 +80,8 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
   // run with fewer buffers alive (their successors' acts and inputs are freed), so this is the max.
   const int64_t base = checked_add(stream, full_checkpointing ? layer : kept_layers);
   const auto lora_if = [&](size_t p) { return lora[p] ? xa : 0; };
-  const int64_t In = rows(I, e), Qn = rows(qd, e), Kn = rows(kd, e);
+  // (A MoE layer has no dense MLP transients: moe.backward_transient instead.)
+  const int64_t In = moe.applies ? 0 : rows(I, e), Qn = rows(qd, e), Kn = rows(kd, e);
   const int64_t transient = std::max({
       In + lora_if(6),                                                        // down_proj backward
       3 * In,                                                                 // swiglu backward
@@ -80,9 +90,10 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
       hidden + 2 * Qn + 2 * Kn,                                               // attention backward
       hidden + Qn + 2 * Kn + std::max({lora_if(0), lora_if(1), lora_if(2)}),  // q/k/v backward
   });
-  peak = std::max(peak, checked_add(base, transient));
+  peak = std::max(peak, checked_add(base, std::max(transient, moe.backward_transient)));
   // Checkpointing: the recomputation of the layer's forward holds its acts and x_out [N, C].
-  if (full_checkpointing) peak = std::max(peak, checked_add(base, hidden));
+  // (A MoE layer's recomputation also holds its router logits for a moment.)
+  if (full_checkpointing) peak = std::max(peak, checked_add(base, hidden + moe.router_logits));
   out.backward_peak = peak;
   return out;
 }
