@@ -394,11 +394,53 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
       c.bound = OpBound::Compute;
       c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, flash) * b.sustained;
+      if (s.attention_explicit_mask) {
+        // An explicit mask (Falcon, compute_stats.cpp): SDPA's memory-efficient kernel computes every
+        // tile of the s x s square (no causal skipping: twice the causal FLOPs) and reads the
+        // broadcast mask, a bytes per score per pass. ASSUMPTION: it runs at FlashAttention-2's
+        // non-causal rate (no published curve of PyTorch's memory-efficient kernel found).
+        c.name = backward ? "attention core backward (SDPA mem-efficient, explicit mask, full square)"
+                          : "attention core (SDPA mem-efficient, explicit mask, full square)";
+        c.flops *= 2.0;
+        c.bytes += a * static_cast<double>(micro) * seq * seq * L;
+        c.efficiency = attention_efficiency(g, w.train.seq_len, false, backward, flash) * b.sustained;
+      }
       b.add(c);
+    };
+    // PEFT LoRA around each targeted frozen linear (peft/tuners/lora/layer.py Linear.forward:
+    // result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling): besides the two adapter GEMMs,
+    // a scalar mul over lora_B's [tokens, out] output (r a, w a) and the add into the base output
+    // (r 2a, w a) = 5a bytes per output element, 2 launches; dropout is nn.Identity at PEFT's default
+    // lora_dropout 0.0. Backward: the mul's backward (r a, w a) on the output gradient, and autograd
+    // sums the input gradients of the base and the lora_A paths of x (r 2a, w a per input element).
+    // Adapters are the trained GEMMs of a frozen-base layer: lora_A has n = rank, lora_B k = rank.
+    double lora_targets = 0, lora_out = 0, lora_in = 0;  // per layer; widths summed, per token
+    if (s.frozen_base)
+      for (const auto& gm : s.layer_gemms) {
+        if (!gm.trainable) continue;
+        const double c = static_cast<double>(gm.count) * gm.token_fraction;
+        if (gm.k == w.train.lora_rank) {
+          lora_targets += static_cast<double>(gm.count);
+          lora_out += c * static_cast<double>(gm.n);
+        } else if (gm.n == w.train.lora_rank) {
+          lora_in += c * static_cast<double>(gm.k);
+        }
+      }
+    auto peft_lora = [&](OpPass pass, bool backward) {
+      if (lora_targets <= 0) return;
+      if (!backward) {
+        b.memory("PEFT LoRA: lora_B(...) * scaling + base output", pass, 2 * lora_targets * L,
+                 5.0 * a * lora_out * m * L);
+        return;
+      }
+      b.memory("PEFT LoRA: * scaling backward", pass, lora_targets * L, 2.0 * a * lora_out * m * L);
+      b.memory("PEFT LoRA: input-gradient sum (base + lora_A paths)", pass, lora_targets * L,
+               3.0 * a * lora_in * m * L);
     };
     // Forward of the decoder layers (also the recomputed forward under full checkpointing).
     auto layer_forward = [&](OpPass pass) {
       for (const auto& gm : s.layer_gemms) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
+      peft_lora(pass, false);
       attention(pass, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
       if (s.rms_norm)
         b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
@@ -436,6 +478,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     for (const auto& gm : s.layer_gemms)
       b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
              OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
+    peft_lora(OpPass::Backward, true);
     attention(OpPass::Backward, true,
               flash ? "attention core backward (SDPA flash)" : "attention core backward (eager)");
     if (s.rms_norm)

@@ -190,6 +190,37 @@ TEST(OperatorTable, EagerAttentionMaterialisesTheFullScoreTensor) {
   EXPECT_EQ(t.kernels[static_cast<size_t>(OpPass::Forward)], 44 * 32 + 13);
 }
 
+TEST(OperatorTable, PeftLoraAddsItsScaleAndAddKernels) {
+  // Llama-2-7B, LoRA r = 16 on all seven linears of each layer (PEFT's count for this target set is
+  // 39,976,960 = 32 layers x 16 x (sum of in + out widths)), one sequence of 2048 tokens, bf16.
+  // PEFT lora.Linear.forward: result + lora_B(lora_A(x)) * scaling, per target a mul over lora_B's
+  // output (r 2 w 2 B per element) and the add (r 4 w 2): 10 B per output element, 2 launches.
+  // Output widths per layer: q, k, v, o 4 x 4096 + gate, up 2 x 11008 + down 4096 = 42,496;
+  // input widths: q, k, v, o, gate, up 6 x 4096 + down 11008 = 35,584.
+  // Backward: mul backward 4 B per output element; the x gradient summed from the base and
+  // lora_A paths, 6 B per input element.
+  Workload w = llama7b("1xA100-80GB", 2048);
+  w.train.method = Method::LoRA;
+  w.train.lora_rank = 16;
+  const ModelStats s = compute_model_stats(w);
+  const OpTable t = operator_table(w, s.compute, 1, Checkpointing::None, 0);
+  const double tokens = 2048, L = 32;
+  const OpCost* fwd = find_op(t, OpPass::Forward, "PEFT LoRA: lora_B");
+  ASSERT_NE(fwd, nullptr);
+  EXPECT_DOUBLE_EQ(fwd->bytes, 10.0 * 42496 * tokens * L);
+  EXPECT_DOUBLE_EQ(fwd->kernels, 2 * 7 * L);
+  const OpCost* mul_b = find_op(t, OpPass::Backward, "PEFT LoRA: * scaling backward");
+  ASSERT_NE(mul_b, nullptr);
+  EXPECT_DOUBLE_EQ(mul_b->bytes, 4.0 * 42496 * tokens * L);
+  const OpCost* sum_b = find_op(t, OpPass::Backward, "PEFT LoRA: input-gradient sum");
+  ASSERT_NE(sum_b, nullptr);
+  EXPECT_DOUBLE_EQ(sum_b->bytes, 6.0 * 35584 * tokens * L);
+  // Full fine-tuning has no adapters and no such kernels.
+  const Workload wf = llama7b("1xA100-80GB", 2048);
+  const OpTable tf = operator_table(wf, compute_model_stats(wf).compute, 1, Checkpointing::None, 0);
+  EXPECT_EQ(find_op(tf, OpPass::Forward, "PEFT LoRA"), nullptr);
+}
+
 TEST(OperatorTable, LongContextIsDominatedByAttention) {
   // Llama-2-7B at 32k tokens on an A100: per layer the causal attention forward is
   // 2 * 32768^2 * 4096 = 8.8 TFLOP against 2 * 32768 * 202,375,168 = 13.3 TFLOP of weight GEMMs,
