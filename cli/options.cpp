@@ -162,6 +162,10 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--deepspeed-version", f.deepspeed_version,
                  "DeepSpeed release whose runtime is modelled: 0.16.9 | 0.18.9 | 0.19.8 (default, newest)")
       ->group(t);
+  app.add_option("--z3-leaf-moe", f.z3_leaf_moe,
+                 "ZeRO-3: HF MoE blocks as leaf modules (one gather per block): auto (DeepSpeed's default "
+                 "classes) | on | off")
+      ->group(t);
   app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
       ->group(t);
 
@@ -211,6 +215,9 @@ planner::Workload build_workload(const PlanFlags& f) {
       f.attention, "--attention",
       {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
   t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
+  t.moe_leaf = parse_choice<planner::MoeLeaf>(
+      f.z3_leaf_moe, "--z3-leaf-moe",
+      {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)

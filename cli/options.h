@@ -25,6 +25,7 @@ struct PlanFlags {
   std::string checkpointing;                     // none|selective|full (searched when absent)
   std::string attention = "flash";               // flash|eager
   std::string deepspeed_version = "0.19.8";      // modelled DeepSpeed release (planner/ds_runtime.h)
+  std::string z3_leaf_moe = "auto";              // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
   std::string intra_link, network, host_mem, nvme_bw, nvme_capacity, nics, gpu_mem;  // cluster overrides
   std::string memory_margin = "0.05";
   bool json = false;

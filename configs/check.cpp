@@ -12,6 +12,7 @@
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
 #include "planner/ds_runtime.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::configs {
 namespace {
@@ -458,6 +459,30 @@ class Reader {
     z.overlap_comm = zbool(find(zo, {"overlap_comm"})).value_or(s3);
     z.contiguous_gradients = zbool(find(zo, {"contiguous_gradients"})).value_or(z.contiguous_gradients);
     z.reduce_scatter = zbool(find(zo, {"reduce_scatter"})).value_or(z.reduce_scatter);
+    // zero_optimization.leaf_module (ZeRO-3 leaf modules; planner/zero3_leaf.h): whether the model's
+    // MoE blocks are leaves under it (each field a string or a list of strings, leaf_module_config.py).
+    if (const json* lm = find(zo, {"leaf_module"}); lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {
+      auto strings = [&](const char* key) -> std::optional<std::vector<std::string>> {
+        const json* v = find(*lm, {key});
+        if (!v) return std::nullopt;
+        std::vector<std::string> out;
+        if (v->is_string()) out.push_back(v->get<std::string>());
+        if (v->is_array())
+          for (const json& e : *v)
+            if (e.is_string()) out.push_back(e.get<std::string>());
+        return out;
+      };
+      std::string cls;
+      std::vector<std::string> paths;
+      for (const auto& layer : w_.model.runtime_inventory())
+        if (!layer.moe_block.empty()) {
+          cls = layer.moe_block_class;
+          paths.push_back(layer.moe_block);
+        }
+      z.moe_leaf = planner::moe_leaf_from_config(strings("classes"), strings("names").value_or(std::vector<std::string>{}),
+                                                 strings("name_suffixes").value_or(std::vector<std::string>{}), cls,
+                                                 paths, w_.train.deepspeed_version);
+    }
 
     const json* oo = find(zo, {"offload_optimizer"});
     const json* op = find(zo, {"offload_param"});

@@ -65,6 +65,13 @@ struct LayerInventory {
   bool is_decoder_layer = false;
   std::vector<TensorSpec> tensors;
   int64_t numel() const;
+  // Set by ModelSpec::runtime_inventory() for a decoder layer with a MoE block (empty otherwise):
+  // the block's module path ("model.layers.1.mlp"), its transformers class as DeepSpeed's
+  // leaf_module `classes` name it ("transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock"),
+  // and the block's parameter-owning modules in the order its forward calls them.
+  std::string moe_block;
+  std::string moe_block_class;
+  std::vector<std::string> moe_exec;
 };
 
 struct ModelSpec {
@@ -174,6 +181,13 @@ struct ModelSpec {
   // embeddings there is no "lm_head" group: the output layer reuses the embedding's tensor, which
   // is counted once (as real checkpoints and model.parameters() count it).
   std::vector<LayerInventory> inventory() const;
+  // The parameters as transformers 5 builds the model at runtime (model.named_parameters(), in that
+  // order within a MoE block): the same tensors as inventory() except that a MoE block's routed experts
+  // are FUSED into 3-D tensors (experts.gate_up_proj [E, 2f, h], experts.down_proj [E, h, f]) where the
+  // Hub checkpoints store per-expert 2-D weights (models/runtime_inventory.cpp cites the modeling
+  // files). Same parameter count. What DeepSpeed partitions, persists and gathers at stage 3; LoRA
+  // targets and safetensors keep inventory()'s checkpoint names.
+  std::vector<LayerInventory> runtime_inventory() const;
   // Exact parameter count (the inventory's sum; params_only_count for --params).
   int64_t num_parameters() const;
   // Parameters a token actually touches, for FLOPs: everything except the routed experts it is not

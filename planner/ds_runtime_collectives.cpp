@@ -30,6 +30,7 @@
 #include "common/checked.h"
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
 
@@ -46,8 +47,10 @@ int64_t elem_bytes_of(Precision p) { return p == Precision::FP32 ? 4 : 2; }
 // so module.parameters() lists a layer's norms last although the inventory lists them in execution
 // order.
 bool norms_registered_last(const std::string& model_type) {
+  // DeepseekV3DecoderLayer registers self_attn, mlp, input_layernorm, post_attention_layernorm too
+  // (model.named_parameters() of the fixture's tiny config, transformers 5.24).
   for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
-                        "gemma2", "gemma3", "gemma3_text", "phi3"})
+                        "gemma2", "gemma3", "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3"})
     if (model_type == t) return true;
   return false;
 }
@@ -70,6 +73,10 @@ struct ParamOrder {
   // output needs no gradient (the rotary embedding): they fire no backward hook.
   std::vector<std::vector<size_t>> fwd_modules;
   std::vector<bool> no_backward;
+  // ZeRO-3 leaf modules (a MoE block, planner/zero3_leaf.h): the module's gradients are reduced
+  // together from its full backward hook, in module.parameters() order (stage3.py
+  // create_reduce_and_remove_grad_hooks, reduce_leaf_module_grads), not one hook per parameter.
+  std::vector<bool> leaf;
   std::vector<bool> trainable;  // per parameter (LoRA: the adapters only)
 };
 
@@ -79,7 +86,7 @@ std::string owner_of(const std::string& tensor_name) {
   return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
 }
 
-ParamOrder param_order(const Workload& w, const ModelStats& s) {
+ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
   ParamOrder o;
   if (w.train.method == Method::QLoRA || w.model.params_only) {
     const TensorSizeTable& t = s.mem.trainable_tensors;
@@ -104,6 +111,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
   auto module = [&](bool no_bwd = false) {
     o.fwd_modules.push_back({});
     o.no_backward.push_back(no_bwd);
+    o.leaf.push_back(false);
   };
   // Adds a tensor (and, if targeted, its adapters as their own modules right after it).
   auto push = [&](const models::TensorSpec& t, bool in_layer) {
@@ -122,7 +130,9 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
   };
   module();  // the *ForCausalLM root
   module();  // the base model (LlamaModel, GPT2Model, ...)
-  for (const auto& layer : w.model.inventory()) {
+  // The runtime tree (transformers 5 fuses a MoE block's experts: models/runtime_inventory.cpp) is
+  // what DeepSpeed registers; LoRA keeps the checkpoint names PEFT targets (as planner/memory_stats.cpp).
+  for (const auto& layer : lora ? w.model.inventory() : w.model.runtime_inventory()) {
     if (!llama_layout || !layer.is_decoder_layer) {
       if (layer.is_decoder_layer) module();  // the decoder layer container
       std::string last;
@@ -144,12 +154,15 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
       std::vector<size_t> adapters;  // LoRA A, B parameter indices
     };
     std::vector<T> norms, attn, rest;
+    const std::string moe_prefix = layer.moe_block.empty() ? std::string() : layer.moe_block + ".";
     for (const auto& t : layer.tensors) {
       T x{&t, owner_of(t.name)};
-      if (t.is_norm)
-        norms.push_back(x);
+      if (!moe_prefix.empty() && t.name.rfind(moe_prefix, 0) == 0)
+        rest.push_back(x);  // the MoE block (a MoE layer has no dense MLP)
       else if (t.name.find("self_attn.") != std::string::npos)
-        attn.push_back(x);
+        attn.push_back(x);  // q/k norms (Qwen3, Gemma-3) and MLA's q_a/kv_a norms are registered in self_attn
+      else if (t.is_norm)
+        norms.push_back(x);
       else
         rest.push_back(x);
     }
@@ -183,11 +196,51 @@ ParamOrder param_order(const Workload& w, const ModelStats& s) {
     if (!norms.empty()) use(norms[0]);
     module();  // self_attn container
     last.clear();
-    for (const T& x : attn) use(x);
+    // Attention's forward order: q/k norms run on their projection's output, right after it
+    // (modeling_qwen3.py Qwen3Attention.forward: q_norm(q_proj(x)), k_norm(k_proj(x)), v_proj; recorded
+    // in qwen3_moe_s3_n2_bf16_persist0_prefetch0), except Gemma-3, which projects q, k, v first
+    // (modeling_gemma3.py Gemma3Attention.forward); the rest in registration order.
+    std::vector<const T*> attn_exec;
+    const bool gemma3 = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text";
+    auto is_qk_norm = [](const T& x) { return x.spec->module == "q_norm" || x.spec->module == "k_norm"; };
+    for (const T& x : attn) {
+      if (is_qk_norm(x)) continue;
+      if (gemma3 && x.spec->module == "o_proj")
+        for (const T& n : attn)
+          if (is_qk_norm(n)) attn_exec.push_back(&n);
+      attn_exec.push_back(&x);
+      if (!gemma3 && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
+        for (const T& n : attn)
+          if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
+    }
+    for (const T& x : attn)
+      if (is_qk_norm(x) && std::find(attn_exec.begin(), attn_exec.end(), &x) == attn_exec.end()) attn_exec.push_back(&x);
+    for (const T* x : attn_exec) use(*x);
     last.clear();
     for (size_t i = 1; i < norms.size(); ++i) use(norms[i]);
-    module();  // mlp container
+    module();  // mlp container (the MoE block)
     last.clear();
+    if (!moe_prefix.empty()) {
+      // (Leaf modules exist at stage 3 only: stages 1/2 reduce from per-parameter hooks.)
+      if (z.stage == 3 && moe_block_is_leaf(layer.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)) {
+        // A leaf: fetched as one module with every parameter under it (partitioned_param_coordinator.py
+        // fetch_sub_module: iter_params(sub_module, recurse=z3_leaf_module(sub_module))), sorted by ds_id
+        // (registration order); its children run without hooks (parameter_offload.py
+        // _register_deepspeed_module stops at a leaf).
+        o.leaf.back() = true;
+        for (const T& x : rest) {
+          o.fwd_modules.back().push_back(x.index);
+          o.exec.push_back(x.index);
+        }
+      } else {
+        // Not a leaf: each parameter-owning child in the order the block's forward calls it (router,
+        // experts, shared experts: models::LayerInventory::moe_exec).
+        for (const std::string& mod : layer.moe_exec)
+          for (const T& x : rest)
+            if (x.owner == mod) use(x);
+      }
+      continue;
+    }
     for (size_t i = 0; i < rest.size(); ++i) {
       use(rest[i]);
       // LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)): the activation module runs
@@ -248,7 +301,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   // module.parameters() order: DeepSpeed's flat buffers, the stage-0 all-reduce, stage 1's
   // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
   // persistent-parameter list. Stages 2 and 3 reduce from autograd hooks, in reverse execution order.
-  const ParamOrder order = param_order(w, s);
+  const ParamOrder order = param_order(w, s, z);
   const std::vector<int64_t>& all = order.numel;  // every parameter (stage 3 partitions frozen ones too)
   // The trainable ones (DeepSpeed's optimizer groups), in module.parameters() order.
   std::vector<int64_t> grads;
@@ -369,8 +422,12 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     const size_t P = all.size();
     auto persistent = [&](size_t i) { return all[i] <= thr; };
     std::vector<std::vector<size_t>> trace = order.fwd_modules;
+    std::vector<bool> trace_leaf = order.leaf;
     for (size_t k = order.fwd_modules.size(); k-- > 0;)
-      if (!order.no_backward[k]) trace.push_back(order.fwd_modules[k]);
+      if (!order.no_backward[k]) {
+        trace.push_back(order.fwd_modules[k]);
+        trace_leaf.push_back(order.leaf[k]);
+      }
     struct InTrace {
       size_t param;
       int64_t step;
@@ -419,10 +476,12 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         }
         // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
         // execution order); a gradient that would overflow a non-empty bucket flushes it first.
-        if (ph == kBackward)
-          for (auto it = params.rbegin(); it != params.rend(); ++it) {
-            if (!order.trainable[*it]) continue;  // frozen: no gradient, no hook
-            const int64_t g = all[*it];
+        if (ph == kBackward) {
+          std::vector<size_t> grad_order(params.rbegin(), params.rend());
+          if (trace_leaf[step]) grad_order.assign(params.begin(), params.end());
+          for (size_t pi : grad_order) {
+            if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
+            const int64_t g = all[pi];
             if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
               add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
               bucket_elems = bucket_payload = 0;
@@ -430,6 +489,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             bucket_elems += g;
             bucket_payload += padded_to_n(g, N);
           }
+        }
         // release_sub_module after the module ran (step id already advanced).
         const int64_t next = static_cast<int64_t>(step) + 1;
         std::vector<size_t> release;

@@ -18,6 +18,7 @@
 #include "common/checked.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
 
@@ -313,7 +314,14 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       if (off_param && pers_part > 0)
         out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
                     kAllPhases, "ds_persist params keep their partition on the device with offload_param");
-      if (persist > 0)
+      // With one rank a gathered parameter is a view of its partition: partition_parameters.py
+      // all_gather_coalesced / _allgather_params_coalesced return _no_gather_coalesced when every
+      // parameter's partition world size is 1, and NoGatherHandle sets `param.data =
+      // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
+      // the persistent parameters nor the fetched ones hold storage of their own (recorded:
+      // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
+      const bool views_of_partition = N == 1;
+      if (persist > 0 && !views_of_partition)
         out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
                     "params <= stage3_param_persistence_threshold stay whole on every rank")
             .ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
@@ -349,11 +357,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
       // (__params_to_release); we bound that by half the reuse distance (the forward tail is
       // reused in mirror order by the backward).
-      const int64_t nonpersist_total =
-          m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+      const int64_t nonpersist_total = views_of_partition
+                                           ? 0
+                                           : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+      // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
+      const int64_t largest_fetch =
+          moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)
+              ? std::max(m.largest_module_numel, m.largest_moe_block_numel)
+              : m.largest_module_numel;
       const int64_t in_flight =
-          std::min({nonpersist_total,
-                    m.largest_module_numel + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
+          std::min({nonpersist_total, largest_fetch + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
       const int64_t reuse = std::min(
           {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
       out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,

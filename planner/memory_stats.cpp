@@ -378,9 +378,12 @@ MemoryStats compute_memory_stats(const Workload& w) {
     return st;
   }
 
-  // The inventory is the source of truth for tensor sizes (models/model_spec.h).
-  const std::vector<models::LayerInventory> inv = m.inventory();
+  // The inventory is the source of truth for tensor sizes (models/model_spec.h). Full fine-tuning
+  // uses the runtime tree (transformers 5 fuses a MoE block's experts into 3-D tensors: what ZeRO-3
+  // partitions, persists and gathers; models/runtime_inventory.cpp); LoRA keeps the checkpoint names
+  // PEFT targets.
   const bool lora = w.train.method != Method::Full;
+  const std::vector<models::LayerInventory> inv = lora ? m.inventory() : m.runtime_inventory();
   const bool qlora = w.train.method == Method::QLoRA;
   const int64_t r = w.train.lora_rank;
   std::unordered_map<std::string, int64_t> module_numel;
@@ -390,11 +393,13 @@ MemoryStats compute_memory_stats(const Workload& w) {
   for (const auto& layer : inv) {
     if (layer.is_decoder_layer && first_decoder == nullptr) first_decoder = &layer;
     int64_t layer_numel = 0;
+    int64_t moe_block_numel = 0;  // the layer's MoE block, fetched whole when it is a ZeRO-3 leaf
     for (const auto& t : layer.tensors) {
       const int64_t n = t.numel();
       layer_numel += n;
       st.total_params += n;
       module_numel[module_path(t.name)] += n;
+      if (!layer.moe_block.empty() && t.name.rfind(layer.moe_block + ".", 0) == 0) moe_block_numel += n;
       if (!lora) {
         st.trainable_tensors.add(n);
         continue;
@@ -422,6 +427,10 @@ MemoryStats compute_memory_stats(const Workload& w) {
       }
     }
     st.largest_layer_numel = std::max(st.largest_layer_numel, layer.is_decoder_layer ? layer_numel : 0);
+    if (moe_block_numel > st.largest_moe_block_numel) {
+      st.largest_moe_block_numel = moe_block_numel;
+      st.moe_block_class = layer.moe_block_class;
+    }
   }
   // Tied output layer targeted explicitly: PEFT wraps the lm_head Linear (the embedding's weight).
   if (lora && m.tie_word_embeddings && !lt.all_linear && lt.wants(lt.output_module)) {

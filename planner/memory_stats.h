@@ -5,6 +5,7 @@
 // docs/memory-model.md.
 #include <array>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "planner/training_spec.h"
@@ -108,6 +109,10 @@ struct MemoryStats {
   // The largest group of parameters DeepSpeed stage 3 gathers at once: the parameters of one leaf
   // module (fetch_sub_module gathers a module's own parameters), e.g. the embedding or lm_head.
   int64_t largest_module_numel = 0;
+  // The largest MoE block (all its parameters, runtime tree) and its transformers class: what one
+  // fetch gathers when the block is a ZeRO-3 leaf (planner/zero3_leaf.h); 0 / "" without MoE or under LoRA.
+  int64_t largest_moe_block_numel = 0;
+  std::string moe_block_class;
   // The largest decoder layer (all its tensors).
   int64_t largest_layer_numel = 0;
 

@@ -37,6 +37,15 @@ std::string to_string(Offload);
 std::string to_string(Checkpointing);
 std::string to_string(Attention);
 
+// ZeRO-3 leaf modules for HF MoE blocks (zero_optimization.leaf_module, or
+// deepspeed.utils.set_z3_leaf_modules): a leaf block is fetched, released and reduced as ONE module
+// (parameter_offload.py _register_deepspeed_module stops at it; stage3.py reduces its gradients from one
+// full backward hook). Auto: DeepSpeed's default, leaf for the classes in
+// leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES (0.18.9 and 0.19.8: Mixtral, Qwen2-MoE, Qwen3-MoE
+// sparse blocks; 0.16.9 has no default). On: every MoE block a leaf. Off: none
+// (`"leaf_module": {"classes": []}`). planner/zero3_leaf.h.
+enum class MoeLeaf { Auto, On, Off };
+
 struct TrainingSpec {
   Precision precision = Precision::BF16;
   Method method = Method::Full;
@@ -52,6 +61,8 @@ struct TrainingSpec {
   DeepSpeedVersion deepspeed_version = kNewestDeepSpeed;
   Runtime runtime = Runtime::Cuda;
   Implementation implementation = Implementation::HfDeepSpeed;
+  // --z3-leaf-moe: the training script's ZeRO-3 leaf setting for HF MoE blocks (set_z3_leaf_modules).
+  MoeLeaf moe_leaf = MoeLeaf::Auto;
 };
 
 struct Workload {

@@ -60,6 +60,12 @@ FAMILIES = {
                     "kv_lora_rank": 32, "qk_rope_head_dim": 16, "qk_nope_head_dim": 32, "v_head_dim": 32,
                     "n_group": 1, "topk_group": 1, "vocab_size": VOCAB, "max_position_embeddings": 256,
                     "tie_word_embeddings": False},
+    # Gemma-3 text (Gemma3ForCausalLM): per-head q/k norms, four norms per layer, tied embeddings,
+    # head_dim 64 given; both layers sliding (Gemma3TextConfig's default pattern makes every 6th layer
+    # global) with a window larger than the sequence (no effect on the bytes at s=64).
+    "gemma3": {"model_type": "gemma3_text", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB,
+               "max_position_embeddings": 256, "sliding_window": 128, "query_pre_attn_scalar": 64},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -219,6 +225,31 @@ def _build():
         add(family="gemma2", stage=stage, world=2, attn="eager", tag="eager")
     for stage in (2, 3):
         add(family="deepseek_v3", stage=stage, world=2)
+    # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
+    # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
+    # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
+    # class) made a leaf by class name. Gemma-3 text at stages 0-3.
+    no_leaf = {"leaf_module": {"classes": []}}
+    for fam in ("qwen3_moe", "mixtral"):
+        add(family=fam, stage=3, world=2, zero=no_leaf, tag="leafoff")
+    add(family="qwen3_moe", stage=3, world=4)
+    add(family="qwen3_moe", stage=3, world=4, zero=no_leaf, tag="leafoff")
+    add(family="qwen3_moe", stage=3, world=1)
+    add(family="deepseek_v3", stage=3, world=2, tag="leafon", zero={"leaf_module": {
+        "classes": ["transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE"]}})
+    for stage in (0, 1, 2, 3):
+        add(family="gemma3", stage=stage, world=2)
+    # Where leaf and non-leaf differ in the collectives: per-module fetches (no prefetch, nothing
+    # persistent: a leaf block is one gather, a non-leaf one a gather per child module) and a small
+    # reduce bucket (a leaf's gradients are reduced from its full backward hook in parameter order,
+    # stage3.py create_reduce_and_remove_grad_hooks).
+    p0 = {"stage3_param_persistence_threshold": 0, "stage3_prefetch_bucket_size": 0}
+    for fam in ("qwen3_moe", "mixtral"):
+        add(family=fam, stage=3, world=2, zero=p0, tag="persist0_prefetch0")
+        add(family=fam, stage=3, world=2, zero=dict(p0, **no_leaf), tag="persist0_prefetch0_leafoff")
+    add(family="qwen3_moe", stage=3, world=2, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
+    add(family="qwen3_moe", stage=3, world=2, zero=dict({"reduce_bucket_size": 50000}, **no_leaf),
+        tag="rbs50k_leafoff")
     return out
 
 

@@ -1,0 +1,127 @@
+// ModelSpec::runtime_inventory: the parameters transformers 5.24 creates at runtime, where they differ
+// from the Hub checkpoint's names that inventory() lists: the routed experts of a MoE block.
+//
+// transformers 5 keeps a layer's routed experts in ONE module holding two 3-D nn.Parameters (the
+// checkpoint's per-expert 2-D weights are fused at load time, same element count), and the router as
+// a module holding a bare `weight` [E, h] (not an nn.Linear):
+//   mixtral    MixtralSparseMoeBlock: gate (MixtralTopKRouter), experts (MixtralExperts: gate_up_proj
+//              [E, 2f, h], down_proj [E, h, f]); forward: gate, experts (modeling_mixtral.py)
+//   qwen2_moe  Qwen2MoeSparseMoeBlock: gate, experts, shared_expert (Qwen2MoeMLP), shared_expert_gate
+//              (Linear(h, 1)); forward: shared_expert, gate, experts, shared_expert_gate
+//   qwen3_moe  Qwen3MoeSparseMoeBlock: experts, gate; forward: gate, experts
+//   olmoe      OlmoeSparseMoeBlock: gate, experts; forward: gate, experts
+//   deepseek_v2/v3  DeepseekV2Moe / DeepseekV3MoE: experts, gate, shared_experts (an MLP);
+//              forward: gate, experts, shared_experts (the V3 router's e_score_correction_bias is a
+//              buffer, no parameter)
+//   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
+//              GptOssMLP: router, experts; Llama4TextMoe: experts, router, shared_expert (forward:
+//              router, experts, shared_expert).
+// Checked against model.named_parameters() / named_modules() of the tiny fixture configs
+// (tests/deepspeed/cases.py) and small configs of the other families, with transformers 5.24.
+#include <string>
+
+#include "models/model_spec.h"
+
+namespace zeroplan::models {
+namespace {
+
+struct Family {
+  const char* hf_class;  // fully qualified, as DeepSpeed's leaf_module `classes` match it
+  bool experts_first;    // experts registered before the router
+};
+
+Family family_of(const std::string& type) {
+  if (type == "mixtral") return {"transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock", false};
+  if (type == "qwen2_moe") return {"transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock", false};
+  if (type == "qwen3_moe") return {"transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock", true};
+  if (type == "olmoe") return {"transformers.models.olmoe.modeling_olmoe.OlmoeSparseMoeBlock", false};
+  if (type == "deepseek_v2") return {"transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Moe", true};
+  if (type == "deepseek_v3") return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
+  if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
+  if (type == "llama4_text" || type == "llama4")
+    return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};
+  return {"", false};
+}
+
+TensorSpec tensor(const std::string& name, const std::string& module, std::vector<int64_t> shape, bool linear) {
+  TensorSpec t{name, module, std::move(shape)};
+  t.is_linear = linear;
+  return t;
+}
+
+// Where the layer's MoE block starts in the checkpoint's tensor list, and its Hub name prefix.
+bool is_block_tensor(const std::string& name, const std::string& hub_block) {
+  return name.rfind(hub_block + ".", 0) == 0;
+}
+
+}  // namespace
+
+std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
+  std::vector<LayerInventory> inv = inventory();
+  if (!is_moe() || from_checkpoint()) return inv;  // a checkpoint's own tensors are kept as read
+  const Family fam = family_of(model_type);
+  const int64_t h = hidden_size, E = num_experts, f = moe_intermediate_size;
+  int64_t layer = -1;
+  for (LayerInventory& l : inv) {
+    if (!l.is_decoder_layer) continue;
+    ++layer;
+    if (!is_moe_layer(layer) || l.tensors.empty()) continue;
+    // The layer's module prefix ("model.layers.3"): the name of its first tensor up to the layer index.
+    const std::string& first = l.tensors.front().name;
+    const std::string idx = "." + std::to_string(layer) + ".";
+    const std::string prefix = first.substr(0, first.find(idx) + idx.size() - 1);
+    const bool llama4 = moe_style == MoeStyle::FusedLlama4;
+    const std::string block = prefix + (llama4 ? ".feed_forward" : ".mlp");
+    l.moe_block = block;
+    l.moe_block_class = fam.hf_class;
+    if (moe_style == MoeStyle::FusedGptOss) {
+      l.moe_exec = {block + ".router", block + ".experts"};
+      continue;
+    }
+    if (llama4) {
+      const std::string se = block + ".shared_expert";
+      l.moe_exec = {block + ".router", block + ".experts", se + ".gate_proj", se + ".up_proj", se + ".down_proj"};
+      continue;
+    }
+    if (moe_style != MoeStyle::Mixtral && moe_style != MoeStyle::PerExpert) continue;
+    const std::string hub_block = prefix + (moe_style == MoeStyle::Mixtral ? ".block_sparse_moe" : ".mlp");
+    std::vector<TensorSpec> rt;
+    const TensorSpec router = tensor(block + ".gate.weight", "gate", {E, h}, false);
+    std::vector<TensorSpec> experts = {tensor(block + ".experts.gate_up_proj", "gate_up_proj", {E, 2 * f, h}, false),
+                                       tensor(block + ".experts.down_proj", "down_proj", {E, h, f}, false)};
+    if (!fam.experts_first) rt.push_back(router);
+    rt.insert(rt.end(), experts.begin(), experts.end());
+    if (fam.experts_first) rt.push_back(router);
+    // Shared experts: the checkpoint's tensors under the same names (an ordinary gated MLP).
+    const bool qwen2 = shared_expert_gate;
+    const std::string shared = block + (qwen2 ? ".shared_expert" : ".shared_experts");
+    std::vector<std::string> shared_exec;
+    for (const TensorSpec& t : l.tensors)
+      if (t.name.rfind(shared + ".", 0) == 0) {
+        rt.push_back(t);
+        if (t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0)
+          shared_exec.push_back(t.name.substr(0, t.name.size() - 7));
+      }
+    if (qwen2) rt.push_back(tensor(block + ".shared_expert_gate.weight", "shared_expert_gate", {1, h}, true));
+    // Forward order of the parameter-owning modules.
+    if (qwen2) {
+      l.moe_exec = shared_exec;
+      l.moe_exec.push_back(block + ".gate");
+      l.moe_exec.push_back(block + ".experts");
+      l.moe_exec.push_back(block + ".shared_expert_gate");
+    } else {
+      l.moe_exec = {block + ".gate", block + ".experts"};
+      l.moe_exec.insert(l.moe_exec.end(), shared_exec.begin(), shared_exec.end());
+    }
+    // Replace the checkpoint's block tensors (contiguous in inventory()) by the runtime ones.
+    size_t at = 0;
+    while (at < l.tensors.size() && !is_block_tensor(l.tensors[at].name, hub_block)) ++at;
+    size_t end = at;
+    while (end < l.tensors.size() && is_block_tensor(l.tensors[end].name, hub_block)) ++end;
+    l.tensors.erase(l.tensors.begin() + static_cast<std::ptrdiff_t>(at), l.tensors.begin() + static_cast<std::ptrdiff_t>(end));
+    l.tensors.insert(l.tensors.begin() + static_cast<std::ptrdiff_t>(at), rt.begin(), rt.end());
+  }
+  return inv;
+}
+
+}  // namespace zeroplan::models
