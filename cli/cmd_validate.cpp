@@ -21,6 +21,7 @@
 #include "executor/mpi_comm.h"
 #include "planner/model_stats.h"
 #include "planner/search.h"
+#include "planner/zero3_leaf.h"
 #ifdef ZEROPLAN_HAVE_CUDA
 #include "executor/cuda/cuda_runtime.h"
 #include "executor/cuda/device.h"
@@ -142,6 +143,14 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
   c.zero.max_live_parameters = z.max_live_parameters;
   c.zero.max_reuse_distance = z.max_reuse_distance;
   c.zero.sub_group_size = z.sub_group_size;
+  // Stage 3 with MoE: the engine gathers the sparse block as the planner says DeepSpeed does for this
+  // version and --z3-leaf-moe (one leaf module, or its router and experts submodules apart).
+  for (const auto& layer : w.model.runtime_inventory())
+    if (!layer.moe_block_class.empty()) {
+      c.zero.moe_leaf = planner::moe_block_is_leaf(layer.moe_block_class, planner::effective_moe_leaf(w, z),
+                                                    w.train.deepspeed_version);
+      break;
+    }
   exec::check_run_config(c, w.cluster.world_size());
   return c;
 }
