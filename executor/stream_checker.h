@@ -213,6 +213,20 @@ class StreamCheckingBackend final : public Backend {
   void cross_entropy_backward(void* dlogits, const void* logits, const int32_t* targets, float dloss,
                               int64_t N, int64_t V, DType t) override;
   void adam_step(std::span<const AdamChunk> chunks, const AdamParams& p, MemTier tier) override;
+  // MoE kernels: forwarded when the inner backend has them. The routed rows' gathers and scatters
+  // are modelled as reading/writing the whole [N, C] tensor (the rows the pairs name are a subset).
+  bool has_moe_kernels() const override { return inner_.has_moe_kernels(); }
+  void moe_route_forward(float* probs, int32_t* idx, float* weights, const void* logits, int64_t N, int64_t E,
+                         int64_t k, bool renorm, DType t) override;
+  void moe_route_backward(void* dlogits, const float* dweights, const float* probs, const int32_t* idx,
+                          int64_t N, int64_t E, int64_t k, bool renorm, DType t) override;
+  void gather_rows(void* out, const void* in, const int32_t* pairs, int64_t R, int64_t C, int64_t k,
+                   DType t) override;
+  void scatter_add_rows(void* out, const void* in, const int32_t* pairs, const float* weights, int64_t R,
+                        int64_t C, int64_t k, DType t) override;
+  void scatter_add_rows_backward(void* din, float* dweights, const void* dout, const void* in,
+                                 const int32_t* pairs, const float* weights, int64_t R, int64_t C, int64_t k,
+                                 DType t) override;
 
  private:
   using Ranges = std::vector<StreamOrderModel::Range>;
