@@ -117,10 +117,15 @@ TimeModelData parse_data() {
     auto chain = [](const nlohmann::json& arr, std::vector<TimeModelData::ScoreKernel>& out) {
       for (const auto& k : arr)
         out.push_back({k.at("op").get<std::string>(), k.at("launches").get<double>(), k.value("act_elems", 0.0),
-                       k.value("fp32_elems", 0.0)});
+                       k.value("fp32_elems", 0.0), k.value("byte_elems", 0.0)});
     };
-    chain(j.at("eager_attention").at("forward"), d.eager_scores_fwd);
-    chain(j.at("eager_attention").at("backward"), d.eager_scores_bwd);
+    const auto& e = j.at("eager_attention");
+    chain(e.at("forward"), d.eager_scores_fwd);
+    chain(e.at("backward"), d.eager_scores_bwd);
+    if (e.contains("dropout")) {
+      chain(e.at("dropout").at("forward"), d.eager_dropout_fwd);
+      chain(e.at("dropout").at("backward"), d.eager_dropout_bwd);
+    }
   }
   return d;
 }
@@ -353,6 +358,11 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     const double heads = static_cast<double>(std::max<int64_t>(1, w.model.num_heads));
     const double score = static_cast<double>(micro) * heads * seq * seq;  // score elements per layer
     const double hd = q / heads;
+    // Score dropout in training when the config's attention dropout is > 0 (GPT-2 attn_pdrop 0.1);
+    // a config that names none keeps the GPT-style rule of the activation memory (LayerNorm +
+    // plain MLP layers have it; memory_stats.cpp dropout_on).
+    const bool gpt_style = w.model.norm == models::NormKind::LayerNorm && w.model.mlp == models::MlpKind::Plain;
+    const bool score_dropout = w.model.attn_dropout < 0 ? gpt_style : w.model.attn_dropout > 0;
     auto eager_attention = [&](OpPass pass, bool backward) {
       const double gemms = backward ? 4.0 : 2.0;
       OpCost c;
@@ -370,12 +380,18 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.efficiency = b.gemm_eff(2.0 * score * hd);
       b.add(c);
       double launches = 0, elems_bytes = 0;
-      for (const auto& k : backward ? d.eager_scores_bwd : d.eager_scores_fwd) {
-        launches += k.launches;
-        elems_bytes += k.act_elems * a + k.fp32_elems * 4.0;
-      }
-      b.memory(backward ? "attention score chain backward (eager: cast, softmax, scale)"
-                        : "attention score chain (eager: scale, +mask, fp32 softmax, cast)",
+      auto sum = [&](const std::vector<TimeModelData::ScoreKernel>& ks) {
+        for (const auto& k : ks) {
+          launches += k.launches;
+          elems_bytes += k.act_elems * a + k.fp32_elems * 4.0 + k.byte_elems;
+        }
+      };
+      sum(backward ? d.eager_scores_bwd : d.eager_scores_fwd);
+      if (score_dropout) sum(backward ? d.eager_dropout_bwd : d.eager_dropout_fwd);
+      b.memory(backward ? (score_dropout ? "attention score chain backward (eager: dropout, cast, softmax, scale)"
+                                         : "attention score chain backward (eager: cast, softmax, scale)")
+                        : (score_dropout ? "attention score chain (eager: scale, +mask, fp32 softmax, cast, dropout)"
+                                         : "attention score chain (eager: scale, +mask, fp32 softmax, cast)"),
                pass, launches * L, elems_bytes * score * L);
       if (kv < q)  // repeat_kv: expand + reshape copies K and V (forward), their gradients summed back
         b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * L,

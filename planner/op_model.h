@@ -77,9 +77,11 @@ struct TimeModelData {
   // launches per layer, 16-bit (activation dtype) and fp32 elements read + written.
   struct ScoreKernel {
     std::string name;
-    double launches = 0, act_elems = 0, fp32_elems = 0;
+    double launches = 0, act_elems = 0, fp32_elems = 0, byte_elems = 0;  // byte_elems: 1-byte masks
   };
   std::vector<ScoreKernel> eager_scores_fwd, eager_scores_bwd;
+  // Attention-score dropout (only when the model's attention dropout is on, e.g. GPT-2's attn_pdrop).
+  std::vector<ScoreKernel> eager_dropout_fwd, eager_dropout_bwd;
 };
 const TimeModelData& time_model_data();
 // The GPU's architecture as the data file names it (default_architecture when not listed).

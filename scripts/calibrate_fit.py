@@ -33,6 +33,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "planner/data/calibration/runs.json"
+LONG_CONTEXT_RUNS = ROOT / "planner/data/calibration/long_context_runs.json"
 DATA = ROOT / "planner/data/time_model.json"
 
 # Fraction of a full forward recomputed, per checkpointing label of runs.json.
@@ -96,6 +97,7 @@ def size_bucket(model_params):
 def summarize(label, errs):
     if not errs:
         return f"  {label:<22} (none)"
+    label = label if len(label) <= 22 else label[:60] + "\n  " + " " * 22
     a = [abs(e) for e in errs]
     return (f"  {label:<22} n={len(errs):>3}  median|err| {statistics.median(a)*100:5.1f}%  "
             f"bias {statistics.median(errs)*100:+6.1f}%  within20% {sum(x <= 0.2 for x in a)/len(a)*100:5.1f}%  "
@@ -170,6 +172,9 @@ def fit(z, rows):
 def main():
     z = find_binary(sys.argv)
     rows = json.loads(RUNS.read_text())["runs"]
+    # Long-context rows (ids 'lc-', issue 13 item 5) live in their own file, same row format.
+    if LONG_CONTEXT_RUNS.is_file():
+        rows += json.loads(LONG_CONTEXT_RUNS.read_text())["runs"]
     env = dict(os.environ)
     tmpfile = None
     if "--fit" in sys.argv:
@@ -191,6 +196,7 @@ def main():
     for row, pred, err, plan in res:
         groups.setdefault(f"split={row['split']}", []).append(err)
         if row["split"] == "reference":
+            groups.setdefault(f"reference {row.get('framework', '?')[:40]}", []).append(err)
             continue
         for k in ("gpu", "seq"):
             key = f"{k}={row['seq_len'] if k == 'seq' else row[k]}"

@@ -188,6 +188,21 @@ TEST(OperatorTable, EagerAttentionMaterialisesTheFullScoreTensor) {
   // Per layer 39 forward launches with flash (TinyPassesAreBoundByHostLaunches) become 44: the
   // attention core's 1 launch is replaced by 2 GEMMs + 4 element-wise kernels.
   EXPECT_EQ(t.kernels[static_cast<size_t>(OpPass::Forward)], 44 * 32 + 13);
+  // GPT-2 (attn_pdrop 0.1 in its config, 12 heads, 12 layers, 1024 tokens) adds native_dropout on
+  // the scores: read 2 B, write 2 B + a 1-byte mask = 5 B forward, the same backward.
+  Workload g;
+  g.model = models::load_model("gpt2");
+  g.cluster = hw::parse_cluster("1xA100-80GB");
+  g.train.seq_len = 1024;
+  g.train.attention = Attention::Eager;
+  const OpTable tg = operator_table(g, compute_model_stats(g).compute, 1, Checkpointing::None, 0);
+  const double Sg = 12.0 * 1024 * 1024;
+  const OpCost* gf = find_op(tg, OpPass::Forward, "attention score chain");
+  ASSERT_NE(gf, nullptr);
+  EXPECT_DOUBLE_EQ(gf->bytes, (22.0 + 5.0) * Sg * 12);
+  const OpCost* gb = find_op(tg, OpPass::Backward, "attention score chain backward");
+  ASSERT_NE(gb, nullptr);
+  EXPECT_DOUBLE_EQ(gb->bytes, (20.0 + 5.0) * Sg * 12);
 }
 
 TEST(OperatorTable, PeftLoraAddsItsScaleAndAddKernels) {
