@@ -584,7 +584,8 @@ class Reader {
     // (runtime/swap_tensor/partitioned_param_swapper.py get_buffer asserts numel < buffer size).
     if (z.stage == 3 && z.offload_param == Offload::NVMe && !w_.model.params_only) {
       int64_t largest = 0;
-      for (const auto& layer : w_.model.inventory())
+      // The runtime tree: transformers 5's fused experts are the largest tensors DeepSpeed partitions.
+      for (const auto& layer : w_.model.runtime_inventory())
         for (const auto& t : layer.tensors) largest = std::max(largest, t.numel());
       const int64_t part = ceil_div(largest, w_.cluster.world_size());
       const auto bs = as_int(find(*zo, {"offload_param", "buffer_size"}));
@@ -634,7 +635,7 @@ class Reader {
     if (z.stage == 3 && !w_.model.params_only && w_.model.hidden_size > 0) {
       const int64_t small_limit = 10 * w_.model.hidden_size;
       int64_t gathered = 0;
-      for (const auto& layer : w_.model.inventory())
+      for (const auto& layer : w_.model.runtime_inventory())  // what DeepSpeed partitions (fused experts)
         for (const auto& t : layer.tensors)
           if (t.numel() <= small_limit && t.numel() > z.param_persistence_threshold) ++gathered;
       if (gathered >= w_.model.num_layers && gathered > 0)

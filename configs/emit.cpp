@@ -58,7 +58,8 @@ bool trainer_fills(int64_t value, double trainer_value) {
 int64_t largest_param_numel(const planner::Workload& w) {
   if (w.model.params_only) return 0;
   int64_t largest = 0;
-  for (const auto& layer : w.model.inventory())
+  // The runtime tree: transformers 5's fused experts are the largest tensors DeepSpeed partitions.
+  for (const auto& layer : w.model.runtime_inventory())
     for (const auto& t : layer.tensors) largest = std::max(largest, t.numel());
   return largest;
 }

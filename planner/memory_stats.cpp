@@ -276,8 +276,12 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // A fused qkv projection (GPT-2 c_attn, Phi-3 qkv_proj, Falcon/NeoX query_key_value): q, k, v
     // are slices (views) of its output, so v keeps the whole e*(qw + 2kvw) storage alive; with RoPE,
     // q and k are new tensors besides it (modeling_phi3.py Phi3Attention.forward slices `qkv`).
-    // Recorded: phi3 v storage 131,072 B at 128 tokens x 512 (q 256 + k 128 + v 128 wide).
-    if (m.fused_qkv && m.position == models::PositionKind::Rotary) per_token += e * (qw + kvw);
+    // Recorded: phi3 v storage 131,072 B at 128 tokens x 512 (q 256 + k 128 + v 128 wide). GPT-NeoX
+    // chunks the same way (modeling_gpt_neox.py `qkv.chunk(3, dim=-1)`: views). Not Falcon: its
+    // _split_heads indexes k and v with a list (`qkv[..., [-1], :]`, a copy), so no view of the fused
+    // output is saved; its copies are not derived here (no Falcon fixture).
+    const bool v_views_fused = m.layout == models::Layout::Phi3 || m.layout == models::Layout::GPTNeoX;
+    if (m.fused_qkv && v_views_fused && m.position == models::PositionKind::Rotary) per_token += e * (qw + kvw);
     if (rope_by_concat(m.model_type) && f.o_in_saved) per_token += e * qw;
     const bool efficient = !cpu && (e == 4 || d > 256);
     lse_per_sample = lse_bytes(efficient);
