@@ -114,6 +114,20 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.rotary = m.position == models::PositionKind::Rotary;
   s.gated_mlp = m.mlp == models::MlpKind::Gated;
   s.sdpa_supported = m.layout != models::Layout::Bloom;
+  // Falcon (transformers modeling_falcon.py): FalconModel.forward always materialises the causal mask
+  // (create_causal_mask(..., allow_is_causal_skip=False), "so alibi can be added") and
+  // FalconAttention.forward passes it to SDPA with is_causal False. PyTorch's SDPA dispatcher rejects
+  // the flash kernel for any attn_mask, and both fused kernels when query and key/value head counts
+  // differ without enable_gqa (aten/src/ATen/native/transformers/sdp_utils_cpp.h,
+  // check_batch_size_and_num_heads_dense: "both fused kernels require query, key and value to have
+  // the same num_heads"). Multi-query Falcon (new_decoder_architecture false: K/V of one head against
+  // num_heads query heads, _split_heads) therefore runs SDPA's math path -- materialised scores,
+  // costed as eager attention; Falcon-40B/180B (K/V broadcast to every head in _split_heads) run the
+  // memory-efficient kernel over the full square (op_model.cpp).
+  if (m.layout == models::Layout::Falcon) {
+    s.attention_explicit_mask = true;
+    if (!m.new_decoder_architecture && m.num_kv_heads < m.num_heads) s.sdpa_supported = false;
+  }
   // MLP element-wise work, element reads + writes per intermediate element (transformers
   // activations.py ACT2FN):
   //  - single-kernel activations (nn.SiLU / F.silu, nn.ReLU, nn.GELU, GELUTanh = F.gelu tanh):

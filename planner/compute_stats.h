@@ -120,6 +120,9 @@ struct ComputeStats {
   // trained linear biases (each bias gradient is a separate column-sum reduction of the output
   // gradient in the backward).
   double resid_dropouts_per_layer = 0;
+  // HF hands SDPA an explicit [b, 1, s, s] causal mask (Falcon, compute_stats.cpp): the flash kernel
+  // cannot take a mask, so SDPA runs its memory-efficient kernel over the whole s x s square.
+  bool attention_explicit_mask = false;
   double bias_grad_width_per_layer = 0;
   // Memory-bound traffic per token in the forward, in activation ELEMENTS read + written (times the
   // activation dtype size gives bytes): per decoder layer (norms, residual adds, rotary, activation

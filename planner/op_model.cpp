@@ -419,9 +419,17 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
                           : "attention core (SDPA mem-efficient, explicit mask, full square)";
         c.flops *= 2.0;
         c.bytes += a * static_cast<double>(micro) * seq * seq * L;
+        // Falcon-40B/180B's _split_heads broadcasts K and V to every query head (torch.broadcast_to,
+        // then flatten: a copy), so the kernel reads them at the query width.
+        if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * L;
         c.efficiency = attention_efficiency(g, w.train.seq_len, false, backward, flash) * b.sustained;
       }
       b.add(c);
+      // The broadcast copies themselves (read kv, write q wide, for K and V; the backward sums the
+      // gradients back over the group): 2 launches per layer.
+      if (s.attention_explicit_mask && kv < q)
+        b.memory(backward ? "K/V broadcast backward (sum over groups)" : "K/V broadcast copies (Falcon _split_heads)",
+                 pass, 2 * L, 2.0 * a * (q + kv) * m * L);
     };
     // PEFT LoRA around each targeted frozen linear (peft/tuners/lora/layer.py Linear.forward:
     // result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling): besides the two adapter GEMMs,

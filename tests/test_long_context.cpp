@@ -126,5 +126,44 @@ TEST(TrainingOnlyKernels, LlamaHasNeither) {
   EXPECT_EQ(find_op(t, OpPass::Backward, "linear bias gradients"), nullptr);
 }
 
+
+TEST(FalconAttentionPath, ExplicitMaskAndMultiQueryLeaveTheFlashKernel) {
+  // transformers modeling_falcon.py materialises the causal mask (allow_is_causal_skip=False) and
+  // passes it to SDPA; PyTorch's dispatcher (sdp_utils_cpp.h) then refuses the flash kernel, and
+  // with Falcon-7B's multi-query K/V (1 head against 71 query heads, no enable_gqa) both fused
+  // kernels: SDPA's math path, i.e. eager-like attention.
+  Workload w;
+  w.model = models::load_model("falcon-7b");
+  w.cluster = hw::parse_cluster("8xA100-80GB");
+  w.train.seq_len = 2048;
+  const ModelStats s7 = compute_model_stats(w);
+  EXPECT_FALSE(s7.compute.sdpa_supported);
+  EXPECT_TRUE(s7.compute.attention_explicit_mask);
+  // Falcon-40B (new_decoder_architecture: K/V broadcast to all 128 heads, equal head counts): the
+  // memory-efficient kernel over the full square. Config: hidden 8192, 128 heads of 64, 60 layers.
+  // Micro-batch 1 of 2048 tokens, forward: 4 x 2048^2 x 8192 x 60 = 8,246,337,208,320 FLOPs (not
+  // the causal half, 4,123,168,604,160), plus the bf16 mask read once per layer: 2 x 2048^2 x 60 =
+  // 503,316,480 bytes on top of q, k, v, o, all four at the query width 8192 because _split_heads
+  // broadcasts the 8 K/V heads to all 128 (2 x 2048 x 4 x 8192 x 60 = 8,053,063,680).
+  // The broadcast copies: read 8 x 64 = 512 wide, write 8192 wide, for K and V:
+  // 2 x 2 x 2048 x (8192 + 512) x 60 = 4,278,190,080 bytes in 120 launches.
+  const OpTable t = table_for("falcon-40b", 2048);
+  const OpCost* c = find_op(t, OpPass::Forward, "attention core (SDPA mem-efficient");
+  ASSERT_NE(c, nullptr);
+  EXPECT_DOUBLE_EQ(c->flops, 8'246'337'208'320.0);
+  EXPECT_DOUBLE_EQ(c->bytes, 8'053'063'680.0 + 503'316'480.0);
+  const OpCost* bc = find_op(t, OpPass::Forward, "K/V broadcast copies");
+  ASSERT_NE(bc, nullptr);
+  EXPECT_DOUBLE_EQ(bc->bytes, 4'278'190'080.0);
+  EXPECT_DOUBLE_EQ(bc->kernels, 120.0);
+  // Backward: 2.5x the forward's FLOPs, same full square.
+  const OpCost* cb = find_op(t, OpPass::Backward, "attention core backward (SDPA mem-efficient");
+  ASSERT_NE(cb, nullptr);
+  EXPECT_DOUBLE_EQ(cb->flops, 2.5 * 8'246'337'208'320.0);
+  // Llama keeps the causal flash kernel.
+  w.model = models::load_model("llama-2-7b");
+  EXPECT_FALSE(compute_model_stats(w).compute.attention_explicit_mask);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
