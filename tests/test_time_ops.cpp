@@ -236,6 +236,26 @@ TEST(OperatorTable, PeftLoraAddsItsScaleAndAddKernels) {
   EXPECT_EQ(find_op(tf, OpPass::Forward, "PEFT LoRA"), nullptr);
 }
 
+TEST(OperatorTable, A100FortyGigabyteMovesBytesAtItsOwnHbmBandwidth) {
+  // Same SM (and GEMM rates) as the 80GB part, HBM2 1555 GB/s instead of HBM2e 2039 GB/s (NVIDIA
+  // A100 datasheet): a memory-bound kernel takes bytes / (1555e9 x 0.79 STREAM efficiency), i.e.
+  // 2039/1555 = 1.311x the 80GB time; a large GEMM takes the same time on both.
+  const Workload w40 = llama7b("1xA100-40GB", 2048), w80 = llama7b("1xA100-80GB", 2048);
+  const OpTable t40 = operator_table(w40, compute_model_stats(w40).compute, 1, Checkpointing::None, 0);
+  const OpTable t80 = operator_table(w80, compute_model_stats(w80).compute, 1, Checkpointing::None, 0);
+  const OpCost* r40 = find_op(t40, OpPass::Forward, "residual adds");
+  const OpCost* r80 = find_op(t80, OpPass::Forward, "residual adds");
+  ASSERT_NE(r40, nullptr);
+  ASSERT_NE(r80, nullptr);
+  EXPECT_NEAR(r40->time_s, r40->bytes / (1555e9 * 0.79), 1e-12);
+  EXPECT_NEAR(r40->time_s / r80->time_s, 2039.0 / 1555.0, 1e-9);
+  const OpCost* g40 = find_op(t40, OpPass::Forward, "linear GEMM", 11008);
+  const OpCost* g80 = find_op(t80, OpPass::Forward, "linear GEMM", 11008);
+  ASSERT_NE(g40, nullptr);
+  ASSERT_NE(g80, nullptr);
+  EXPECT_DOUBLE_EQ(g40->time_s, g80->time_s);
+}
+
 TEST(OperatorTable, LongContextIsDominatedByAttention) {
   // Llama-2-7B at 32k tokens on an A100: per layer the causal attention forward is
   // 2 * 32768^2 * 4096 = 8.8 TFLOP against 2 * 32768 * 202,375,168 = 13.3 TFLOP of weight GEMMs,
