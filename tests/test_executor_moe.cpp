@@ -8,8 +8,10 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
+#include "common/errors.h"
 #include "executor/engine.h"
 #include "executor/stream_checker.h"
 #include "executor/test_models.h"
@@ -135,6 +137,21 @@ TEST(ExecutorMoe, StreamOrderClean) {
                                         << (rt->all_violations().empty() ? "" : rt->all_violations()[0].describe());
     EXPECT_GT(rt->ops_on(Agent::Comm), 0) << "stage " << k.stage;  // not vacuous: Comm was used
   }
+}
+
+// What the MoE block does not cover is refused with a UserError, not run wrongly.
+TEST(ExecutorMoe, RejectsOtherMoeBlocks) {
+  auto refused = [](const std::function<void(RunConfig&)>& edit) {
+    RunConfig c = base_config(true);
+    c.steps = 1;
+    edit(c);
+    EXPECT_THROW(run(c, 1), UserError);
+  };
+  refused([](RunConfig& c) { c.model.num_shared_experts = 1, c.model.shared_expert_intermediate_size = 96; });
+  refused([](RunConfig& c) { c.model.router_bias = true; });
+  refused([](RunConfig& c) { c.model.experts_per_token = 5; });  // top-5 of 4 experts
+  refused([](RunConfig& c) { c.model.model_type = "qwen3_moe", c.model.qk_norm = models::QkNorm::PerHead; });
+  refused([](RunConfig& c) { c.lora.rank = 4; });
 }
 
 struct Variant {
