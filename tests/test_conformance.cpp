@@ -294,6 +294,15 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   }
 
   // ---- peak
+  // Diagnostics (no effect on the verdict): ZP_CONFORMANCE_DUMP=<fixture name> lists the planner's
+  // device buffers with their phases and backward moment; ZP_CONFORMANCE_VERBOSE prints every saved-
+  // activations comparison.
+  if (const char* dump = std::getenv("ZP_CONFORMANCE_DUMP"); dump != nullptr && fx.value("name", "") == dump)
+    for (int i = 0; i < m.num_gpu; ++i) {
+      const Buffer& buf = m.gpu[static_cast<size_t>(i)];
+      std::printf("  %-50s %12lld phases %d moment %d\n", buf.name, static_cast<long long>(buf.bytes), buf.phases,
+                  static_cast<int>(buf.backward_moment));
+    }
   if (fx.contains("peak_bytes")) {
     const int64_t ds = fx["peak_bytes"]["overall"].get<int64_t>();
     const double rel_err = std::abs(static_cast<double>(m.peak - ds)) / static_cast<double>(ds);
