@@ -102,6 +102,23 @@ MoeLeaf moe_leaf_from_config(const std::optional<std::vector<std::string>>& clas
   return leaf ? MoeLeaf::On : MoeLeaf::Off;
 }
 
+std::optional<std::vector<std::string>> leaf_module_classes_for(const std::string& hf_class, MoeLeaf leaf,
+                                                                 DeepSpeedVersion v) {
+  if (hf_class.empty() || leaf == MoeLeaf::Auto || v == DeepSpeedVersion::V0_16_9) return std::nullopt;
+  const bool dflt = moe_block_is_leaf(hf_class, MoeLeaf::Auto, v);
+  if ((leaf == MoeLeaf::On) == dflt) return std::nullopt;
+  if (leaf == MoeLeaf::Off) {
+    // The defaults minus this class (`classes` replaces the default list).
+    std::vector<std::string> rest;
+    for (const char* c : kDefaultLeafClasses)
+      if (hf_class != c) rest.emplace_back(c);
+    return rest;
+  }
+  std::vector<std::string> with(std::begin(kDefaultLeafClasses), std::end(kDefaultLeafClasses));
+  with.push_back(hf_class);
+  return with;
+}
+
 const char* to_string(MoeLeaf leaf) {
   switch (leaf) {
     case MoeLeaf::Auto:

@@ -50,6 +50,13 @@ MoeLeaf moe_leaf_from_config(const std::optional<std::vector<std::string>>& clas
                              const std::string& hf_class, const std::vector<std::string>& block_paths,
                              DeepSpeedVersion v);
 
+// What a ds_config must say for the MoE blocks (class `hf_class`) to be leaves (`leaf` On) or not (Off)
+// under DeepSpeed `v`: the zero_optimization.leaf_module `classes` list to write, or nullopt when
+// DeepSpeed's default already does it (Auto, or the default agrees) or cannot (0.16.9 has no
+// leaf_module config: the script calls deepspeed.utils.set_z3_leaf_modules instead).
+std::optional<std::vector<std::string>> leaf_module_classes_for(const std::string& hf_class, MoeLeaf leaf,
+                                                                 DeepSpeedVersion v);
+
 const char* to_string(MoeLeaf leaf);
 // "auto" | "on" | "off"; throws UserError otherwise.
 MoeLeaf parse_moe_leaf(const std::string& s);
