@@ -18,12 +18,12 @@ TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
   // DeepSpeed's default persistence threshold (1e5 elements): every tensor of this model persists,
   // so the whole account is exact, the peak included.
   {
-    const auto r = run_cli({"validate", "--backend", "cpu", "--model", kModel, "--gpus", "2xCPU", "--stage", "3",
-                            "--seq-len", "64", "--micro-batch", "2", "--steps", "2", "--json"});
+    const auto r = run_cli({"validate", "--backend", "cpu", "--model", kModel, "--gpus", "2xCPU", "--stage",
+                            "3", "--seq-len", "64", "--micro-batch", "2", "--steps", "2", "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
-    for (const char* k : {"parameters", "gradients", "optimizer_states", "activations", "buffers",
-                          "peak_without_overhead"})
+    for (const char* k :
+         {"parameters", "gradients", "optimizer_states", "activations", "buffers", "peak_without_overhead"})
       EXPECT_EQ(j["error"]["memory"]["gpu"][k], 0.0) << k;
     EXPECT_EQ(j["error"]["communication"]["bytes_per_rank_per_step"], 0.0);
     // By hand, bf16, N = 2, 205,632 parameters (every tensor's numel even: no padding): the
@@ -41,9 +41,11 @@ TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
   // backward's maximum the planner counts 32,768 B more gathered-parameter buffers than are live
   // (the same moment approximation shows on the dense tiny-llama-micro).
   for (const char* leaf : {"on", "off"}) {
-    const auto r = run_cli({"validate", "--backend", "cpu", "--model", kModel, "--gpus", "2xCPU", "--stage", "3",
-                            "--seq-len", "64", "--micro-batch", "2", "--steps", "2", "--persistence-threshold",
-                            "100", "--z3-leaf-moe", leaf, "--json"});
+    const auto r = run_cli({"validate", "--backend",     "cpu",   "--model",
+                            kModel,     "--gpus",        "2xCPU", "--stage",
+                            "3",        "--seq-len",     "64",    "--micro-batch",
+                            "2",        "--steps",       "2",     "--persistence-threshold",
+                            "100",      "--z3-leaf-moe", leaf,    "--json"});
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     SCOPED_TRACE(leaf);
@@ -56,8 +58,8 @@ TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
 
 TEST(CliValidateMoe, UnsupportedMoeIsOneLineExit2) {
   // Qwen3-MoE has q/k norms the engine does not have: refused before anything runs.
-  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "qwen3-30b-a3b", "--gpus", "2xCPU", "--stage",
-                          "3", "--seq-len", "32"});
+  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "qwen3-30b-a3b", "--gpus", "2xCPU",
+                          "--stage", "3", "--seq-len", "32"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty());
   EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << r.err;

@@ -63,12 +63,14 @@ double max_abs_diff(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 TEST(ExecutorMoe, LayoutIsTransformersMixtral) {
-  const RunResult r = run([] {
-    RunConfig c = base_config(false);
-    c.steps = 1;
-    c.lr = 0;
-    return c;
-  }(), 1);
+  const RunResult r = run(
+      [] {
+        RunConfig c = base_config(false);
+        c.steps = 1;
+        c.lr = 0;
+        return c;
+      }(),
+      1);
   EXPECT_EQ(r.num_parameters, kPsi);
   // The models module's own inventory (checkpoint tensor names, an independent account) agrees on
   // the total.
@@ -79,7 +81,8 @@ TEST(ExecutorMoe, LayoutIsTransformersMixtral) {
   EXPECT_EQ(r.param_names[6], "model.layers.0.mlp.experts.gate_up_proj");
   EXPECT_EQ(r.param_names[7], "model.layers.0.mlp.experts.down_proj");
   // The config file validate reads gives the same spec.
-  const models::ModelSpec f = models::load_model(std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/tiny-mixtral");
+  const models::ModelSpec f =
+      models::load_model(std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/tiny-mixtral");
   EXPECT_EQ(f.num_parameters(), kPsi);
   EXPECT_EQ(f.num_experts, 4);
   EXPECT_EQ(f.experts_per_token, 2);
@@ -133,8 +136,9 @@ TEST(ExecutorMoe, StreamOrderClean) {
     auto rt = make_stream_checking_runtime(make_cpu_runtime(2));
     const RunResult r = run_training(c, *rt);
     ASSERT_EQ(r.loss_per_step.size(), 3u);
-    EXPECT_EQ(rt->violation_count(), 0) << "stage " << k.stage << ": "
-                                        << (rt->all_violations().empty() ? "" : rt->all_violations()[0].describe());
+    EXPECT_EQ(rt->violation_count(), 0)
+        << "stage " << k.stage << ": "
+        << (rt->all_violations().empty() ? "" : rt->all_violations()[0].describe());
     EXPECT_GT(rt->ops_on(Agent::Comm), 0) << "stage " << k.stage;  // not vacuous: Comm was used
   }
 }
@@ -253,7 +257,8 @@ TEST(ExecutorMoe, GradientsMatchFiniteDifferences) {
   // most perturbations keep every token's routing (the candidates below still check it).
   for (size_t t = 0; t < p0.param_names.size(); ++t)
     if (p0.param_names[t].find("mlp.gate.weight") != std::string::npos)
-      for (int64_t i = p0.param_offsets[t]; i < p0.param_offsets[t + 1]; ++i) params[static_cast<size_t>(i)] *= 25;
+      for (int64_t i = p0.param_offsets[t]; i < p0.param_offsets[t + 1]; ++i)
+        params[static_cast<size_t>(i)] *= 25;
   c.initial_params = &params;
   const RunResult g = run(c, 1);
   RunConfig eval = zero_lr;
@@ -313,7 +318,6 @@ TEST(ExecutorMoe, GradientsMatchFiniteDifferences) {
   }
 }
 
-
 // ---------------------------------------------------------------------------------------------
 // Accounting against the planner (planner/memory_model.h, time_model.h) for the same workload, as
 // tests/test_executor_accounting.cpp does for the dense model. The engine never calls the planner.
@@ -326,8 +330,8 @@ struct Case {
   bool mixed;
   int64_t grad_accum = 1;
   bool ckpt = false, offload = false, overlap = false;
-  bool leaf = true;        // stage 3: the MoE block one leaf module
-  bool keep_all = true;    // stage 3: DeepSpeed's coordinator defaults; false: no prefetch, reuse 0
+  bool leaf = true;      // stage 3: the MoE block one leaf module
+  bool keep_all = true;  // stage 3: DeepSpeed's coordinator defaults; false: no prefetch, reuse 0
 };
 
 struct Both {
@@ -412,9 +416,10 @@ int64_t collective_bytes(const planner::StepTime& t, std::string_view prefix) {
   return s;
 }
 std::string describe(const Case& k) {
-  return "N=" + std::to_string(k.ranks) + " stage " + std::to_string(k.stage) + (k.mixed ? " bf16" : " fp32") +
-         " ga " + std::to_string(k.grad_accum) + (k.ckpt ? " ckpt" : "") + (k.offload ? " offload" : "") +
-         (k.overlap ? " overlap" : "") + (k.stage == 3 ? (k.leaf ? " leaf" : " no-leaf") : "") +
+  return "N=" + std::to_string(k.ranks) + " stage " + std::to_string(k.stage) +
+         (k.mixed ? " bf16" : " fp32") + " ga " + std::to_string(k.grad_accum) + (k.ckpt ? " ckpt" : "") +
+         (k.offload ? " offload" : "") + (k.overlap ? " overlap" : "") +
+         (k.stage == 3 ? (k.leaf ? " leaf" : " no-leaf") : "") +
          (k.stage == 3 && !k.keep_all ? " no-reuse" : "");
 }
 // Stage 3 runs on 2 ranks only: with one rank the planner predicts no gathered copies at all (no
