@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/errors.h"
+#include "executor/cpu_backend.h"
 #include "executor/engine.h"
 #include "executor/stream_checker.h"
 #include "executor/test_models.h"
@@ -156,6 +157,44 @@ TEST(ExecutorMoe, RejectsOtherMoeBlocks) {
   refused([](RunConfig& c) { c.model.experts_per_token = 5; });  // top-5 of 4 experts
   refused([](RunConfig& c) { c.model.model_type = "qwen3_moe", c.model.qk_norm = models::QkNorm::PerHead; });
   refused([](RunConfig& c) { c.lora.rank = 4; });
+}
+
+// The routing kernel's backward on its own, both renormalisation modes (Mixtral renormalises the
+// top-k weights; Qwen-MoE with norm_topk_prob false does not): for L = sum_j c_j w_j(logits) with
+// fixed coefficients c, moe_route_backward(dweights = c) against central differences of L in the
+// logits (fp64 differences of fp32 weights, h = 1e-3; the top-k set is checked to stay the same).
+TEST(ExecutorMoe, RouteBackwardMatchesFiniteDifferences) {
+  CpuBackend be;
+  const int64_t N = 3, E = 6, K = 2;
+  std::vector<float> logits(N * E), c(N * K);
+  for (int64_t i = 0; i < N * E; ++i)
+    logits[static_cast<size_t>(i)] = std::sin(1.7f * static_cast<float>(i) + 0.3f);
+  for (int64_t i = 0; i < N * K; ++i) c[static_cast<size_t>(i)] = std::cos(0.9f * static_cast<float>(i));
+  for (bool renorm : {true, false}) {
+    std::vector<float> probs(N * E), w(N * K), dl(N * E);
+    std::vector<int32_t> idx(N * K), idx2(N * K);
+    be.moe_route_forward(probs.data(), idx.data(), w.data(), logits.data(), N, E, K, renorm, DType::F32);
+    be.moe_route_backward(dl.data(), c.data(), probs.data(), idx.data(), N, E, K, renorm, DType::F32);
+    auto loss = [&](const std::vector<float>& l) {
+      std::vector<float> p(N * E), ww(N * K);
+      be.moe_route_forward(p.data(), idx2.data(), ww.data(), l.data(), N, E, K, renorm, DType::F32);
+      EXPECT_EQ(idx2, idx);
+      double s = 0;
+      for (int64_t i = 0; i < N * K; ++i)
+        s += static_cast<double>(c[static_cast<size_t>(i)]) * ww[static_cast<size_t>(i)];
+      return s;
+    };
+    for (int64_t i = 0; i < N * E; ++i) {
+      std::vector<float> l = logits;
+      const float h = 1e-3f;
+      l[static_cast<size_t>(i)] += h;
+      const double up = loss(l);
+      l[static_cast<size_t>(i)] -= 2 * h;
+      const double down = loss(l);
+      EXPECT_NEAR((up - down) / (2.0 * h), dl[static_cast<size_t>(i)], 2e-4)
+          << "renorm " << renorm << " logit " << i;
+    }
+  }
 }
 
 struct Variant {
