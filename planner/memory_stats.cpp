@@ -155,7 +155,9 @@ struct LayerActivation {
 // the bool mask that its backward multiplies by); p = 0 saves nothing (`_dropout_impl` / nn.functional
 // dropout return the input unchanged, Dropout.cpp `if (p == 0 || !train ...) return input`). -1 means
 // the config gave no probability: GPT-style layers then keep Korthikanti's assumption (dropout on).
-bool dropout_on(double p, bool gpt_style) { return p < 0 ? gpt_style : p > 0; }
+bool dropout_on(double p, bool gpt_style) {
+  return p < 0 ? gpt_style : p > 0;
+}
 
 // Tensors of the MLP's intermediate width that a plain (fc1 -> act -> fc2) MLP's activation saves,
 // fc2's input excluded (PyTorch derivatives.yaml; transformers activations.py ACT2FN):
@@ -281,7 +283,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // _split_heads indexes k and v with a list (`qkv[..., [-1], :]`, a copy), so no view of the fused
     // output is saved; its copies are not derived here (no Falcon fixture).
     const bool v_views_fused = m.layout == models::Layout::Phi3 || m.layout == models::Layout::GPTNeoX;
-    if (m.fused_qkv && v_views_fused && m.position == models::PositionKind::Rotary) per_token += e * (qw + kvw);
+    if (m.fused_qkv && v_views_fused && m.position == models::PositionKind::Rotary)
+      per_token += e * (qw + kvw);
     if (rope_by_concat(m.model_type) && f.o_in_saved) per_token += e * qw;
     const bool efficient = !cpu && (e == 4 || d > 256);
     lse_per_sample = lse_bytes(efficient);
@@ -293,7 +296,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // 131,072 + 65,536 B, k_norm 65,536 + 32,768 B per layer at 128 tokens.
   if (m.qk_norm != models::QkNorm::None) {
     const bool ln = m.qk_norm == models::QkNorm::HeadMatrix || m.qk_norm == models::QkNorm::PhiPerHead;
-    per_token += ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
+    per_token +=
+        ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
   }
 
   // MLP block.
@@ -478,8 +482,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
     int64_t dense_layers = 0;
     for (int64_t i = 0; i < m.num_layers; ++i) dense_layers += m.is_moe_layer(i) ? 0 : 1;
     // Same attention core in both, so one difference serves full and selective recomputation.
-    act.first_layer_unsaved_per_sample =
-        checked_add(act.first_layer_unsaved_per_sample, checked_mul(dense_layers, la.without_core - dense.without_core));
+    act.first_layer_unsaved_per_sample = checked_add(
+        act.first_layer_unsaved_per_sample, checked_mul(dense_layers, la.without_core - dense.without_core));
   }
   if (lora && first_decoder != nullptr) {
     // PEFT lora.Linear.forward adds lora_B(lora_A(dropout(x))) * scaling: lora_B's weight gradient
@@ -499,7 +503,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
     for (const auto& layer : inv)
       for (const auto& t : layer.tensors) embedding_trains |= t.is_embedding && lt.targeted(t);
     if (!embedding_trains)
-      act.first_layer_unsaved_per_sample += checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
+      act.first_layer_unsaved_per_sample +=
+          checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
   }
   // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
   // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.
@@ -524,7 +529,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
   const int64_t final_norm_out = m.model_type.rfind("gemma", 0) == 0 ? 4 : e;
-  const int64_t final_norm = m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
+  const int64_t final_norm =
+      m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
   act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
   // ZeRO-3: deepspeed.zero.Init (partition_parameters.py _enable_mem_efficient_linear, on with the
@@ -540,13 +546,14 @@ MemoryStats compute_memory_stats(const Workload& w) {
   if (w.train.method == Method::LoRA && first_decoder != nullptr) {
     LayerFlags all = f;
     all.attn_in_saved = all.o_in_saved = all.mlp_in_saved = all.down_in_saved = true;
-    act.stage3_frozen_linear_inputs_per_layer =
-        layer_activation(w, all, e, m.is_moe()).without_core - layer_activation(w, f, e, m.is_moe()).without_core;
+    act.stage3_frozen_linear_inputs_per_layer = layer_activation(w, all, e, m.is_moe()).without_core -
+                                                layer_activation(w, f, e, m.is_moe()).without_core;
   }
   // Gemma-2 final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM.forward: `logits / cap;
   // tanh; * cap`): tanh saves its output, the logits in the compute dtype (recorded: 524,288 B =
   // 128 tokens x 2048 x 2).
-  if (m.final_logit_softcapping > 0) act.head_per_sample = checked_add(act.head_per_sample, checked_mul(checked_mul(e, V), s));
+  if (m.final_logit_softcapping > 0)
+    act.head_per_sample = checked_add(act.head_per_sample, checked_mul(checked_mul(e, V), s));
   // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
   // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces
   // logits in the compute dtype, ForCausalLMLoss does `logits = logits.float()` and

@@ -182,7 +182,8 @@ TEST(ActivationsHf, Gpt2GeluNewAndZeroDropout) {
   EXPECT_EQ(s.act.layer_full_per_sample, 918'528);
   EXPECT_EQ(s.act.embedding_per_sample, 0);
   // GPT2Config's defaults (0.1) bring back the masks: attention output and MLP output, 256 B each.
-  const std::string dflt = R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_inner": 1024, "n_layer": 2,
+  const std::string dflt =
+      R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_inner": 1024, "n_layer": 2,
     "n_positions": 256, "vocab_size": 2048})";
   EXPECT_EQ(tiny(dflt, Runtime::Cpu).act.layer_full_per_sample, 918'528 + 2 * 256 * 64);
 }
@@ -191,7 +192,8 @@ TEST(ActivationsHf, OptReluSavesOneIntermediateTensor) {
   // OPT (h 256, ffn 1024, dropout 0): 2 LayerNorm inputs 1,024; q_proj input 512; q, k, v, output
   // 4 x 512 (+ lse 16); fc1 input 512; relu's output = fc2's input 2,048 -> 6,160 x 64 = 394,240.
   // Recorded (opt_*): 789,504 per layer at b = 2 = 2 x 394,752 (LayerNorm mean/rstd: 512 B).
-  const std::string cfg = R"({"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_attention_heads": 4,
+  const std::string cfg =
+      R"({"model_type": "opt", "hidden_size": 256, "ffn_dim": 1024, "num_attention_heads": 4,
     "num_hidden_layers": 2, "max_position_embeddings": 256, "vocab_size": 2048, "word_embed_proj_dim": 256,
     "dropout": 0.0, "attention_dropout": 0.0})";
   EXPECT_EQ(tiny(cfg, Runtime::Cpu).act.layer_full_per_sample, 394'240);
@@ -218,7 +220,8 @@ TEST(ActivationsHf, Gemma2SoftcapAndFp32Norms) {
   // Recorded (gemma2_*_eager): layer 1 2,234,368 = 2 x 1,117,184 (rsqrt 4 x 64 x 4 B and the four
   // fp32 (1 + weight) tensors, 4 x 1,024 B per layer, left out). Head: final norm 2,048 + lm_head
   // input 512 + the soft-capped logits' tanh 2 x 2,048 = 6,656 per token.
-  const std::string cfg = R"({"model_type": "gemma2", "hidden_size": 256, "intermediate_size": 512, "head_dim": 64,
+  const std::string cfg =
+      R"({"model_type": "gemma2", "hidden_size": 256, "intermediate_size": 512, "head_dim": 64,
     "num_attention_heads": 4, "num_key_value_heads": 2, "num_hidden_layers": 2, "max_position_embeddings": 256,
     "query_pre_attn_scalar": 64, "sliding_window": 128, "vocab_size": 2048})";
   const MemoryStats s = tiny(cfg, Runtime::Cpu, Precision::BF16, Attention::Eager);
@@ -288,8 +291,7 @@ TEST(ActivationsCuda, Fp32SdpaPadsTheLogsumexpTo32) {
   }();
   EXPECT_EQ(cuda.act.layer_full_per_sample - cpu.act.layer_full_per_sample, 2'048);
   // bf16: FlashAttention on CUDA, the same lse as the CPU kernel.
-  EXPECT_EQ(stats(llama2_7b_spec(), 2000, Attention::Flash).act.layer_full_per_sample,
-            186'496 * 2000);
+  EXPECT_EQ(stats(llama2_7b_spec(), 2000, Attention::Flash).act.layer_full_per_sample, 186'496 * 2000);
 }
 
 TEST(Activations, Zero3LinearSavesFrozenLinearInputs) {
