@@ -136,6 +136,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 
   auto* t = "Training";
   app.add_option("--stage", f.stage, "Fix the ZeRO stage (0-3) instead of searching")->group(t);
+  app.add_option("--ep", f.ep,
+                 "Expert-parallel size (DeepSpeed AutoEP, MoE models; 1 = none; searched when absent)")
+      ->group(t);
   app.add_option("--micro-batch", f.micro_batch, "Micro-batch per GPU (searched when absent)")->group(t);
   app.add_option("--seq-len", f.seq_len, "Sequence length in tokens (default 2048)")->group(t);
   app.add_option("--grad-accum", f.grad_accum,
@@ -287,6 +290,12 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
     if (*o.offload_param != planner::Offload::None && o.stage && *o.stage != 3)
       throw UserError(
           "--offload-param needs ZeRO stage 3 (DeepSpeed ignores it below stage 3); use --stage 3");
+  }
+  if (!f.ep.empty()) {
+    // Checked against the model and GPUs by the search (planner/expert_parallel.h expert_parallel_refusal).
+    const bool digits = f.ep.size() <= 6 && f.ep.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(f.ep) < 1) throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
+    o.ep = std::stoi(f.ep);
   }
   char* end = nullptr;
   const double m = std::strtod(f.memory_margin.c_str(), &end);

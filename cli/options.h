@@ -16,6 +16,7 @@ struct PlanFlags {
   std::string params;  // --params N (model known by its count only)
   std::string gpus;    // --gpus 4xA40 | 2x8xH100 | path.json
   std::string stage;   // --stage 0..3
+  std::string ep;      // --ep N: expert-parallel size (DeepSpeed AutoEP; searched for MoE models when absent)
   std::string micro_batch, seq_len = "2048", grad_accum, global_batch;
   std::string precision = "bf16";  // bf16|fp16|fp32
   std::string method = "full";     // full|lora|qlora

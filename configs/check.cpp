@@ -12,6 +12,7 @@
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
 #include "planner/ds_runtime.h"
+#include "planner/expert_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::configs {
@@ -118,6 +119,7 @@ class Reader {
     batch();
     precision();
     zero();
+    expert_parallel();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     traps();
     wrapper();
@@ -125,6 +127,24 @@ class Reader {
   }
 
  private:
+  // "expert_parallel" (DeepSpeed 0.19.8 AutoEP, module_inject/auto_ep_config.py parse_autoep_config: enabled
+  // default False, autoep_size default 1): the plan's ep_size when zeroplan models it (planner/expert_parallel.h).
+  void expert_parallel() {
+    const json* ep = find(cfg_, {"expert_parallel"});
+    if (ep == nullptr || !ep->is_object()) return;
+    const json* en = find(*ep, {"enabled"});
+    const json* sz = find(*ep, {"autoep_size"});
+    if (en == nullptr || !en->is_boolean() || !en->get<bool>() || sz == nullptr || !sz->is_number_integer()) return;
+    const int64_t size = sz->get<int64_t>();
+    if (size <= 1 || size > 1'000'000) return;
+    const std::string why = planner::expert_parallel_refusal(w_, static_cast<int>(size));
+    if (!why.empty()) {
+      add(Severity::Warning, "expert_parallel.autoep_size", why + "; predicted without expert parallelism");
+      return;
+    }
+    r_.zero.ep_size = static_cast<int>(size);
+  }
+
   // zero_optimization / fp16 / bf16 values as DeepSpeed's pydantic models coerce them.
   std::optional<int64_t> zint(const json* v) const {
     return v && !is_auto(v) ? pydantic_int(*v, v1_) : std::nullopt;

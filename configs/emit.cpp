@@ -200,6 +200,11 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
       zo["offload_param"] = offload_section(z.offload_param, z.pin_memory, true, w);
   }
   c["zero_optimization"] = zo;
+  // Expert parallelism (planner/expert_parallel.h): DeepSpeed 0.19.8's AutoEP reads "expert_parallel"
+  // (runtime/config.py get_expert_parallel_config -> module_inject/auto_ep_config.py parse_autoep_config) and
+  // replaces the HF MoE blocks inside deepspeed.initialize (engine.py _configure_expert_parallel); the
+  // preset is found from the model's class (auto_ep_presets/registry.py), so only the size is written.
+  if (z.ep_size > 1) c["expert_parallel"] = {{"enabled", true}, {"autoep_size", z.ep_size}};
 
   if (o.with_optimizer) {
     c["optimizer"] = {{"type", "AdamW"},
@@ -286,6 +291,14 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   s += ")\n";
   for (const auto& warning : emit_warnings(w, p))
     if (warning.rfind("QLoRA", 0) == 0) s += "# " + warning + "\n";
+  if (z.ep_size > 1)
+    s += fmt::format(
+        "# Expert parallelism: the DeepSpeed config's \"expert_parallel\" section (autoep_size {}) makes\n"
+        "# deepspeed.initialize replace each HF MoE block by deepspeed.module_inject.auto_ep_layer.AutoEPMoELayer\n"
+        "# ({} of the {} experts per rank); no model code changes and no optimizer param-group split are needed\n"
+        "# (AutoEP tags the expert parameters itself; deepspeed.moe.utils.\n"
+        "# split_params_into_different_moe_groups_for_optimizer is for models written with deepspeed.moe.layer.MoE).\n",
+        z.ep_size, w.model.num_experts / z.ep_size, w.model.num_experts);
   if (w.train.method != planner::Method::Full)
     s += fmt::format(
         "# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
@@ -338,6 +351,16 @@ std::vector<std::string> emit_warnings(const planner::Workload& w, const planner
         "QLoRA with ZeRO-3 needs bitsandbytes>=0.43.0, accelerate>=0.28.0, transformers>4.38.2 and "
         "BitsAndBytesConfig(bnb_4bit_quant_storage={}) so the 4-bit weights can be partitioned",
         p.precision == Precision::FP16 ? "torch.float16" : "torch.bfloat16"));
+  // Measured (tests/deepspeed/harness.py _autoep_transformers_shim): DeepSpeed 0.19.8's AutoEP calls
+  // registry.get(key, default) (auto_ep_presets/base.py:326) on transformers' _CanRecordRegistry, whose
+  // get(model) takes no default in transformers 5.24 (utils/output_capturing.py:48): initialize raises
+  // TypeError. Older transformers 5.x releases were not tried.
+  if (z.ep_size > 1)
+    out.push_back(
+        "expert parallelism (AutoEP): with transformers 5.24, DeepSpeed 0.19.8's deepspeed.initialize raises "
+        "\"TypeError: _CanRecordRegistry.get() takes 2 positional arguments but 3 were given\" "
+        "(deepspeed/module_inject/auto_ep_presets/base.py:326); zeroplan's recordings patch that get() to accept "
+        "a default (tests/deepspeed/harness.py _autoep_transformers_shim)");
   if (w.cluster.nodes > 1)
     out.push_back(
         "multi-node: replace the node names in the hostfile with your hosts (passwordless ssh from the "

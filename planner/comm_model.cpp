@@ -17,6 +17,8 @@ const char* collective_name(CollectiveKind k) {
       return "all_gather";
     case CollectiveKind::Broadcast:
       return "broadcast";
+    case CollectiveKind::AllToAll:
+      return "all_to_all";
   }
   return "unknown";
 }
@@ -32,6 +34,8 @@ double bus_factor(CollectiveKind k, int n) {
       return (dn - 1.0) / dn;
     case CollectiveKind::Broadcast:
       return 1.0;
+    case CollectiveKind::AllToAll:
+      return (dn - 1.0) / dn;  // nccl-tests PERFORMANCE.md (alltoall): each rank keeps 1/n of its S bytes
   }
   return 0.0;
 }
@@ -48,6 +52,8 @@ int64_t bus_bytes_per_rank(CollectiveKind k, int n, int64_t s) {
       return (nn - 1) * s / nn;
     case CollectiveKind::Broadcast:
       return s;
+    case CollectiveKind::AllToAll:
+      return (nn - 1) * s / nn;
   }
   return 0;
 }

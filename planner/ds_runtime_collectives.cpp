@@ -31,6 +31,7 @@
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
 #include "planner/zero3_leaf.h"
+#include "planner/expert_parallel.h"
 
 namespace zeroplan::planner {
 
@@ -284,6 +285,16 @@ const char* call_op_name(const CollectiveCall& c) {
 }
 
 std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
+  if (z.ep_size > 1) {
+    // AutoEP (planner/expert_parallel.h): its all_to_all_single calls after the ZeRO ones. Not modelled
+    // here: the ZeRO calls of the separate `moe` parameter group over the expert-data-parallel group.
+    ZeroConfig dense = z;
+    dense.ep_size = 1;
+    std::vector<CollectiveCall> calls = deepspeed_collectives(w, s, dense);
+    const std::vector<CollectiveCall> a2a = expert_parallel_calls(w, z);
+    calls.insert(calls.end(), a2a.begin(), a2a.end());
+    return calls;
+  }
   std::vector<CollectiveCall> out;
   const int n = std::max(1, w.cluster.world_size());
   const int64_t N = n;

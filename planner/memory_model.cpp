@@ -18,6 +18,7 @@
 #include "common/checked.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
+#include "planner/expert_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -569,6 +570,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         nm == "largest parameter gradient (transient)")
       b.backward_moment = Buffer::Moment::Start;
   }
+  apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
   return out;

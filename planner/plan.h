@@ -27,6 +27,7 @@ struct Plan {
 
 struct SearchOptions {
   std::optional<int> stage;                  // --stage fixes it
+  std::optional<int> ep;                     // --ep fixes the expert-parallel size (planner/expert_parallel.h)
   std::optional<Offload> offload_optimizer;  // fixed when given
   std::optional<Offload> offload_param;
   double memory_margin = 0.05;  // keep 5% of GPU memory free: allocator fragmentation headroom
@@ -39,6 +40,10 @@ struct SearchResult {
   std::vector<std::string> reasons;  // plain sentences with numbers
   std::string no_fit_reason;         // when nothing fits
   int64_t candidates_evaluated = 0;
+  // MoE models (planner/expert_parallel.h): the best plan without expert parallelism and the best with
+  // it (any stage), for the reason comparing them; ep_refusal says why AutoEP was not searched.
+  std::optional<Plan> best_without_ep, best_with_ep;
+  std::string ep_refusal;
 };
 
 }  // namespace zeroplan::planner

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <vector>
 
+#include "common/checked.h"
+#include "planner/expert_parallel.h"
 #include "planner/search.h"
 #include "planner/time_model.h"
 
@@ -349,6 +351,65 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
   r.reasons.push_back(msg);
 }
 
+// MoE models: HF experts under ZeRO against DeepSpeed AutoEP expert parallelism (planner/expert_parallel.h),
+// each side's best plan over all stages, with what EP changes per rank and what its all-to-alls cost.
+std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, const SearchResult& r) {
+  if (!r.ep_refusal.empty())
+    return fmt::format("Expert parallelism (DeepSpeed AutoEP) was not searched: {}.", r.ep_refusal);
+  if (!r.best_with_ep || !r.best_without_ep) return "";
+  const Plan& e = *r.best_with_ep;
+  const Plan& h = *r.best_without_ep;
+  const ExpertParallelCosts c = expert_parallel_costs(w, s, e.zero);
+  const int64_t pe = s.mem.param_elem_bytes;
+  std::string states;
+  if (e.zero.stage < 3)
+    states = fmt::format("its unpartitioned 16-bit weights{} shrink from {} to {}, while the experts' optimizer "
+                         "states (partitioned over the N/ep = {} expert-data-parallel ranks instead of N) stay "
+                         "total/N per rank",
+                         e.zero.stage <= 1 ? " and gradients" : "", gb(checked_mul(pe, s.mem.total_params)),
+                         gb(checked_mul(pe, c.local_params)), w.cluster.world_size() / c.ep);
+  else
+    states = fmt::format("ZeRO-3 partitions hold total/N either way, but each rank gathers only its local experts "
+                         "(stage-3 gathers and reduce-scatters move {:.0f}% of the bytes)",
+                         c.local_fraction * 100);
+  std::string msg = fmt::format(
+      "Expert parallelism: with ep {} (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size) each rank holds {} of "
+      "the {} experts per MoE layer: {}; its {} all-to-alls per step ({} per MoE layer per micro-batch, {:.1f} MB "
+      "each for {} tokens x top-{}) cost {}, all exposed.",
+      c.ep, w.model.num_experts / c.ep, w.model.num_experts, states,
+      c.a2a_calls_per_step + c.count_calls_per_step,
+      c.moe_layers > 0 ? (c.a2a_calls_per_step + c.count_calls_per_step) / c.moe_layers / std::max<int64_t>(1, e.zero.grad_accum) : 0,
+      static_cast<double>(c.a2a_bytes) / 1e6, e.zero.micro_batch * w.train.seq_len, w.model.experts_per_token,
+      ms(c.a2a_time_s));
+  const bool ep_wins = e.fits != h.fits ? e.fits : e.tokens_per_s > h.tokens_per_s;
+  if (e.fits && !h.fits)
+    msg += fmt::format(" Only with it does a plan fit ({}: {} per GPU; without it the closest needs {}).",
+                       describe_config(e.zero), gb(e.memory.peak), gb(h.memory.peak));
+  else if (!e.fits && !h.fits)
+    msg += fmt::format(" Neither fits (with ep {}: {}, without: {} per GPU).", c.ep, gb(e.memory.peak), gb(h.memory.peak));
+  else if (h.fits && !e.fits)
+    msg += fmt::format(" It does not fit ({} per GPU); HF experts under ZeRO do.", gb(e.memory.peak));
+  else {
+    // Why: the step components that differ most between the two plans.
+    std::string why;
+    if (ep_wins && h.time.offload_s > e.time.offload_s + 0.05 * h.time.step_s)
+      why = fmt::format("without it only an offloading plan fits, which spends {} per step on offload (here {})",
+                        ms(h.time.offload_s), ms(e.time.offload_s));
+    else if (ep_wins && e.zero.micro_batch > h.zero.micro_batch)
+      why = fmt::format("its smaller weights leave room for micro-batch {} (without: {})", e.zero.micro_batch,
+                        h.zero.micro_batch);
+    else if (ep_wins)
+      why = fmt::format("ZeRO's collectives move {:.0f}% of the bytes ({} exposed here, {} without)",
+                        c.local_fraction * 100, ms(e.time.exposed_communication_s), ms(h.time.exposed_communication_s));
+    else
+      why = fmt::format("the all-to-alls ({}) cost more than the smaller weights and ZeRO traffic save", ms(c.a2a_time_s));
+    msg += fmt::format(" {} ({} vs {} for HF experts under ZeRO, {}): {}.", ep_wins ? "It is faster" : "It is slower",
+                       tps(e.tokens_per_s), tps(h.tokens_per_s), describe_config(h.zero), why);
+  }
+  msg += " AutoEP routes dropless (no capacity factor); the all-to-all sizes assume balanced routing.";
+  return msg;
+}
+
 }  // namespace
 
 std::string describe_config(const ZeroConfig& z) {
@@ -358,6 +419,7 @@ std::string describe_config(const ZeroConfig& z) {
     s += fmt::format(", optimizer offload {}", offload_name(z.offload_optimizer));
   if (z.offload_param != Offload::None)
     s += fmt::format(", parameter offload {}", offload_name(z.offload_param));
+  if (z.ep_size > 1) s += fmt::format(", expert parallel {} (AutoEP)", z.ep_size);
   s += fmt::format(", reduce_bucket_size {:.0e}, overlap_comm {}", static_cast<double>(z.reduce_bucket_size),
                    z.overlap_comm ? "on" : "off");
   return s;
@@ -382,6 +444,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   r.no_fit_reason.clear();
   if (!r.recommendation) {
     explain_no_fit(w, s, opts, r);
+    if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
     if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);
     return;
   }
@@ -395,6 +458,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     r.reasons.push_back(hook_sentence(rec));
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
+  if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
 
   // Offload: needed, or chosen for speed, or not needed.
   if (uses_offload(rec.zero)) {

@@ -24,6 +24,7 @@
 #include <cmath>
 
 #include "common/errors.h"
+#include "planner/expert_parallel.h"
 #include "planner/invariants.h"
 #include "planner/memory_model.h"
 #include "planner/op_model.h"
@@ -247,6 +248,24 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
                                              Checkpointing::Full};
   if (w.train.checkpointing) ckpt_choices = {*w.train.checkpointing};
 
+  // Expert parallelism (DeepSpeed AutoEP, planner/expert_parallel.h): --ep fixes it; otherwise a MoE
+  // model is searched without it (HF experts as ordinary ZeRO parameters) and with every size AutoEP
+  // can run, so the reasons can say which is faster and why.
+  std::vector<int> ep_choices = {1};
+  if (opts.ep) {
+    const std::string why = expert_parallel_refusal(w, *opts.ep);
+    if (!why.empty()) throw_user_error("{}", why);
+    ep_choices = {*opts.ep};
+  } else if (w.model.is_moe()) {
+    for (int e : expert_parallel_candidates(w)) ep_choices.push_back(e);
+    if (ep_choices.size() == 1) {
+      result.ep_refusal = expert_parallel_refusal(w, 2);
+      if (result.ep_refusal.empty())
+        result.ep_refusal = fmt::format("no expert-parallel size > 1 divides both the {} experts and the {} GPUs per node",
+                                        w.model.num_experts, w.cluster.gpus_per_node);
+    }
+  }
+
   for (int stage = 0; stage <= 3; ++stage) {
     if (opts.stage && *opts.stage != stage) continue;
     std::vector<Offload> opt_off = offload_choices;
@@ -263,22 +282,36 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
     }
     Plan best;
     bool have = false;
-    for (Offload oo : opt_off) {
-      for (Offload po : par_off) {
-        for (Checkpointing ck : ckpt_choices) {
-          for (int64_t bucket : kSearchBucketSizes) {
-            for (bool overlap : {false, true}) {
-              ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
-              z.offload_optimizer = oo;
-              z.offload_param = po;
-              z.checkpointing = ck;
-              z.reduce_bucket_size = bucket;
-              z.allgather_bucket_size = bucket;
-              z.overlap_comm = overlap;
-              ev.consider(z, bp, best, have);
+    for (int ep : ep_choices) {
+      Plan best_ep;
+      bool have_ep = false;
+      for (Offload oo : opt_off) {
+        for (Offload po : par_off) {
+          for (Checkpointing ck : ckpt_choices) {
+            for (int64_t bucket : kSearchBucketSizes) {
+              for (bool overlap : {false, true}) {
+                ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+                z.offload_optimizer = oo;
+                z.offload_param = po;
+                z.checkpointing = ck;
+                z.reduce_bucket_size = bucket;
+                z.allgather_bucket_size = bucket;
+                z.overlap_comm = overlap;
+                z.ep_size = ep;
+                ev.consider(z, bp, best_ep, have_ep);
+              }
             }
           }
         }
+      }
+      if (!have_ep) continue;
+      if (!have || better(best_ep, best)) {
+        best = best_ep;
+        have = true;
+      }
+      if (w.model.is_moe() && ep_choices.size() > 1) {
+        std::optional<Plan>& slot = ep == 1 ? result.best_without_ep : result.best_with_ep;
+        if (!slot || better(best_ep, *slot)) slot = best_ep;
       }
     }
     if (have) result.best_per_stage.push_back(best);

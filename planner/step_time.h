@@ -5,7 +5,8 @@
 
 namespace zeroplan::planner {
 
-enum class CollectiveKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast };
+// AllToAll: expert parallelism's token dispatch/combine (planner/expert_parallel.h).
+enum class CollectiveKind : uint8_t { AllReduce, ReduceScatter, AllGather, Broadcast, AllToAll };
 const char* collective_name(CollectiveKind k);
 
 // One family of collectives the plan issues per step (e.g. "stage-3 forward all-gathers").

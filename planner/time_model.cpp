@@ -67,6 +67,7 @@
 #include <cmath>
 
 #include "planner/comm_model.h"
+#include "planner/expert_parallel.h"
 #include "planner/op_model.h"
 
 namespace zeroplan::planner {
@@ -494,6 +495,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   }
   st.exposed_communication_s = exposed;
   st.offload_s = offload;
+  apply_expert_parallel_time(w, ms, z, st);  // z.ep_size > 1 only (planner/expert_parallel.h)
   // Compute that runs beside NCCL kernels is slowed by them (SMs and HBM shared): the hidden part of
   // the communication, bounded by the compute it hides behind, costs nccl_overlap_slowdown of itself
   // (planner/data/time_model.json "nccl_overlap").

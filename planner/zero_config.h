@@ -35,6 +35,9 @@ struct ZeroConfig {
   GradAccumDtype grad_accum_dtype = GradAccumDtype::Default;
   bool zero_init = true;   // HF Trainer with a stage-3 config uses zero.Init (deepspeed.zero.Init)
   bool pin_memory = true;  // offload_*.pin_memory (DeepSpeed default False; we emit True)
+  // Expert-parallel size (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size; planner/expert_parallel.h).
+  // 1: the HF MoE experts are ordinary parameters (no AutoEP).
+  int ep_size = 1;
   // zero_optimization.leaf_module read for the model's MoE blocks (configs/check.cpp); Auto defers
   // to TrainingSpec::moe_leaf (planner/zero3_leaf.h effective_moe_leaf). Stage 3 only.
   MoeLeaf moe_leaf = MoeLeaf::Auto;

@@ -250,6 +250,15 @@ def _build():
     add(family="qwen3_moe", stage=3, world=2, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
     add(family="qwen3_moe", stage=3, world=2, zero=dict({"reduce_bucket_size": 50000}, **no_leaf),
         tag="rbs50k_leafoff")
+    # 15. DeepSpeed AutoEP expert parallelism (ds_config "expert_parallel", module_inject/auto_ep*.py:
+    # the HF MoE block replaced by AutoEPMoELayer, experts split over autoep_size ranks, the expert
+    # parameters in their own expert-data-parallel ZeRO group, all_to_all_single dispatch/combine).
+    # use_grouped_mm off: torch._grouped_mm is a CUDA kernel; the per-expert loop runs on CPU.
+    for fam in ("qwen3_moe", "mixtral"):
+        for stage in (1, 2, 3):
+            for world in (2, 4):
+                add(family=fam, stage=stage, world=world, tag="autoep2",
+                    extra={"expert_parallel": {"enabled": True, "autoep_size": 2, "use_grouped_mm": False}})
     return out
 
 

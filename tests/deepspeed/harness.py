@@ -467,6 +467,8 @@ def rank_main(rank, case, port, result_path):
     if case["gradient_checkpointing"]:
         saved.count_inputs_of_checkpointed_layers()
 
+    if "expert_parallel" in case["ds_config"]:
+        _autoep_transformers_shim()
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
                                                                           if p.requires_grad],
                                            config=dict(case["ds_config"]))
@@ -719,6 +721,26 @@ def self_test():
     del out, out2, out3
     print("self-test", "PASSED" if ok else "FAILED")
     return 0 if ok else 1
+
+
+def _autoep_transformers_shim():
+    """DeepSpeed 0.19.8's AutoEP calls registry.get(key, default) on transformers' output-capture
+    registry (deepspeed/module_inject/auto_ep_presets/base.py:326, _install_instance_transformers_output_recorders),
+    but transformers 5.24's _CanRecordRegistry.get(self, model) takes no default
+    (transformers/utils/output_capturing.py:48): deepspeed.initialize raises TypeError for every AutoEP preset.
+    Recording only: give get() dict.get's optional default on raw keys; one-argument calls are unchanged."""
+    from transformers.utils import output_capturing as oc
+    original = oc._CanRecordRegistry.get
+    if getattr(original, "_zeroplan_shim", False):
+        return
+
+    def get(self, key, *default):
+        if default:
+            return dict.get(self, key, default[0])
+        return original(self, key)
+
+    get._zeroplan_shim = True
+    oc._CanRecordRegistry.get = get
 
 
 def main():
