@@ -502,6 +502,12 @@ void read_falcon(const ConfigReader& r, ModelSpec& m) {
   m.parallel_attention = r.opt_bool("parallel_attn", true);
   m.attention_bias = m.mlp_bias = r.opt_bool("bias", false);
   m.position = r.opt_bool("alibi", false) ? PositionKind::Alibi : PositionKind::Rotary;
+  // FalconConfig hidden_dropout and attention_dropout, both default 0.0 (configuration_falcon.py):
+  // FalconDecoderLayer applies dropout_add(..., config.hidden_dropout), FalconModel no embedding
+  // dropout; with p = 0 ATen's dropout returns its input (no kernel, no mask).
+  m.resid_dropout = r.opt_double({"hidden_dropout"}, 0.0);
+  m.attn_dropout = r.opt_double({"attention_dropout"}, 0.0);
+  m.embd_dropout = 0.0;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(2048);
   m.norm = NormKind::LayerNorm;
   m.norm_bias = true;

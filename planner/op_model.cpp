@@ -363,6 +363,9 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // plain MLP layers have it; memory_stats.cpp dropout_on).
     const bool gpt_style = w.model.norm == models::NormKind::LayerNorm && w.model.mlp == models::MlpKind::Plain;
     const bool score_dropout = w.model.attn_dropout < 0 ? gpt_style : w.model.attn_dropout > 0;
+    // HF asked SDPA for attention but the dispatcher can only run its math path (compute_stats.cpp).
+    const bool sdpa_math =
+        w.train.attention == Attention::Flash && !s.sdpa_supported && s.attention_explicit_mask;
     auto eager_attention = [&](OpPass pass, bool backward) {
       const double gemms = backward ? 4.0 : 2.0;
       OpCost c;
@@ -378,6 +381,16 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.bytes = gemms * (score * a + 2.0 * a * m * q) * L;
       c.bound = OpBound::Compute;
       c.efficiency = b.gemm_eff(2.0 * score * hd);
+      if (sdpa_math) {
+        // SDPA's math path (Falcon-7B, compute_stats.cpp): aten/src/ATen/native/transformers/
+        // attention.cpp _scaled_dot_product_attention_math upcasts bf16/fp16 q, k, v to fp32 unless
+        // torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True) (default off), so the score
+        // GEMMs are fp32 matmuls -- CUDA cores, TF32 being off by default -- over fp32 scores.
+        c.name = backward ? "attention QK^T/PV backward GEMMs (SDPA math path, fp32, full square)"
+                          : "attention QK^T, PV GEMMs (SDPA math path, fp32, full square)";
+        c.bytes = gemms * (score * 4.0 + 2.0 * 4.0 * m * q) * L;
+        c.efficiency *= g.fp32_tflops / std::max(1e-9, g.bf16_tflops);
+      }
       b.add(c);
       double launches = 0, elems_bytes = 0;
       auto sum = [&](const std::vector<TimeModelData::ScoreKernel>& ks) {

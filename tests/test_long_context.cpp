@@ -188,5 +188,23 @@ TEST(LongContextReference, TorchtitanFsdp32kBoundsTheBf16EagerPrediction) {
   EXPECT_GT(tps, 3890.0 * 5762.0 / 8532.0);
 }
 
+
+TEST(FalconAttentionPath, MultiQueryRunsSdpaMathInFp32) {
+  // SDPA's math path (aten/src/ATen/native/transformers/attention.cpp
+  // _scaled_dot_product_attention_math) upcasts bf16 q, k, v to fp32 unless
+  // allow_fp16_bf16_reduction_math_sdp is set (default off): the score GEMMs are fp32 matmuls over
+  // the full square. Falcon-7B (71 heads of 64, 32 layers), micro-batch 1 of 2048 tokens: scores
+  // 71 x 2048^2 = 297,795,584 per layer; forward QK^T and PV: 2 x 2 x 297,795,584 x 64 x 32 =
+  // 2,439,541,424,128 FLOPs, at no more than the fp32/bf16 peak ratio of the GPU.
+  const OpTable t = table_for("falcon-7b", 2048);
+  const OpCost* c = find_op(t, OpPass::Forward, "SDPA math path, fp32");
+  ASSERT_NE(c, nullptr);
+  EXPECT_DOUBLE_EQ(c->flops, 2'439'541'424'128.0);
+  const hw::GpuProfile a100 = hw::find_gpu("A100-80GB");
+  EXPECT_LE(c->efficiency, a100.fp32_tflops / a100.bf16_tflops + 1e-12);
+  // FalconConfig hidden_dropout = attention_dropout = 0.0 (falcon-7b config.json): no dropout kernels.
+  EXPECT_EQ(find_op(t, OpPass::Forward, "residual dropout"), nullptr);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
