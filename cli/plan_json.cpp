@@ -58,6 +58,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
   const auto& z = p.zero;
   return json{
       {"zero_stage", z.stage},
+      {"expert_parallel_size", z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
       {"offload_optimizer", planner::to_string(z.offload_optimizer)},
       {"offload_param", planner::to_string(z.offload_param)},
       {"micro_batch", z.micro_batch},

@@ -13,6 +13,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/search.h"
 #include "planner/time_model.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -386,7 +387,10 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
     msg += fmt::format(" Only with it does a plan fit ({}: {} per GPU; without it the closest needs {}).",
                        describe_config(e.zero), gb(e.memory.peak), gb(h.memory.peak));
   else if (!e.fits && !h.fits)
-    msg += fmt::format(" Neither fits (with ep {}: {}, without: {} per GPU).", c.ep, gb(e.memory.peak), gb(h.memory.peak));
+    msg += fmt::format(" Neither fits (with ep {}: {} per GPU, {} of host memory per node; without: {} per GPU, {} "
+                       "of host memory per node).",
+                       c.ep, gb(e.memory.peak), gb(e.memory.host_per_node), gb(h.memory.peak),
+                       gb(h.memory.host_per_node));
   else if (h.fits && !e.fits)
     msg += fmt::format(" It does not fit ({} per GPU); HF experts under ZeRO do.", gb(e.memory.peak));
   else {
@@ -405,6 +409,22 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
       why = fmt::format("the all-to-alls ({}) cost more than the smaller weights and ZeRO traffic save", ms(c.a2a_time_s));
     msg += fmt::format(" {} ({} vs {} for HF experts under ZeRO, {}): {}.", ep_wins ? "It is faster" : "It is slower",
                        tps(e.tokens_per_s), tps(h.tokens_per_s), describe_config(h.zero), why);
+  }
+  // The HF side at ZeRO-3: its MoE blocks as leaves (one gather per block) or not (per-expert gathers),
+  // both ways from planner/zero3_leaf.h.
+  const Plan& z3 = h.zero.stage == 3 ? h : e;
+  if (z3.zero.stage == 3 && z3.zero.ep_size == 1) {
+    const MoeLeafCosts lc = moe_leaf_costs(w, s, z3.zero);
+    if (lc.applies && lc.leaf.gather_calls == lc.not_leaf.gather_calls && lc.leaf.peak_bytes == lc.not_leaf.peak_bytes)
+      msg += fmt::format(" At ZeRO-3 without it, MoE blocks as leaves or not (--z3-leaf-moe) cost the same here: {} "
+                         "gathers per step either way (the experts are one fused module per block).",
+                         lc.leaf.gather_calls);
+    else if (lc.applies)
+      msg += fmt::format(
+          " At ZeRO-3 without it, MoE blocks as leaves (--z3-leaf-moe on; DeepSpeed's default here: {}) take {} "
+          "gathers per step ({} of collectives, peak {}) against {} gathers ({}, peak {}) expert by expert.",
+          lc.auto_is_leaf ? "leaf" : "not leaf", lc.leaf.gather_calls, ms(lc.leaf.comm_time_s), gb(lc.leaf.peak_bytes),
+          lc.not_leaf.gather_calls, ms(lc.not_leaf.comm_time_s), gb(lc.not_leaf.peak_bytes));
   }
   msg += " AutoEP routes dropless (no capacity factor); the all-to-all sizes assume balanced routing.";
   return msg;
