@@ -124,6 +124,10 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // num_heads query heads, _split_heads) therefore runs SDPA's math path -- materialised scores,
   // costed as eager attention; Falcon-40B/180B (K/V broadcast to every head in _split_heads) run the
   // memory-efficient kernel over the full square (op_model.cpp).
+  // Gemma-2 (attn_logit_softcapping): modeling_gemma2.py Gemma2PreTrainedModel sets
+  // `_supports_sdpa = False  # sdpa does not support softcapping`, so HF runs eager_attention_forward
+  // unless the user asks for flash_attention_2.
+  if (m.attn_logit_softcapping > 0) s.sdpa_supported = false;
   if (m.layout == models::Layout::Falcon) {
     s.attention_explicit_mask = true;
     if (!m.new_decoder_architecture && m.num_kv_heads < m.num_heads) s.sdpa_supported = false;

@@ -206,5 +206,18 @@ TEST(FalconAttentionPath, MultiQueryRunsSdpaMathInFp32) {
   EXPECT_EQ(find_op(t, OpPass::Forward, "residual dropout"), nullptr);
 }
 
+
+TEST(AttentionPath, Gemma2HasNoSdpaPath) {
+  // modeling_gemma2.py: `_supports_sdpa = False  # sdpa does not support softcapping` (Gemma-2's
+  // attn_logit_softcapping 50.0): HF runs eager attention; Gemma-3 (no attention soft-capping) keeps SDPA.
+  Workload w;
+  w.cluster = hw::parse_cluster("8xA100-80GB");
+  w.train.seq_len = 4096;
+  w.model = models::load_model("gemma-2-9b");
+  EXPECT_FALSE(compute_model_stats(w).compute.sdpa_supported);
+  w.model = models::load_model("gemma-3-12b");
+  EXPECT_TRUE(compute_model_stats(w).compute.sdpa_supported);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
