@@ -33,7 +33,11 @@ namespace {
 // gate/up/down the router mlp.gate.weight [E, C] (MixtralTopKRouter) and the fused experts
 // mlp.experts.gate_up_proj [E, 2F, C] and mlp.experts.down_proj [E, C, F] (MixtralExperts), in
 // that registration order; F = moe_intermediate_size. Absent weights are -1.
-enum LayerParam { kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kRouter, kExpGateUp, kExpDown, kNumLayerParams };
+// Qwen3 / Qwen3-MoE add self_attn.q_norm and k_norm (RMSNorm over head_dim, shared by the heads)
+// after o_proj, and register the MoE block's experts before its router (Qwen3MoeSparseMoeBlock).
+enum LayerParam {
+  kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kRouter, kExpGateUp, kExpDown, kQNorm, kKNorm, kNumLayerParams
+};
 
 struct Param {
   std::string name;
@@ -55,6 +59,7 @@ struct Layout {
   int64_t C = 0, L = 0, Hq = 0, Hkv = 0, D = 0, I = 0, V = 0;
   int64_t E = 0, K = 0, F = 0;  // MoE: experts, experts per token (top-k), expert width
   bool renorm = true;           // MoE: top-k weights renormalised to sum 1 (Mixtral; Qwen norm_topk_prob)
+  bool qk_norm = false;         // Qwen3: per-head RMSNorm of q and k before rotary
   std::vector<bool> moe;        // per layer: a sparse MoE block instead of the dense MLP
   int embed = 0, final_norm = 0, lm_head = 0;
   int64_t lora_rank = 0;
@@ -86,6 +91,8 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
   lo.E = m.num_experts;
   lo.K = m.experts_per_token;
   lo.F = m.moe_intermediate_size > 0 ? m.moe_intermediate_size : m.intermediate_size;
+  lo.renorm = m.model_type == "mixtral" || m.norm_topk_prob;
+  lo.qk_norm = m.qk_norm == models::QkNorm::PerHead;
   const bool peft = lora.rank > 0;
   lo.lora_rank = lora.rank;
   lo.lora_scale = peft ? lora.alpha / static_cast<float>(lora.rank) : 0.0f;
@@ -126,11 +133,17 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
     ids[kK] = add_linear(p + "self_attn.", "k_proj", mod, lo.Hkv * lo.D, lo.C);
     ids[kV] = add_linear(p + "self_attn.", "v_proj", mod, lo.Hkv * lo.D, lo.C);
     ids[kO] = add_linear(p + "self_attn.", "o_proj", mod, lo.C, lo.Hq * lo.D);
+    if (lo.qk_norm) {
+      ids[kQNorm] = add(p + "self_attn.q_norm.weight", mod, lo.D);
+      ids[kKNorm] = add(p + "self_attn.k_norm.weight", mod, lo.D);
+    }
     lo.moe.push_back(m.is_moe_layer(l));
     if (lo.moe.back()) {
-      ids[kRouter] = add(p + "mlp.gate.weight", mod, lo.E * lo.C);
+      const bool experts_first = m.model_type == "qwen3_moe";
+      if (!experts_first) ids[kRouter] = add(p + "mlp.gate.weight", mod, lo.E * lo.C);
       ids[kExpGateUp] = add(p + "mlp.experts.gate_up_proj", mod, lo.E * 2 * lo.F * lo.C);
       ids[kExpDown] = add(p + "mlp.experts.down_proj", mod, lo.E * lo.C * lo.F);
+      if (experts_first) ids[kRouter] = add(p + "mlp.gate.weight", mod, lo.E * lo.C);
     } else {
       ids[kGate] = add_linear(p + "mlp.", "gate_proj", mod, lo.I, lo.C);
       ids[kUp] = add_linear(p + "mlp.", "up_proj", mod, lo.I, lo.C);
@@ -203,6 +216,7 @@ struct LayerActs {
   DeviceBuffer ln1, q, k, v, att, xmid, ln2, gate, up, act;  // act dtype
   DeviceBuffer rstd1, rstd2, lse;                            // F32
   std::array<DeviceBuffer, kNumLayerParams> xa;              // LoRA: x A^T of each adapted linear [N, r]
+  DeviceBuffer qraw, kraw, rstdq, rstdk;                     // q/k norm: projections (act), rstd (F32)
   DeviceBuffer probs, topk_w;                                // MoE, F32: softmax [N, E], top-k weights [N, K]
   DeviceBuffer topk_idx, pairs;                              // MoE, int32: experts [N, K], rows by expert [N*K]
   DeviceBuffer xg, eo;                                       // MoE, act: gathered inputs, expert outputs [N*K, C]
@@ -777,6 +791,12 @@ LayerActs RankEngine::alloc_layer_acts(int64_t l) {
   a.v = buf(A, n * kd, act_);              //                                   [B, T, Hkv, D]
   a.att = buf(A, n * qd, act_);            // attention output (o_proj input)   [B, T, Hq, D]
   a.lse = buf(A, lo_.Hq * n, DType::F32);  // softmax log-sum-exp               [B, Hq, T]
+  if (lo_.qk_norm) {
+    a.qraw = buf(A, n * qd, act_);               // q_proj output (q_norm input)    [N, Hq*D]
+    a.kraw = buf(A, n * kd, act_);               // k_proj output (k_norm input)    [N, Hkv*D]
+    a.rstdq = buf(A, n * lo_.Hq, DType::F32);    //                                 [N*Hq]
+    a.rstdk = buf(A, n * lo_.Hkv, DType::F32);   //                                 [N*Hkv]
+  }
   a.xmid = buf(A, n * C, act_);            // residual after attention          [N, C]
   a.ln2 = buf(A, n * C, act_);             // post_attention_layernorm output   [N, C]
   a.rstd2 = buf(A, n, DType::F32);         //                                   [N]
@@ -852,8 +872,21 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   use(id(kLn1));
   be_.rmsnorm_forward(a.ln1.data(), a.rstd1.as<float>(), x_in, W(id(kLn1)), n, C, cfg_.rms_eps, act_);
   done(id(kLn1));
-  linear(kQ, a.ln1.data(), a.q.data(), qd, C, 0);
-  linear(kK, a.ln1.data(), a.k.data(), kd, C, 0);
+  if (lo_.qk_norm) {
+    // Qwen3Attention: q_norm(q_proj(x).view(..., heads, head_dim)), the same for k, then rotary.
+    auto head_norm = [&](LayerParam p, void* out, float* rstd, const void* inp, int64_t heads) {
+      use(id(p));
+      be_.rmsnorm_forward(out, rstd, inp, W(id(p)), n * heads, lo_.D, cfg_.rms_eps, act_);
+      done(id(p));
+    };
+    linear(kQ, a.ln1.data(), a.qraw.data(), qd, C, 0);
+    head_norm(kQNorm, a.q.data(), a.rstdq.as<float>(), a.qraw.data(), lo_.Hq);
+    linear(kK, a.ln1.data(), a.kraw.data(), kd, C, 0);
+    head_norm(kKNorm, a.k.data(), a.rstdk.as<float>(), a.kraw.data(), lo_.Hkv);
+  } else {
+    linear(kQ, a.ln1.data(), a.q.data(), qd, C, 0);
+    linear(kK, a.ln1.data(), a.k.data(), kd, C, 0);
+  }
   linear(kV, a.ln1.data(), a.v.data(), kd, C, 0);
   be_.rotary(a.q.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, false, act_);
   be_.rotary(a.k.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, false, act_);
@@ -1021,9 +1054,37 @@ void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
   datt.reset();
   be_.rotary(dq.data(), B(), T(), lo_.Hq, lo_.D, cfg_.rope_theta, true, act_);
   be_.rotary(dk.data(), B(), T(), lo_.Hkv, lo_.D, cfg_.rope_theta, true, act_);
-  linear_bwd(kV, dv.data(), a.ln1.data(), dln.data(), kd, C, 0);
-  linear_bwd(kK, dk.data(), a.ln1.data(), dln.data(), kd, C, 1);
-  linear_bwd(kQ, dq.data(), a.ln1.data(), dln.data(), qd, C, 1);
+  if (lo_.qk_norm) {
+    // Through k_norm and q_norm (autograd: v_proj, k_norm, k_proj, q_norm, q_proj): the projections'
+    // output gradients [N, Hkv*D], [N, Hq*D] (zeroed: the kernel adds).
+    DeviceBuffer dqr = buf(A, n * qd, act_), dkr = buf(A, n * kd, act_);
+    be_.zero(dqr.data(), dqr.bytes(), MemTier::Device);
+    be_.zero(dkr.data(), dkr.bytes(), MemTier::Device);
+    auto head_norm_bwd = [&](LayerParam p, void* dinp, const void* dy, const void* inp, const float* rstd,
+                             int64_t heads) {
+      const int w = id(p);
+      use(w);
+      if (lo_.frozen(w)) {
+        DeviceBuffer scratch = buf(MemCategory::Buffers, lo_.D, act_);
+        be_.zero(scratch.data(), scratch.bytes(), MemTier::Device);
+        be_.rmsnorm_backward(dinp, scratch.data(), dy, inp, W(w), rstd, n * heads, lo_.D, act_);
+      } else {
+        void* g = grad_slot(w);
+        be_.rmsnorm_backward(dinp, g, dy, inp, W(w), rstd, n * heads, lo_.D, act_);
+        grad_ready(w);
+      }
+      done(w);
+    };
+    linear_bwd(kV, dv.data(), a.ln1.data(), dln.data(), kd, C, 0);
+    head_norm_bwd(kKNorm, dkr.data(), dk.data(), a.kraw.data(), a.rstdk.as<float>(), lo_.Hkv);
+    linear_bwd(kK, dkr.data(), a.ln1.data(), dln.data(), kd, C, 1);
+    head_norm_bwd(kQNorm, dqr.data(), dq.data(), a.qraw.data(), a.rstdq.as<float>(), lo_.Hq);
+    linear_bwd(kQ, dqr.data(), a.ln1.data(), dln.data(), qd, C, 1);
+  } else {
+    linear_bwd(kV, dv.data(), a.ln1.data(), dln.data(), kd, C, 0);
+    linear_bwd(kK, dk.data(), a.ln1.data(), dln.data(), kd, C, 1);
+    linear_bwd(kQ, dq.data(), a.ln1.data(), dln.data(), qd, C, 1);
+  }
   norm_bwd(kLn1, dln.data(), x_in, a.rstd1.as<float>());  // dres += d(input_layernorm)
 }
 
@@ -1547,26 +1608,30 @@ void check_run_config(const RunConfig& cfg, int world_size) {
   if (m.params_only)
     throw_user_error(
         "the executor needs the model's architecture; give --model with a config.json, not --params");
-  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "mixtral" && !m.model_type.empty())
-    throw_user_error("the executor runs Llama-style decoders and Mixtral only; model '{}' has model_type '{}'",
-                     m.name, m.model_type);
+  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "mixtral" && m.model_type != "qwen3" &&
+      m.model_type != "qwen3_moe" && !m.model_type.empty())
+    throw_user_error(
+        "the executor runs Llama-style decoders, Qwen3, Mixtral and Qwen3-MoE only; model '{}' has model_type '{}'",
+        m.name, m.model_type);
   if (m.norm != models::NormKind::RMSNorm || m.mlp != models::MlpKind::Gated ||
       m.position != models::PositionKind::Rotary || m.attention_bias || m.mlp_bias || m.fused_qkv ||
-      m.parallel_attention || m.extra_norms || m.tie_word_embeddings || m.qk_norm != models::QkNorm::None ||
+      m.parallel_attention || m.extra_norms || m.tie_word_embeddings ||
+      (m.qk_norm != models::QkNorm::None && m.qk_norm != models::QkNorm::PerHead) ||
       m.norm_placement != models::NormPlacement::Pre || m.mla || m.attention_sinks || m.fused_gate_up)
     throw_user_error(
         "the executor runs Llama-style decoders (RMSNorm, rotary, gated SiLU MLP, no biases, untied "
-        "embeddings, no q/k norms) and Mixtral-style MoE; model '{}' differs",
+        "embeddings, no q/k norms but Qwen3's per-head ones) and Mixtral/Qwen3-style MoE; model '{}' differs",
         m.name);
   if (m.is_moe()) {
     // Mixtral's sparse block (transformers modeling_mixtral.py): a bias-free router, top-k of softmax
     // renormalised, routed experts only. Shared experts, router biases and score-correction biases
     // (Qwen2-MoE, DeepSeek, gpt-oss, Llama-4) are other blocks the engine does not have.
     if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0 || m.shared_expert_gate ||
-        m.router_bias || m.router_score_bias || m.experts_per_token < 1 || m.experts_per_token > m.num_experts)
+        m.router_bias || m.router_score_bias || m.experts_per_token < 1 || m.experts_per_token > m.num_experts ||
+        m.num_moe_layers() != m.num_layers)
       throw_user_error(
-          "the executor's MoE block is Mixtral's (bias-free router, softmax top-k with 1 <= k <= experts, no "
-          "shared experts); model '{}' differs",
+          "the executor's MoE block is Mixtral's / Qwen3-MoE's (bias-free router, softmax top-k with 1 <= k <= "
+          "experts, no shared experts, every layer sparse); model '{}' differs",
           m.name);
     if (cfg.lora.rank > 0)
       throw_user_error("the executor has no LoRA adapters on MoE blocks; train '{}' with --method full", m.name);

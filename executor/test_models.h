@@ -51,4 +51,27 @@ inline models::ModelSpec tiny_mixtral_spec() {
   return m;
 }
 
+// Qwen3 (dense): tiny-llama-micro's shapes with Qwen3's per-head q/k RMSNorms. Same as
+// tests/data/models/tiny-qwen3/config.json.
+inline models::ModelSpec tiny_qwen3_spec() {
+  models::ModelSpec m = tiny_llama_micro_spec();
+  m.name = "tiny-qwen3";
+  m.model_type = "qwen3";
+  m.qk_norm = models::QkNorm::PerHead;
+  return m;
+}
+
+// Qwen3-MoE (transformers Qwen3MoeConfig fields): tiny-mixtral's shapes with Qwen3's per-head q/k
+// RMSNorms, experts registered before the router, norm_topk_prob true (as Qwen3-30B-A3B's config).
+// Same as tests/data/models/tiny-qwen3-moe/config.json.
+inline models::ModelSpec tiny_qwen3_moe_spec() {
+  models::ModelSpec m = tiny_mixtral_spec();
+  m.name = "tiny-qwen3-moe";
+  m.model_type = "qwen3_moe";
+  m.moe_style = models::MoeStyle::PerExpert;
+  m.qk_norm = models::QkNorm::PerHead;
+  m.norm_topk_prob = true;
+  return m;
+}
+
 }  // namespace zeroplan::exec

@@ -189,6 +189,7 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(q2 ? 60 : 128);
     m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(q2 ? 4 : 8);
     m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(q2 ? 1408 : 768);
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", false);  // both configs' default False
     if (q2) {
       m.shared_expert_intermediate_size =
           opt_count(r, "shared_expert_intermediate_size", kMaxIntermediate).value_or(5632);

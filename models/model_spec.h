@@ -118,6 +118,9 @@ struct ModelSpec {
   int64_t shared_expert_intermediate_size = 0;  // width of the one shared-expert MLP holding them all
   bool shared_expert_gate = false;       // Qwen2-MoE: mlp.shared_expert_gate Linear(h, 1)
   bool router_bias = false;              // gpt-oss: mlp.router has a bias
+  // Qwen2/3-MoE norm_topk_prob (Qwen2MoeConfig / Qwen3MoeConfig default False): the top-k routing
+  // weights are divided by their sum; Mixtral always does so (MixtralTopKRouter), whatever this says.
+  bool norm_topk_prob = false;
   bool router_score_bias = false;        // DeepSeek-V3 gate.e_score_correction_bias: a buffer, not a
                                          // parameter (no gradient, not in model.parameters())
   std::vector<bool> moe_layers;          // per decoder layer: MoE or dense MLP (empty: all MoE if is_moe())

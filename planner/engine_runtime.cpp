@@ -46,6 +46,10 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
   // alloc_layer_acts: ln1, xmid, ln2 [N, C]; q, att [N, Hq*D]; k, v [N, Hkv*D]; gate, up, act [N, I];
   // rstd1, rstd2 [N] fp32; lse [Hq, N] fp32; x A^T [N, r] per adapted projection.
   int64_t layer = checked_add(rows(3 * C + 2 * qd + 2 * kd + 3 * I + adapters * r, e), rows(2 + Hq, 4));
+  // Qwen3's per-head q/k norms: the projections' outputs qraw [N, Hq*D], kraw [N, Hkv*D] and their
+  // rstd [N*Hq], [N*Hkv] fp32; in the backward the projections' output gradients join dq, dk, dv.
+  const bool qk = m.qk_norm == models::QkNorm::PerHead;
+  if (qk) layer = checked_add(layer, checked_add(rows(qd + kd, e), rows(Hq + Hkv, 4)));
   // A MoE layer (Mixtral: all of them) has the sparse block's buffers instead of gate/up/act
   // (planner/engine_moe.h).
   const EngineMoeLayer moe = engine_moe_layer(w, n);
@@ -88,7 +92,7 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
       2 * In + hidden + std::max(lora_if(4), lora_if(5)),                     // gate/up backward
       hidden + Qn + lora_if(3),                                               // o_proj backward
       hidden + 2 * Qn + 2 * Kn,                                               // attention backward
-      hidden + Qn + 2 * Kn + std::max({lora_if(0), lora_if(1), lora_if(2)}),  // q/k/v backward
+      hidden + Qn + 2 * Kn + (qk ? Qn + Kn : 0) + std::max({lora_if(0), lora_if(1), lora_if(2)}),  // q/k/v backward
   });
   peak = std::max(peak, checked_add(base, std::max(transient, moe.backward_transient)));
   // Checkpointing: the recomputation of the layer's forward holds its acts and x_out [N, C].

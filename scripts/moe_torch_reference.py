@@ -1,10 +1,16 @@
 #!/usr/bin/env python3
-"""Forward loss of tests/data/models/tiny-mixtral with transformers' MixtralForCausalLM (fp32, CPU),
+"""Forward loss of a tiny MoE config (tests/data/models/tiny-mixtral: MixtralForCausalLM;
+tests/data/models/tiny-qwen3-moe: Qwen3MoeForCausalLM; the dense tests/data/models/tiny-qwen3:
+Qwen3ForCausalLM, for the q/k norms alone) with transformers (fp32, CPU),
 from the same initial weights and tokens as the native engine (executor/engine.cpp init_value and
 make_tokens, re-implemented here from their definitions), for tests/test_executor_moe.cpp.
 
-    OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py \
+    OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py tiny-mixtral \
         > tests/data/models/tiny-mixtral/torch_reference.json
+    OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py tiny-qwen3-moe \
+        > tests/data/models/tiny-qwen3-moe/torch_reference.json
+    OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py tiny-qwen3 \
+        > tests/data/models/tiny-qwen3/torch_reference.json
 
 The engine's step-0 loss is the mean cross-entropy over the micro-batch's B*T next-token targets
 before any update; it is computed here by transformers' modules (attention, RoPE, RMSNorm,
@@ -18,7 +24,8 @@ import sys
 import numpy as np
 import torch
 import transformers
-from transformers import MixtralConfig, MixtralForCausalLM
+from transformers import (MixtralConfig, MixtralForCausalLM, Qwen3Config, Qwen3ForCausalLM, Qwen3MoeConfig,
+                          Qwen3MoeForCausalLM)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 M64 = (1 << 64) - 1
@@ -62,12 +69,16 @@ def tokens(seed, V, B, T, step=0, g=0, fixed_batch=False):
 
 
 def main():
-    cfg_path = os.path.join(ROOT, "tests/data/models/tiny-mixtral/config.json")
+    model_name = sys.argv[1] if len(sys.argv) > 1 else "tiny-mixtral"
+    cfg_path = os.path.join(ROOT, "tests/data/models", model_name, "config.json")
     raw = json.load(open(cfg_path))
-    cfg = MixtralConfig(**{k: v for k, v in raw.items() if k not in ("architectures", "model_type", "torch_dtype")})
+    config_cls, model_cls = {"mixtral": (MixtralConfig, MixtralForCausalLM),
+                             "qwen3_moe": (Qwen3MoeConfig, Qwen3MoeForCausalLM),
+                             "qwen3": (Qwen3Config, Qwen3ForCausalLM)}[raw["model_type"]]
+    cfg = config_cls(**{k: v for k, v in raw.items() if k not in ("architectures", "model_type", "torch_dtype")})
     cfg._attn_implementation = "eager"
     torch.manual_seed(0)
-    model = MixtralForCausalLM(cfg).float().eval()
+    model = model_cls(cfg).float().eval()
     seed, B, T = 1234, 2, 16  # RunConfig default seed; tests' micro_batch 2, seq_len 16
     with torch.no_grad():
         for pid, (name, p) in enumerate(model.named_parameters()):
@@ -90,8 +101,10 @@ def main():
                 p.mul_(5.0)
     loss_x5 = loss_now()
     out = {
-        "what": "step-0 forward loss of tiny-mixtral, fp32, micro-batch 2 x seq 16, seed 1234, engine init/tokens",
-        "command": "OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py > tests/data/models/tiny-mixtral/torch_reference.json",
+        "what": f"step-0 forward loss of {model_name} ({model_cls.__name__}), fp32, micro-batch 2 x seq 16, seed 1234, "
+                "engine init/tokens",
+        "command": f"OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/moe_torch_reference.py {model_name} "
+                   f"> tests/data/models/{model_name}/torch_reference.json",
         "torch": torch.__version__,
         "transformers": transformers.__version__,
         "parameters": sum(p.numel() for p in model.parameters()),

@@ -13,6 +13,7 @@ namespace {
 using zeroplan::testing::run_cli;
 
 const std::string kModel = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/tiny-mixtral";
+const std::string kQwen = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/tiny-qwen3-moe";
 
 TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
   // DeepSpeed's default persistence threshold (1e5 elements): every tensor of this model persists,
@@ -36,6 +37,17 @@ TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
     ASSERT_EQ(loss.size(), 2u);
     EXPECT_LT(loss[1].get<double>(), loss[0].get<double>());
   }
+  // Qwen3-MoE (q/k norms, experts before the router, norm_topk_prob): the same, exact.
+  {
+    const auto r = run_cli({"validate", "--backend", "cpu", "--model", kQwen, "--gpus", "2xCPU", "--stage",
+                            "3", "--seq-len", "64", "--micro-batch", "2", "--steps", "2", "--json"});
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    for (const char* k :
+         {"parameters", "gradients", "optimizer_states", "activations", "buffers", "peak_without_overhead"})
+      EXPECT_EQ(j["error"]["memory"]["gpu"][k], 0.0) << k;
+    EXPECT_EQ(j["error"]["communication"]["bytes_per_rank_per_step"], 0.0);
+  }
   // Threshold 100: the matrices are partitioned and gathered per module, the MoE block as one leaf or
   // as router + experts. Model states, activations and traffic exact; the peak within 1e-4: at the
   // backward's maximum the planner counts 32,768 B more gathered-parameter buffers than are live
@@ -57,8 +69,8 @@ TEST(CliValidateMoe, Stage3MixtralAgreesWithThePlanner) {
 }
 
 TEST(CliValidateMoe, UnsupportedMoeIsOneLineExit2) {
-  // Qwen3-MoE has q/k norms the engine does not have: refused before anything runs.
-  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "qwen3-30b-a3b", "--gpus", "2xCPU",
+  // DeepSeek-V3 has MLA and shared experts, which the engine does not have: refused before anything runs.
+  const auto r = run_cli({"validate", "--backend", "cpu", "--model", "deepseek-v3", "--gpus", "2xCPU",
                           "--stage", "3", "--seq-len", "32"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_TRUE(r.out.empty());
