@@ -77,6 +77,10 @@ planner::ZeroConfig zero_config(const PlanFlags& f, const ValidateFlags& v, cons
     throw UserError(
         "validate runs one plan; pass --stage 0, 1, 2 or 3 (see `zeroplan --model ... --gpus ...` for the "
         "recommended one)");
+  if (opts.ep && *opts.ep > 1)
+    throw UserError(
+        "validate does not run expert parallelism (the native executor has no all-to-all); drop --ep (the "
+        "AutoEP prediction is checked against real DeepSpeed in tests/test_conformance_moe_ep)");
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(*opts.stage);
   z.micro_batch = w.train.micro_batch.value_or(1);
   z.grad_accum = w.train.grad_accum.value_or(1);

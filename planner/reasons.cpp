@@ -415,7 +415,10 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
   const Plan& z3 = h.zero.stage == 3 ? h : e;
   if (z3.zero.stage == 3 && z3.zero.ep_size == 1) {
     const MoeLeafCosts lc = moe_leaf_costs(w, s, z3.zero);
-    if (lc.applies && lc.leaf.gather_calls == lc.not_leaf.gather_calls && lc.leaf.peak_bytes == lc.not_leaf.peak_bytes)
+    const bool same = lc.leaf.gather_calls == lc.not_leaf.gather_calls &&
+                      std::abs(static_cast<double>(lc.leaf.peak_bytes - lc.not_leaf.peak_bytes)) <=
+                          1e-3 * static_cast<double>(std::max<int64_t>(1, lc.not_leaf.peak_bytes));
+    if (lc.applies && same)
       msg += fmt::format(" At ZeRO-3 without it, MoE blocks as leaves or not (--z3-leaf-moe) cost the same here: {} "
                          "gathers per step either way (the experts are one fused module per block).",
                          lc.leaf.gather_calls);

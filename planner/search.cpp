@@ -222,6 +222,10 @@ SearchResult search(const Workload& w, const SearchOptions& opts) {
 }
 
 SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
+  if (opts.ep) {
+    const std::string why = expert_parallel_refusal(w, *opts.ep);
+    if (!why.empty()) throw_user_error("{}", why);
+  }
   SearchResult r = search_plans(w, s, opts);
   explain(w, s, opts, r);
   return r;
@@ -253,9 +257,9 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
   // can run, so the reasons can say which is faster and why.
   std::vector<int> ep_choices = {1};
   if (opts.ep) {
-    const std::string why = expert_parallel_refusal(w, *opts.ep);
-    if (!why.empty()) throw_user_error("{}", why);
-    ep_choices = {*opts.ep};
+    // search() refused a size DeepSpeed cannot run for the user's workload; the variants the reasons
+    // explore (LoRA, more GPUs) fall back to no expert parallelism where the fixed size does not apply.
+    if (expert_parallel_refusal(w, *opts.ep).empty()) ep_choices = {*opts.ep};
   } else if (w.model.is_moe()) {
     for (int e : expert_parallel_candidates(w)) ep_choices.push_back(e);
     if (ep_choices.size() == 1) {
