@@ -23,6 +23,7 @@ constexpr double kMaxTflops = 1e6;                     // 1 EFLOP/s on one devic
 constexpr double kMaxGBps = 1e6;                       // 1 PB/s
 constexpr int64_t kMaxGpusPerNode = 65536;             // same bound as parse_cluster
 constexpr int64_t kMaxNics = 1024;
+constexpr int64_t kMaxSmCount = 4096;  // bound against typos (the profiled GPUs have 40-132 SMs)
 constexpr int64_t kMaxHostBytes = int64_t{1} << 56;  // 64 PiB of host RAM
 
 LinkProfile link_field(const detail::FieldReader& f, std::string_view key) {
@@ -70,6 +71,7 @@ GpuProfile gpu_from_object(const nlohmann::json& j, std::string_view origin) {
                                "host_memory_bytes_per_node",
                                "default_network",
                                "nics_per_node",
+                               "sm_count",
                                "calibrated",
                                "sources"},
                               origin, kWhat);
@@ -109,6 +111,7 @@ GpuProfile gpu_from_object(const nlohmann::json& j, std::string_view origin) {
     }
   }
   g.nics_per_node = static_cast<int>(f.positive_int_or("nics_per_node", kMaxNics, 1));
+  g.sm_count = static_cast<int>(f.positive_int_or("sm_count", kMaxSmCount, 0));
   g.calibrated = f.boolean_or("calibrated", false);
   g.sources = f.strings_or_empty("sources");
   return g;
@@ -170,6 +173,7 @@ std::string gpu_to_json(const GpuProfile& g) {
   if (g.host_memory_bytes_per_node > 0) j["host_memory_bytes_per_node"] = g.host_memory_bytes_per_node;
   if (!g.default_network.empty()) j["default_network"] = g.default_network;
   j["nics_per_node"] = g.nics_per_node;
+  if (g.sm_count > 0) j["sm_count"] = g.sm_count;
   j["calibrated"] = g.calibrated;
   j["sources"] = g.sources;
   return j.dump(2) + "\n";

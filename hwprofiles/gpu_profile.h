@@ -68,6 +68,9 @@ struct GpuProfile {
   int64_t host_memory_bytes_per_node = 0;  // typical server RAM
   std::string default_network;             // inter-node link name when nodes > 1
   int nics_per_node = 1;                   // inter-node NICs per node (DGX: one per GPU)
+  // Streaming multiprocessors (datasheet / architecture whitepaper). 0 = unknown: no tile/wave
+  // quantization of GEMMs (planner/op_model.cpp gemm_quantization).
+  int sm_count = 0;
 };
 
 // Every built-in profile (hwprofiles/gpus/*.json, embedded in the binary).

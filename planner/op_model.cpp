@@ -113,6 +113,14 @@ TimeModelData parse_data() {
   d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
   d.error_band = j.at("calibrated").at("error_band").get<double>();
   d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
+  if (j.contains("gemm_quantization")) {
+    const auto& q = j.at("gemm_quantization");
+    for (const auto& t : q.at("tiles")) d.gemm_tiles.emplace_back(t.at(0).get<int>(), t.at(1).get<int>());
+    d.split_k_max = q.value("split_k_max", 1);
+    d.split_k_min_slice = q.value("split_k_min_slice", 0.0);
+    for (const auto& [tm, tn] : d.gemm_tiles) ZP_CHECK(tm > 0 && tn > 0, "time_model.json: bad GEMM tile");
+    ZP_CHECK(d.split_k_max >= 1, "time_model.json: split_k_max < 1");
+  }
   if (j.contains("eager_attention")) {
     auto chain = [](const nlohmann::json& arr, std::vector<TimeModelData::ScoreKernel>& out) {
       for (const auto& k : arr)
@@ -199,6 +207,12 @@ struct Builder {
     const double half = g.gemm_half_efficiency_gflop * 1e9;
     return g.gemm_max_efficiency * flops_one / (flops_one + half) * sustained;
   }
+  // ... times the tile/wave quantization of the launch's [rows x cols] output (gemm_quantization).
+  double gemm_eff(double flops_one, double rows, double cols, double inner) const {
+    const auto q = gemm_quantization(static_cast<int64_t>(rows), static_cast<int64_t>(cols),
+                                     static_cast<int64_t>(inner), g.sm_count);
+    return gemm_eff(flops_one) * q.utilization;
+  }
 
   void gemm(const char* name, OpPass pass, double m, const GemmShape& gm, double launches_per_shape,
             double elem_bytes, double repeat) {
@@ -219,7 +233,16 @@ struct Builder {
         (mm * static_cast<double>(gm.k) + static_cast<double>(gm.k * gm.n) + mm * static_cast<double>(gm.n)) *
         launches;
     c.bound = OpBound::Compute;
-    c.efficiency = gemm_eff(one);
+    // Per launch, from its output shape: the forward writes [tokens x n] over the inner k; the
+    // backward's input gradient [tokens x k] over n (dY W) and weight gradient [n x k] over the
+    // tokens (dY^T X) -- same FLOPs each, so the pair's efficiency is their harmonic mean.
+    const double n = static_cast<double>(gm.n), k = static_cast<double>(gm.k);
+    if (pass != OpPass::Backward) {
+      c.efficiency = gemm_eff(one, mm, n, k);
+    } else {
+      const double dgrad = gemm_eff(one, mm, k, n);
+      c.efficiency = launches_per_shape >= 2 ? 2.0 / (1.0 / dgrad + 1.0 / gemm_eff(one, n, k, mm)) : dgrad;
+    }
     add(c);
   }
 
@@ -261,6 +284,33 @@ const char* op_pass_name(OpPass p) {
       return "step";
   }
   return "";
+}
+
+double gemm_tiling_utilization(int64_t m, int64_t n, int tile_m, int tile_n, int split_k, int sms) {
+  if (sms <= 0 || m <= 0 || n <= 0 || tile_m <= 0 || tile_n <= 0 || split_k <= 0) return 1.0;
+  const int64_t blocks = ((m + tile_m - 1) / tile_m) * ((n + tile_n - 1) / tile_n) * split_k;
+  const int64_t waves = (blocks + sms - 1) / sms;
+  const double useful =
+      static_cast<double>(m) * static_cast<double>(n) / (tile_m * static_cast<double>(tile_n)) * split_k;
+  return useful / (static_cast<double>(waves) * sms);
+}
+
+GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms) {
+  GemmQuantization best;
+  const TimeModelData& d = time_model_data();
+  if (sms <= 0 || d.gemm_tiles.empty()) return best;
+  int narrowest = d.gemm_tiles.front().first;
+  for (const auto& [tm, tn] : d.gemm_tiles) narrowest = std::min({narrowest, tm, tn});
+  if (m < narrowest || n < narrowest) return best;  // cuBLASLt's narrow tiles: not modelled
+  best.utilization = 0;
+  for (const auto& [tm, tn] : d.gemm_tiles) {
+    for (int s = 1; s <= d.split_k_max; ++s) {
+      if (s > 1 && static_cast<double>(k) / s < d.split_k_min_slice) break;
+      const double u = gemm_tiling_utilization(m, n, tm, tn, s, sms);
+      if (u > best.utilization + 1e-12) best = {tm, tn, s, u};
+    }
+  }
+  return best;
 }
 
 const TimeModelData& time_model_data() {

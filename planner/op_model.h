@@ -82,6 +82,11 @@ struct TimeModelData {
   std::vector<ScoreKernel> eager_scores_fwd, eager_scores_bwd;
   // Attention-score dropout (only when the model's attention dropout is on, e.g. GPT-2's attn_pdrop).
   std::vector<ScoreKernel> eager_dropout_fwd, eager_dropout_bwd;
+  // GEMM tile/wave quantization (time_model.json "gemm_quantization"): the thread-block tiles
+  // cuBLAS chooses from, [rows, cols] of the output, and its split-K freedom.
+  std::vector<std::pair<int, int>> gemm_tiles;
+  int split_k_max = 1;
+  double split_k_min_slice = 0;  // inner-dimension elements each split-K slice keeps at least
 };
 const TimeModelData& time_model_data();
 // The GPU's architecture as the data file names it (default_architecture when not listed).
@@ -94,6 +99,24 @@ double peak_flops(const hw::GpuProfile& g, Precision p);
 // (flash: FlashAttention-2/3 curves; eager: the 'standard attention' curve), before the sustained
 // clock factor. Interpolated linearly in log2(seq), flat beyond the measured range.
 double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash);
+
+// Tile and wave quantization of one GEMM launch with an [m x n] output (NVIDIA Deep Learning
+// Performance docs, "Matrix Multiplication Background User's Guide", Dimension Quantization Effects):
+// the output is cut into tile_m x tile_n thread-block tiles (tile quantization: the last row/column of
+// tiles is partly idle), split_k slices of the inner dimension multiply the thread blocks, and the
+// GPU runs them in waves of one block per SM (wave quantization: the last wave is partly idle).
+// Utilization = useful tile-equivalents / (waves * SMs), with useful = m*n/(tile_m*tile_n) * split_k
+// and waves = ceil(tiles * split_k / SMs).
+double gemm_tiling_utilization(int64_t m, int64_t n, int tile_m, int tile_n, int split_k, int sms);
+struct GemmQuantization {
+  int tile_m = 0, tile_n = 0, split_k = 1;
+  double utilization = 1;
+};
+// The best utilization over time_model.json's tiles and split-K counts (cuBLAS's heuristics pick the
+// kernel; we assume they find the best-utilising one, which makes this the smallest loss the model
+// allows). 1 when sms <= 0 (the profile has no sm_count) or the output is narrower than the smallest
+// listed tile (cuBLASLt has tiles down to 8 wide; not modelled).
+GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms);
 
 // Forward, backward and recompute operators of one micro-step of `micro` sequences.
 // `optimizer_params`: elements of the rank's optimizer partition stepped on the GPU (0 when the

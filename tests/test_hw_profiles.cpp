@@ -266,6 +266,29 @@ void expect_same_gpu(const GpuProfile& a, const GpuProfile& b) {
   EXPECT_EQ(a.host_memory_bytes_per_node, b.host_memory_bytes_per_node);
   EXPECT_EQ(a.default_network, b.default_network);
   EXPECT_EQ(a.nics_per_node, b.nics_per_node);
+  EXPECT_EQ(a.sm_count, b.sm_count);
+}
+
+// sm_count (GEMM tile/wave quantization): datasheet / whitepaper SM counts -- A100 108 (A100
+// architecture whitepaper), H100 SXM5 132 and H100 PCIe 114 (H100 architecture whitepaper); a
+// profile without the field reads 0 (no quantization); 0, negatives and absurd counts are the user's.
+TEST(GpuJson, SmCountFromTheWhitepapersAndOptional) {
+  EXPECT_EQ(find_gpu("A100-80GB").sm_count, 108);
+  EXPECT_EQ(find_gpu("A100-40GB").sm_count, 108);
+  EXPECT_EQ(find_gpu("H100").sm_count, 132);
+  EXPECT_EQ(find_gpu("H100-PCIE").sm_count, 114);
+  EXPECT_EQ(find_gpu("H200").sm_count, 132);
+  EXPECT_EQ(find_gpu("MI300X").sm_count, 0);
+  nlohmann::json j = nlohmann::json::parse(gpu_to_json(find_gpu("A100-80GB")));
+  EXPECT_EQ(j.at("sm_count").get<int>(), 108);
+  j.erase("sm_count");
+  EXPECT_EQ(gpu_from_json("no-sm", j.dump()).sm_count, 0);
+  for (const char* bad : {"0", "-4", "100000", "12.5", "\"108\""}) {
+    nlohmann::json b = j;
+    b["sm_count"] = nlohmann::json::parse(bad);
+    const std::string e = error_of([&] { gpu_from_json("bad-sm", b.dump()); });
+    EXPECT_NE(e.find("sm_count"), std::string::npos) << bad << ": " << e;
+  }
 }
 
 TEST(GpuJson, EveryBuiltInRoundTrips) {
