@@ -76,6 +76,32 @@ void add_gemm(std::vector<GemmShape>& v, const GemmShape& g) {
 
 }  // namespace
 
+HfAttentionPath hf_attention_path(const models::ModelSpec& m) {
+  // BLOOM (modeling_bloom.py): ALiBi scores via alibi.baddbmm, no SDPA path.
+  if (m.layout == models::Layout::Bloom) return HfAttentionPath::Eager;
+  // Falcon (transformers modeling_falcon.py): FalconModel.forward always materialises the causal mask
+  // (create_causal_mask(..., allow_is_causal_skip=False), "so alibi can be added") and
+  // FalconAttention.forward passes it to SDPA with is_causal False. PyTorch's SDPA dispatcher rejects
+  // the flash kernel for any attn_mask, and both fused kernels when query and key/value head counts
+  // differ without enable_gqa (aten/src/ATen/native/transformers/sdp_utils_cpp.h,
+  // check_batch_size_and_num_heads_dense: "both fused kernels require query, key and value to have
+  // the same num_heads"). Multi-query Falcon (new_decoder_architecture false: K/V of one head against
+  // num_heads query heads, _split_heads) therefore runs SDPA's math path -- materialised scores,
+  // costed as eager attention; Falcon-40B/180B (K/V broadcast to every head in _split_heads) run the
+  // memory-efficient kernel over the full square (op_model.cpp).
+  // Gemma-2 (attn_logit_softcapping): modeling_gemma2.py Gemma2PreTrainedModel sets
+  // `_supports_sdpa = False  # sdpa does not support softcapping`, so HF runs eager_attention_forward
+  // unless the user asks for flash_attention_2.
+  if (m.attn_logit_softcapping > 0) return HfAttentionPath::Eager;
+  if (m.layout == models::Layout::Falcon && !m.new_decoder_architecture && m.num_kv_heads < m.num_heads)
+    return HfAttentionPath::SdpaMath;
+  return HfAttentionPath::Sdpa;
+}
+
+bool hf_attention_explicit_mask(const models::ModelSpec& m) {
+  return m.layout == models::Layout::Falcon;
+}
+
 ComputeStats compute_compute_stats(const Workload& w) {
   const models::ModelSpec& m = w.model;
   // Parse the time model's data file (planner/data/time_model.json) here, once, so that costing
@@ -113,25 +139,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.rms_norm = m.norm == models::NormKind::RMSNorm;
   s.rotary = m.position == models::PositionKind::Rotary;
   s.gated_mlp = m.mlp == models::MlpKind::Gated;
-  s.sdpa_supported = m.layout != models::Layout::Bloom;
-  // Falcon (transformers modeling_falcon.py): FalconModel.forward always materialises the causal mask
-  // (create_causal_mask(..., allow_is_causal_skip=False), "so alibi can be added") and
-  // FalconAttention.forward passes it to SDPA with is_causal False. PyTorch's SDPA dispatcher rejects
-  // the flash kernel for any attn_mask, and both fused kernels when query and key/value head counts
-  // differ without enable_gqa (aten/src/ATen/native/transformers/sdp_utils_cpp.h,
-  // check_batch_size_and_num_heads_dense: "both fused kernels require query, key and value to have
-  // the same num_heads"). Multi-query Falcon (new_decoder_architecture false: K/V of one head against
-  // num_heads query heads, _split_heads) therefore runs SDPA's math path -- materialised scores,
-  // costed as eager attention; Falcon-40B/180B (K/V broadcast to every head in _split_heads) run the
-  // memory-efficient kernel over the full square (op_model.cpp).
-  // Gemma-2 (attn_logit_softcapping): modeling_gemma2.py Gemma2PreTrainedModel sets
-  // `_supports_sdpa = False  # sdpa does not support softcapping`, so HF runs eager_attention_forward
-  // unless the user asks for flash_attention_2.
-  if (m.attn_logit_softcapping > 0) s.sdpa_supported = false;
-  if (m.layout == models::Layout::Falcon) {
-    s.attention_explicit_mask = true;
-    if (!m.new_decoder_architecture && m.num_kv_heads < m.num_heads) s.sdpa_supported = false;
-  }
+  s.sdpa_supported = hf_attention_path(m) == HfAttentionPath::Sdpa;
+  s.attention_explicit_mask = hf_attention_explicit_mask(m);
   // MLP element-wise work, element reads + writes per intermediate element (transformers
   // activations.py ACT2FN):
   //  - single-kernel activations (nn.SiLU / F.silu, nn.ReLU, nn.GELU, GELUTanh = F.gelu tanh):
@@ -199,7 +208,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
       if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
       // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
       if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
-        s.bias_grad_width_per_layer += static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
+        s.bias_grad_width_per_layer +=
+            static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
       const bool target = s.frozen_base && is_lora_target(t, targets);
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());
@@ -222,7 +232,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
       // Fused 3-D experts (gpt-oss, Llama-4: gate_up_proj [E, h, 2f], down_proj [E, f, h], x @ W): E GEMMs
       // of in = shape[1], out = shape[2], each on k/E of the tokens.
       if (t.shape.size() == 3 && is_expert_tensor(t) && layer.is_decoder_layer) {
-        add_gemm(s.layer_gemms, GemmShape{t.shape[2], t.shape[1], t.shape[0], moe_fraction, tensor_trainable});
+        add_gemm(s.layer_gemms,
+                 GemmShape{t.shape[2], t.shape[1], t.shape[0], moe_fraction, tensor_trainable});
         continue;
       }
       if (!t.is_linear || t.shape.size() != 2) continue;

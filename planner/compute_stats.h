@@ -107,7 +107,7 @@ struct ComputeStats {
   // HF attention runs SDPA/flash kernels when asked (--attention flash); false where the modeling
   // file has only an eager path (transformers models/bloom/modeling_bloom.py: ALiBi scores via
   // alibi.baddbmm, no _supports_sdpa), whatever the flag says.
-  bool sdpa_supported = true;        // act_fn(gate) * up (2 element-wise kernels) vs one activation
+  bool sdpa_supported = true;          // act_fn(gate) * up (2 element-wise kernels) vs one activation
   double mlp_act_elems_per_token = 0;  // intermediate activations per token (MoE: x experts_per_token)
   // The MLP's element-wise work per intermediate element and its launches (forward, backward), from
   // how HF implements the activation (compute_stats.cpp).
@@ -157,6 +157,17 @@ struct ComputeStats {
 };
 
 // Builds the stats from the workload's model inventory and training method.
+// Which attention code HF's modeling file reaches when the user asks for SDPA (the default): the
+// fused SDPA kernels; SDPA's math path (the dispatcher refuses both fused kernels: multi-query Falcon);
+// or HF's eager attention (no SDPA path in the modeling file: BLOOM's ALiBi baddbmm, Gemma-2's
+// soft-capping). compute_stats.cpp cites the lines. Both the time model (op_model.cpp) and the
+// activation memory (memory_stats.cpp) follow it.
+enum class HfAttentionPath : uint8_t { Sdpa, SdpaMath, Eager };
+HfAttentionPath hf_attention_path(const models::ModelSpec& m);
+// HF passes SDPA an explicit [b, 1, s, s] boolean causal mask (Falcon: create_causal_mask with
+// allow_is_causal_skip=False), so the flash kernel is never used.
+bool hf_attention_explicit_mask(const models::ModelSpec& m);
+
 ComputeStats compute_compute_stats(const Workload& w);
 
 }  // namespace zeroplan::planner

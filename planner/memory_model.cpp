@@ -191,8 +191,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
               .after_step = kept;
           if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
         }
-        if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still calls all_reduce (recorded in
-           // llama-gqa_s1_n1_bf16_gaccfp32)
+        if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still
+                                                                   // calls all_reduce (recorded in
+                                                                   // llama-gqa_s1_n1_bf16_gaccfp32)
           // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
           // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
           // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
@@ -358,16 +359,16 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
       // (__params_to_release); we bound that by half the reuse distance (the forward tail is
       // reused in mirror order by the backward).
-      const int64_t nonpersist_total = views_of_partition
-                                           ? 0
-                                           : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+      const int64_t nonpersist_total =
+          views_of_partition ? 0
+                             : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
       // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
       const int64_t largest_fetch =
           moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)
               ? std::max(m.largest_module_numel, m.largest_moe_block_numel)
               : m.largest_module_numel;
-      const int64_t in_flight =
-          std::min({nonpersist_total, largest_fetch + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
+      const int64_t in_flight = std::min(
+          {nonpersist_total, largest_fetch + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
       const int64_t reuse = std::min(
           {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
       out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
@@ -414,7 +415,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
   // reduce_independent_p_g_buckets_and_remove_grads), so the largest trainable tensor's gradient
   // (the embedding or lm_head: V*h) exists transiently in the backward.
-  if (!m.params_only && !m.trainable_tensors.numel.empty() && (!engine || engine_rules.param_grad_materialised) &&
+  if (!m.params_only && !m.trainable_tensors.numel.empty() &&
+      (!engine || engine_rules.param_grad_materialised) &&
       (stage >= 2 || (full_grad_phases == kStep && path.wrapper != OptimizerWrapper::BF16Optimizer)))
     out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
                 checked_mul(pe, m.trainable_tensors.numel.back()), kBackward,
@@ -489,19 +491,34 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("layer inputs (checkpoints)", Category::Activations,
                     checked_mul(checked_mul(L, a.layer_input_per_sample), b), kFwdBwd,
                     "full recomputation keeps each layer input 2sbh (Korthikanti Table 2)");
-        if (w.train.attention == Attention::Eager)
-          // Eager attention gets a 4-D causal mask [b, 1, s, s] in the compute dtype
-          // (transformers masking_utils create_causal_mask); each checkpointed layer keeps its call
-          // arguments, the mask among them: one storage for all layers. Recorded: 16,384 B at b 2,
-          // s 64 in bf16 (llama-gqa_s2_n2_bf16_eager_gc vs _gc).
-          out.add_gpu(
-              "causal mask (checkpoint argument)", Category::Activations,
-              checked_mul(checked_mul(checked_mul(w.train.seq_len, w.train.seq_len), m.act_elem_bytes), b),
-              kFwdBwd, "eager attention's [b, 1, s, s] mask kept by the checkpoints");
+        if (a.causal_mask_per_sample > 0)
+          // Eager attention gets a 4-D causal mask [b, 1, s, s] in the compute dtype (Falcon's SDPA
+          // call a boolean one; transformers masking_utils create_causal_mask); each checkpointed
+          // layer keeps its call arguments, the mask among them: one storage for all layers.
+          // Recorded: 16,384 B at b 2, s 64 in bf16 (llama-gqa_s2_n2_bf16_eager_gc vs _gc).
+          out.add_gpu("causal mask (checkpoint argument)", Category::Activations,
+                      checked_mul(a.causal_mask_per_sample, b), kFwdBwd,
+                      "the [b, 1, s, s] mask every layer receives, kept by the checkpoints");
         out.add_gpu("recomputed layer working set", Category::Activations,
                     checked_mul(a.layer_full_per_sample, b), kBackward,
                     "one layer's saved tensors, recomputed during its backward");
         break;
+    }
+    // LinearFunctionForZeroStage3 saves frozen linears' inputs (memory_stats.cpp); the layers' part
+    // is recomputed under full checkpointing, the head's is not. DeepSpeed 0.19.8's zero.Init(module=)
+    // (what deepspeed.initialize applies to a model built outside zero.Init) installs the override
+    // (partition_parameters.py Init.__init__ -> _enable_mem_efficient_linear); 0.16.9 and 0.18.9 install
+    // it only while a model is constructed inside `with zero.Init()` (patch_init_and_builtins), so a
+    // model built before deepspeed.initialize keeps torch's linear (recorded: their stage-3 LoRA
+    // fixtures save what stage 2 saves).
+    if (z.stage == 3 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
+      int64_t frozen = a.stage3_frozen_head_input_per_sample;
+      if (z.checkpointing != Checkpointing::Full)
+        frozen = checked_add(frozen, checked_mul(a.num_layers, a.stage3_frozen_linear_inputs_per_layer));
+      if (frozen > 0)
+        out.add_gpu("frozen linear inputs (ZeRO-3 linear)", Category::Activations, checked_mul(frozen, b),
+                    kFwdBwd,
+                    "zero3_linear_wrap saves every linear's input, frozen ones included (zero/linear.py)");
     }
     if (a.rope_tables > 0)
       out.add_gpu(

@@ -7,6 +7,7 @@
 
 #include "common/checked.h"
 #include "common/errors.h"
+#include "planner/compute_stats.h"
 
 namespace zeroplan::planner {
 
@@ -192,7 +193,13 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   const int64_t qw = a * d;
   const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
   const int64_t inter = m.intermediate_size;
-  const bool eager = w.train.attention == Attention::Eager;
+  // The attention code HF really runs (compute_stats.h hf_attention_path): a model without an SDPA
+  // path (Gemma-2, BLOOM) runs eager attention whatever --attention says, multi-query Falcon SDPA's
+  // math path.
+  const HfAttentionPath path =
+      w.train.attention == Attention::Eager ? HfAttentionPath::Eager : hf_attention_path(m);
+  const bool eager = path == HfAttentionPath::Eager;
+  const bool sdpa_math = path == HfAttentionPath::SdpaMath;
   const bool cpu = w.train.runtime == Runtime::Cpu;
   // GPT-style layers (LayerNorm + plain MLP: GPT-2, GPT-3, OPT) may train with dropout after the
   // attention and the MLP and inside the attention (Korthikanti et al. 2022 §4.1); Llama-style
@@ -220,7 +227,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   const int64_t num_norms = (shared_input ? 1 : 2) + (m.extra_norms ? 2 : 0);
 
   int64_t per_token = num_norms * norm;
-  int64_t lse_per_sample = 0;  // the fused kernels' fp32 log-sum-exp, per sample
+  int64_t lse_per_sample = 0;   // the fused kernels' fp32 log-sum-exp, per sample
+  int64_t mask_per_sample = 0;  // a per-layer copy of an explicit attention mask, per sample
   // SDPA's kernel: CUDA uses FlashAttention for 16-bit q/k/v of equal head width <= 256 and the
   // memory-efficient kernel otherwise (fp32, or a value width different from the query's, as MLA has:
   // aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_head_dim_size_flash requires q, k and v
@@ -265,6 +273,14 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
       per_token += 2 * e * a * dqk + e * a * (m.qk_nope_head_dim + dv) + e * a * dv;
       lse_per_sample = lse_bytes(true);
     }
+  } else if (sdpa_math) {
+    // SDPA's math path (multi-query Falcon, see hf_attention_path): attention.cpp
+    // _scaled_dot_product_attention_math upcasts 16-bit q, k, v to fp32 and scales q; matmul(q, k^T)
+    // saves the fp32 q and k (k broadcast over the heads as a view: its own width), softmax saves its
+    // fp32 output, which matmul(attn, v) saves with the fp32 v: 4 bytes per score; the mask add saves
+    // nothing. The output, cast back to 16-bit, is the o_proj input.
+    per_token += 4 * (qw + 2 * kvw) + (f.o_in_saved ? e * qw : 0);
+    core_per_score = 4;
   } else if (eager) {
     // HF eager attention repeats K/V to all query heads (repeat_kv materialises a copy) before
     // matmul(Q, K^T) saves Q and the repeated K, and matmul(P, V) saves the repeated V.
@@ -287,7 +303,13 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
       per_token += e * (qw + kvw);
     if (rope_by_concat(m.model_type) && f.o_in_saved) per_token += e * qw;
     const bool efficient = !cpu && (e == 4 || d > 256);
-    lse_per_sample = lse_bytes(efficient);
+    lse_per_sample = lse_bytes(efficient || hf_attention_explicit_mask(m));
+    // An explicit boolean mask (Falcon-40B/180B) sends SDPA to the memory-efficient kernel, which
+    // takes an additive bias: sdpa converts the bool mask per call (attention.cpp
+    // convert_boolean_attn_mask: a new [b, 1, s, s] tensor in the query's dtype) and the kernel's
+    // backward keeps it (derivatives.yaml _scaled_dot_product_efficient_attention saves attn_bias):
+    // e bytes per (query, key) pair per layer, not per head.
+    if (hf_attention_explicit_mask(m)) mask_per_sample = checked_mul(checked_mul(e, s), s);
   }
   if (resid_dropout) per_token += h;  // 1-byte mask after the attention output projection
   // Query/key norms (Qwen3, Gemma-3: RMSNorm(head_dim) on every head, modeling_qwen3.py
@@ -355,7 +377,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // 4 heads, s 64, bf16).
     if (m.attn_logit_softcapping > 0) core_per_score += e;
   }
-  r.core = checked_mul(ss, core_per_score);
+  r.core = checked_add(checked_mul(ss, core_per_score), mask_per_sample);
   return r;
 }
 
@@ -505,6 +527,16 @@ MemoryStats compute_memory_stats(const Workload& w) {
     if (!embedding_trains)
       act.first_layer_unsaved_per_sample +=
           checked_mul(s, (m.norm == models::NormKind::RMSNorm ? 4 * h : e * h) + 8);
+  }
+  // The [b, 1, s, s] causal mask every layer receives as an argument (transformers masking_utils
+  // create_causal_mask): a float mask in the compute dtype for eager attention, a boolean one that
+  // Falcon hands to SDPA (1 byte); none where SDPA is told is_causal. One storage for the micro-batch,
+  // kept for the backward by checkpointed layers (memory_model.cpp).
+  {
+    const HfAttentionPath path =
+        w.train.attention == Attention::Eager ? HfAttentionPath::Eager : hf_attention_path(m);
+    const int64_t mask_elem = path == HfAttentionPath::Eager ? e : hf_attention_explicit_mask(m) ? 1 : 0;
+    act.causal_mask_per_sample = checked_mul(checked_mul(mask_elem, s), s);
   }
   // torch.utils.checkpoint (HF gradient_checkpointing_enable, and DeepSpeed's
   // activation_checkpointing.checkpointing.checkpoint) keeps the layer's input hidden states.

@@ -73,6 +73,9 @@ struct ActivationStats {
   // nothing; in a MoE model with dense layers (DeepSeek first_k_dense_replace) each dense layer saves
   // its own MLP's bytes instead of the MoE layer's (memory_stats.cpp). May be negative.
   int64_t first_layer_unsaved_per_sample = 0;
+  // The [b, 1, s, s] causal mask passed to every layer, per sample (eager: compute dtype; Falcon's
+  // SDPA call: boolean; 0 where SDPA gets is_causal and no mask). memory_stats.cpp.
+  int64_t causal_mask_per_sample = 0;
   // ZeRO stage 3 only (DeepSpeed's memory_efficient_linear, default on, replaces
   // torch.nn.functional.linear by LinearFunctionForZeroStage3, which saves its input even for a frozen
   // weight): the inputs of frozen linears that no LoRA adapter saves anyway, per decoder layer and for

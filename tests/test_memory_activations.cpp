@@ -336,5 +336,52 @@ TEST(Lora, QloraStoresBaseLinearsInNf4) {
   EXPECT_EQ(s.frozen_16bit_params, 262'410'240);
 }
 
+// ---- The attention code HF really runs (compute_stats.h hf_attention_path), whatever --attention says.
+namespace hfpath {
+MemoryStats of(const char* zoo_name, Attention attn) {
+  Workload w;
+  w.model = models::load_model(zoo_name);
+  w.train.seq_len = 2048;
+  w.train.attention = attn;
+  w.cluster = one_gpu();
+  return compute_memory_stats(w);
+}
+}  // namespace hfpath
+
+TEST(ActivationsHfPath, Gemma2RunsEagerAttentionUnderSdpa) {
+  // modeling_gemma2.py _supports_sdpa = False: eager_attention_forward. Per layer and sample the
+  // recomputable core is heads x s^2 x (fp32 softmax 4 + its bf16 cast 2 + soft-cap tanh output 2):
+  // gemma-2-9b, 16 heads, s 2048: 16 x 2048 x 2048 x 8 = 536,870,912 B, the same as with --attention
+  // eager; and the [b, 1, s, s] bf16 mask every layer receives: 2 x 2048 x 2048 = 8,388,608 B.
+  const MemoryStats sdpa = hfpath::of("gemma-2-9b", Attention::Flash);
+  EXPECT_EQ(sdpa.act.layer_full_per_sample - sdpa.act.layer_selective_per_sample, 536'870'912);
+  EXPECT_EQ(sdpa.act.causal_mask_per_sample, 8'388'608);
+  const MemoryStats eager = hfpath::of("gemma-2-9b", Attention::Eager);
+  EXPECT_EQ(sdpa.act.layer_full_per_sample, eager.act.layer_full_per_sample);
+}
+
+TEST(ActivationsHfPath, MultiQueryFalconRunsSdpaMathInFp32) {
+  // Falcon-7B: explicit mask + 1 K/V head against 71 query heads -> SDPA's math path, fp32
+  // probabilities saved: 4 x 71 x 2048 x 2048 = 1,191,182,336 B per layer and sample (recomputed by
+  // selective checkpointing); the boolean mask 2048 x 2048 = 4,194,304 B.
+  const MemoryStats s = hfpath::of("falcon-7b", Attention::Flash);
+  EXPECT_EQ(s.act.layer_full_per_sample - s.act.layer_selective_per_sample, 1'191'182'336);
+  EXPECT_EQ(s.act.causal_mask_per_sample, 4'194'304);
+}
+
+TEST(ActivationsHfPath, Falcon40bEfficientKernelKeepsTheConvertedMaskPerLayer) {
+  // Falcon-40B (K/V broadcast to every head): the memory-efficient kernel with an additive bias made
+  // from the boolean mask per call and saved for backward, bf16 [b, 1, s, s]: 2 x 2048 x 2048 =
+  // 8,388,608 B per layer and sample, not per head.
+  const MemoryStats s = hfpath::of("falcon-40b", Attention::Flash);
+  EXPECT_EQ(s.act.layer_full_per_sample - s.act.layer_selective_per_sample, 8'388'608);
+}
+
+TEST(ActivationsHfPath, LlamaUnderSdpaSavesNoSquare) {
+  const MemoryStats s = hfpath::of("llama-2-7b", Attention::Flash);
+  EXPECT_EQ(s.act.layer_full_per_sample, s.act.layer_selective_per_sample);
+  EXPECT_EQ(s.act.causal_mask_per_sample, 0);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
