@@ -54,6 +54,10 @@ struct EngineGradientRules {
   // allocated at setup and kept (zeroed, not freed) between steps, where torch frees param.grad
   // at zero_grad and autograd re-creates it during the backward.
   bool stage0_flat_grads_persistent = true;
+  // Stage 3 with one rank: DeepSpeed's NoGatherHandle makes every gathered parameter a view of its
+  // partition (partition_parameters.py _no_gather_coalesced); the engine gathers into its own buffers
+  // whatever the world size (engine.cpp s3_fetch).
+  bool single_rank_gathers_are_views = false;
 };
 EngineGradientRules engine_gradient_rules();
 

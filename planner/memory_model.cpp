@@ -322,7 +322,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
       // the persistent parameters nor the fetched ones hold storage of their own (recorded:
       // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
-      const bool views_of_partition = N == 1;
+      // With offload_param the partition of a fetched parameter is on the host and that `.to(device)`
+      // is a real copy: fetched parameters are then gathered storage as usual (persistent ones keep
+      // their partition on the device, see above, and stay views).
+      const bool views_of_partition = N == 1 && (!engine || engine_rules.single_rank_gathers_are_views);
+      const bool fetched_are_views = views_of_partition && !off_param;
       if (persist > 0 && !views_of_partition)
         out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
                     "params <= stage3_param_persistence_threshold stay whole on every rank")
@@ -360,8 +364,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // (__params_to_release); we bound that by half the reuse distance (the forward tail is
       // reused in mirror order by the backward).
       const int64_t nonpersist_total =
-          views_of_partition ? 0
-                             : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+          fetched_are_views ? 0 : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
       // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
       const int64_t largest_fetch =
           moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)

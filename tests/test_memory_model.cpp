@@ -489,5 +489,31 @@ TEST(MemoryExplain, ListsEveryBufferAndThePeakPhase) {
   EXPECT_NE(text.find("(peak)"), std::string::npos);
 }
 
+// Stage 3 with one rank (partition_parameters.py NoGatherHandle: `param.data =
+// param.ds_tensor.data.to(device).view(ds_shape)`): without offload_param a fetched parameter is a view
+// of its device partition (no gathered storage, recorded in llama-gqa_s3_n1); with offload_param the
+// partition lives on the host and `.to(device)` copies it, so the usual in-flight bound applies.
+// Llama-2-7B by hand: largest module embed_tokens 32000 x 4096 = 131,072,000 elements + prefetch
+// bucket 5e7 = 181,072,000 elements x 2 B = 362,144,000 B in the forward.
+TEST(MemoryModelStage3, OneRankGathersAreViewsUnlessParametersAreOffloaded) {
+  Workload w;
+  w.model = llama2_7b_spec();
+  w.train.precision = Precision::BF16;
+  w.cluster = cluster(1, 1);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
+  z.micro_batch = 1;
+  auto gathered = [&](Offload param) {
+    z.offload_param = param;
+    z.offload_optimizer = param;
+    const MemoryBreakdown m = estimate_memory(w, stats_of(w), z);
+    for (int i = 0; i < m.num_gpu; ++i)
+      if (std::string_view(m.gpu[static_cast<size_t>(i)].name) == "gathered parameters (forward)")
+        return m.gpu[static_cast<size_t>(i)].bytes;
+    return int64_t{-1};
+  };
+  EXPECT_EQ(gathered(Offload::None), 0);
+  EXPECT_EQ(gathered(Offload::CPU), 362'144'000);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner
