@@ -5,6 +5,7 @@
 
 #include "executor/engine.h"
 #include "executor/test_models.h"
+#include "executor_accounting_util.h"
 #include "hwprofiles/cluster.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
@@ -14,6 +15,9 @@ namespace zeroplan::exec {
 namespace {
 
 using planner::Category;
+using testing::collective_bytes;
+using testing::planner_buffer;
+using testing::planner_category_max;
 
 struct Case {
   int ranks, stage;
@@ -54,58 +58,16 @@ Both run_both(const Case& k) {
   Both b;
   b.pred = planner::estimate_memory(w, s, z);
   b.time = planner::estimate_time(w, s, z);
-  RunConfig c;
-  c.model = w.model;
-  c.mixed_precision = k.mixed;
-  c.micro_batch = z.micro_batch;
-  c.seq_len = w.train.seq_len;
-  c.grad_accum = z.grad_accum;
-  c.checkpointing = k.ckpt;
-  c.steps = 2;
-  c.zero.stage = k.stage;
-  c.zero.offload_optimizer = k.offload;
-  c.zero.overlap_comm = k.overlap;
-  c.zero.reduce_bucket_size = z.reduce_bucket_size;
-  c.zero.param_persistence_threshold = z.param_persistence_threshold;
-  c.zero.prefetch_bucket_size = z.prefetch_bucket_size;
-  c.zero.max_live_parameters = z.max_live_parameters;
-  c.zero.max_reuse_distance = z.max_reuse_distance;
-  c.zero.sub_group_size = z.sub_group_size;
+  const RunConfig c = testing::engine_run_config(w, z, 2);
   auto rt = make_cpu_runtime(k.ranks);
   b.meas = run_training(c, *rt);
   return b;
 }
 
-int64_t planner_buffer(const planner::MemoryBreakdown& m, const char* name) {
-  int64_t s = 0;
-  for (int i = 0; i < m.num_gpu; ++i)
-    if (std::string_view(m.gpu[i].name) == name) s += m.gpu[i].bytes;
-  return s;
-}
-// The planner's own maximum of one category over the three phases (after finalize(), which keeps the
-// backward at its larger moment) -- the counterpart of the executor's category_peak, which does not
-// depend on where either side's total peaked.
-int64_t planner_category_max(const planner::MemoryBreakdown& m, Category c) {
-  int64_t best = 0;
-  for (int p = 0; p < planner::kNumPhases; ++p) {
-    int64_t s = 0;
-    for (int i = 0; i < m.num_gpu; ++i)
-      if (m.gpu[i].category == c && (m.gpu[i].phases & (1 << p))) s += m.gpu[i].bytes;
-    best = std::max(best, s);
-  }
-  return best;
-}
 int64_t planner_step_buffers(const planner::MemoryBreakdown& m) {
   int64_t s = 0;
   for (int i = 0; i < m.num_gpu; ++i)
     if (m.gpu[i].category == Category::Buffers && (m.gpu[i].phases & planner::kStep)) s += m.gpu[i].bytes;
-  return s;
-}
-int64_t collective_bytes(const planner::StepTime& t, std::string_view prefix) {
-  int64_t s = 0;
-  for (int i = 0; i < t.num_collectives; ++i)
-    if (std::string_view(t.collectives[i].name).substr(0, prefix.size()) == prefix)
-      s += t.collectives[i].bytes_per_rank;
   return s;
 }
 constexpr int kAG = static_cast<int>(CollKind::AllGather);
@@ -177,9 +139,7 @@ TEST(ExecutorAccounting, MemoryAgreesWithPlanner) {
     // as the planner's engine model walks them: exact, at each side's maximum over the step.
     // (By name: where the backward's end moment outweighs its start, stages 0/1, finalize() keeps
     // the end moment for the phase totals, but the buffer still carries its bytes.)
-    EXPECT_EQ(peak_of(Category::Activations),
-              std::max(planner_buffer(b.pred, "engine activations (forward maximum)"),
-                       planner_buffer(b.pred, "engine activations (backward maximum)")));
+    EXPECT_EQ(peak_of(Category::Activations), testing::planner_engine_activation_max(b.pred));
   }
 }
 

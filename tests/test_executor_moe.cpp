@@ -18,6 +18,7 @@
 #include "executor/engine.h"
 #include "executor/stream_checker.h"
 #include "executor/test_models.h"
+#include "executor_accounting_util.h"
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
 #include "planner/memory_model.h"
@@ -396,6 +397,9 @@ TEST(ExecutorMoe, GradientsMatchFiniteDifferences) {
 namespace acct {
 
 using planner::Category;
+using testing::collective_bytes;
+using testing::planner_buffer;
+using testing::planner_category_max;
 
 struct Case {
   int ranks, stage;
@@ -441,52 +445,13 @@ Both run_both(const Case& k, const models::ModelSpec& spec) {
   Both b;
   b.pred = planner::estimate_memory(w, s, z);
   b.time = planner::estimate_time(w, s, z);
-  RunConfig c;
-  c.model = w.model;
-  c.mixed_precision = k.mixed;
-  c.micro_batch = z.micro_batch;
-  c.seq_len = w.train.seq_len;
-  c.grad_accum = z.grad_accum;
-  c.checkpointing = k.ckpt;
-  c.steps = 2;
-  c.zero.stage = k.stage;
-  c.zero.offload_optimizer = k.offload;
-  c.zero.overlap_comm = k.overlap;
-  c.zero.reduce_bucket_size = z.reduce_bucket_size;
-  c.zero.param_persistence_threshold = z.param_persistence_threshold;
-  c.zero.prefetch_bucket_size = z.prefetch_bucket_size;
-  c.zero.max_live_parameters = z.max_live_parameters;
-  c.zero.max_reuse_distance = z.max_reuse_distance;
-  c.zero.sub_group_size = z.sub_group_size;
+  RunConfig c = testing::engine_run_config(w, z, 2);
   c.zero.moe_leaf = k.leaf;
   auto rt = make_cpu_runtime(k.ranks);
   b.meas = run_training(c, *rt);
   return b;
 }
 
-int64_t planner_buffer(const planner::MemoryBreakdown& m, const char* name) {
-  int64_t s = 0;
-  for (int i = 0; i < m.num_gpu; ++i)
-    if (std::string_view(m.gpu[i].name) == name) s += m.gpu[i].bytes;
-  return s;
-}
-int64_t planner_category_max(const planner::MemoryBreakdown& m, Category c) {
-  int64_t best = 0;
-  for (int p = 0; p < planner::kNumPhases; ++p) {
-    int64_t s = 0;
-    for (int i = 0; i < m.num_gpu; ++i)
-      if (m.gpu[i].category == c && (m.gpu[i].phases & (1 << p))) s += m.gpu[i].bytes;
-    best = std::max(best, s);
-  }
-  return best;
-}
-int64_t collective_bytes(const planner::StepTime& t, std::string_view prefix) {
-  int64_t s = 0;
-  for (int i = 0; i < t.num_collectives; ++i)
-    if (std::string_view(t.collectives[i].name).substr(0, prefix.size()) == prefix)
-      s += t.collectives[i].bytes_per_rank;
-  return s;
-}
 std::string describe(const Case& k) {
   return "N=" + std::to_string(k.ranks) + " stage " + std::to_string(k.stage) +
          (k.mixed ? " bf16" : " fp32") + " ga " + std::to_string(k.grad_accum) + (k.ckpt ? " ckpt" : "") +
@@ -494,12 +459,12 @@ std::string describe(const Case& k) {
          (k.stage == 3 ? (k.leaf ? " leaf" : " no-leaf") : "") +
          (k.stage == 3 && !k.keep_all ? " no-reuse" : "");
 }
-// Stage 3 runs on 2 ranks only: with one rank the planner predicts no gathered copies at all (no
-// all-gather is needed) where the engine, like DeepSpeed's partitioned parameters, still gathers
-// into a full buffer; the same for the dense model (test_executor_accounting.cpp runs 2 and 4 ranks).
+// Stage 3 with one rank too: DeepSpeed's gathered parameters are then views of their partitions,
+// the engine still gathers into its own buffers, and the planner's engine model says so
+// (planner/engine_runtime.h single_rank_gathers_are_views).
 std::vector<Case> cases() {
   std::vector<Case> v;
-  for (int stage : {0, 1, 2}) v.push_back({1, stage, true});
+  for (int stage : {0, 1, 2, 3}) v.push_back({1, stage, true});
   for (int stage : {0, 1, 2, 3}) v.push_back({2, stage, true});
   v.push_back({2, 0, false});
   v.push_back({2, 2, false});
@@ -523,20 +488,16 @@ TEST(ExecutorMoeAccounting, MemoryAndCommunicationAgreeWithPlanner) {
       EXPECT_EQ(peak_of(Category::Gradients), planner_category_max(b.pred, Category::Gradients));
       // Activations: the planner's walk of the engine's buffers (planner/engine_runtime.cpp with the
       // MoE block of planner/engine_moe.cpp), each side's maximum over the step.
-      EXPECT_EQ(peak_of(Category::Activations),
-                std::max(planner_buffer(b.pred, "engine activations (forward maximum)"),
-                         planner_buffer(b.pred, "engine activations (backward maximum)")));
-      std::printf(
-          "%s %s: activations measured %ld predicted %ld; params %ld/%ld grads %ld/%ld opt %ld/%ld\n",
-          spec.name.c_str(), describe(k).c_str(), static_cast<long>(peak_of(Category::Activations)),
-          static_cast<long>(std::max(planner_buffer(b.pred, "engine activations (forward maximum)"),
-                                     planner_buffer(b.pred, "engine activations (backward maximum)"))),
-          static_cast<long>(peak_of(Category::Parameters)),
-          static_cast<long>(planner_category_max(b.pred, Category::Parameters)),
-          static_cast<long>(peak_of(Category::Gradients)),
-          static_cast<long>(planner_category_max(b.pred, Category::Gradients)),
-          static_cast<long>(peak_of(Category::OptimizerStates)),
-          static_cast<long>(planner_category_max(b.pred, Category::OptimizerStates)));
+      EXPECT_EQ(peak_of(Category::Activations), testing::planner_engine_activation_max(b.pred));
+      std::printf("%s %s: activations measured %ld predicted %ld; params %ld/%ld grads %ld/%ld opt %ld/%ld\n",
+                  spec.name.c_str(), describe(k).c_str(), static_cast<long>(peak_of(Category::Activations)),
+                  static_cast<long>(testing::planner_engine_activation_max(b.pred)),
+                  static_cast<long>(peak_of(Category::Parameters)),
+                  static_cast<long>(planner_category_max(b.pred, Category::Parameters)),
+                  static_cast<long>(peak_of(Category::Gradients)),
+                  static_cast<long>(planner_category_max(b.pred, Category::Gradients)),
+                  static_cast<long>(peak_of(Category::OptimizerStates)),
+                  static_cast<long>(planner_category_max(b.pred, Category::OptimizerStates)));
       if (k.stage == 3) {
         EXPECT_EQ(m.comm_by_phase[0].bytes_sent[static_cast<int>(CollKind::AllGather)],
                   collective_bytes(b.time, "stage-3 forward parameter all-gathers"));
