@@ -58,6 +58,9 @@ struct EngineGradientRules {
   // partition (partition_parameters.py _no_gather_coalesced); the engine gathers into its own buffers
   // whatever the world size (engine.cpp s3_fetch).
   bool single_rank_gathers_are_views = false;
+  // Stage 0 bf16 (BF16_Optimizer): reduce_at_boundary all-reduces the fp32 gradient buffer itself,
+  // where DeepSpeed's allreduce_bucket first casts it to the communication dtype (bf16).
+  bool bf16_optimizer_allreduces_fp32 = true;
 };
 EngineGradientRules engine_gradient_rules();
 

@@ -18,10 +18,12 @@
 // Communication (DeepSpeed v0.16, deepspeed/runtime/...):
 //  - stage 0 (engine.py allreduce_gradients -> buffered_allreduce_fallback): grads all-reduced in
 //    buckets of allreduce_bucket_size elements (we emit reduce_bucket_size for it) at the
-//    accumulation boundary, after the backward: exposed. With bf16 the engine wraps the optimizer in
-//    BF16_Optimizer (fp32 gradient accumulation, engine.py get_data_types): the all-reduced buffers
-//    are fp32 (4 bytes/param), the fp32 optimizer is partitioned and the updated bf16 params are
-//    all-gathered after the step (bf16_optimizer.py update_lp_params), as in stage 1.
+//    accumulation boundary, after the backward: exposed. With bf16 the wrapper depends on the
+//    version (planner/ds_runtime.h): 0.16.9 runs BF16_Optimizer (fp32 gradient accumulation,
+//    engine.py get_data_types; the fp32 optimizer partitioned, the all-reduce cast to bf16, the
+//    updated bf16 params all-gathered after the step by bf16_optimizer.py update_lp_params, as in
+//    stage 1); 0.18+ keeps bf16 gradients and runs FP16_Optimizer over bf16 (the whole fp32
+//    optimizer on every rank, one bf16 all-reduce, no all-gather).
 //  - stage 1 (stage_1_and_2.py reduce_gradients / reduce_ready_partitions_and_remove_grads, which for
 //    stage 1 runs only at the accumulation boundary): bucketed reduction of reduce_bucket_size
 //    elements; average_tensor() with reduce_scatter=true and use_multi_rank_bucket_allreduce=true
@@ -67,6 +69,8 @@
 #include <cmath>
 
 #include "planner/comm_model.h"
+#include "planner/ds_runtime.h"
+#include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/op_model.h"
 
@@ -281,10 +285,16 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
 
   // ---- compute, per micro-step: the operator table (op_model.cpp)
   const int64_t trainable = s.trainable_params;
-  // Stage 0 with bf16 runs BF16_Optimizer (engine.py get_data_types/_do_optimizer_sanity_check: bf16
-  // without ZeRO accumulates gradients in fp32), which partitions the fp32 optimizer over the ranks
-  // like stage 1 (bf16_optimizer.py); fp16/fp32 stage 0 keeps the whole optimizer on every rank.
-  const bool bf16_optimizer = z.stage == 0 && w.train.precision == Precision::BF16;
+  // The optimizer wrapper DeepSpeed picks for this version, stage and dtypes (planner/ds_runtime.h,
+  // the rule the memory model and the per-call collective list follow): BF16_Optimizer (0.16.9's
+  // stage 0 in bf16; stage 0/1 with fp32 gradient accumulation on 0.18+) partitions the fp32
+  // optimizer over the ranks like stage 1 and all-gathers the bf16 partitions after the step;
+  // FP16_Optimizer over bf16 (0.18+/0.19 stage 0 with bf16 accumulation, DDP_BFLOAT16) and the plain
+  // fp32/fp16 stage 0 keep the whole optimizer on every rank and gather nothing.
+  const bool off_opt = z.stage >= 1 && z.offload_optimizer != Offload::None;
+  const RuntimePath path =
+      runtime_path(w.train.deepspeed_version, z.stage, w.train.precision, z.grad_accum_dtype, off_opt);
+  const bool bf16_optimizer = z.stage == 0 && path.wrapper == OptimizerWrapper::BF16Optimizer;
   const int64_t partition = (z.stage == 0 && !bf16_optimizer) ? trainable : (trainable + n - 1) / n;
   const OpTable ops = operator_table(w, s, z.micro_batch, z.checkpointing,
                                      z.offload_optimizer == Offload::None ? partition : 0);
@@ -309,9 +319,15 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
 
   // ---- communication
   double exposed = 0;
-  // BF16_Optimizer hands the engine its fp32 gradient buffers for the all-reduce
-  // (bf16_optimizer.py get_grads_for_reduction -> engine.py buffered_allreduce_fallback): 4 bytes.
-  const Buckets b = buckets_of(trainable, z.reduce_bucket_size, bf16_optimizer ? 4 : grad_bytes);
+  // BF16_Optimizer hands DeepSpeed's engine its fp32 gradient buffers (bf16_optimizer.py
+  // get_grads_for_reduction), which allreduce_bucket casts to communication_data_type (the model's
+  // bf16) before the all-reduce: 2 bytes (recorded: llama-gqa_s1_n2_bf16_gaccfp32 and the 0.16.9
+  // stage-0 fixtures, one bf16 all-reduce). zeroplan's native engine all-reduces the fp32 buffer as it
+  // is: 4 bytes (planner/engine_runtime.h).
+  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
+  const int64_t reduce_bytes =
+      bf16_optimizer && engine && engine_gradient_rules().bf16_optimizer_allreduces_fp32 ? 4 : grad_bytes;
+  const Buckets b = buckets_of(trainable, z.reduce_bucket_size, reduce_bytes);
   if (z.stage == 0 || z.stage == 1) {
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                   : "bucketed gradient all-reduce (accumulation boundary)";

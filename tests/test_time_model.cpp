@@ -94,16 +94,30 @@ TEST(TimeModel, StageOneAndTwoCollectiveBytesPerRank) {
   const ModelStats s = compute_model_stats(w);
   ASSERT_EQ(s.compute.trainable_params, kPsi7b);
 
-  // Stage 0 in bf16 runs DeepSpeed's BF16_Optimizer: fp32 gradients are all-reduced (4 bytes per
-  // element: 13 buckets of 2e9 bytes + 953,662,464 bytes, i.e. 1.5 * 4 Psi = 40,430,493,696 bytes per
-  // rank) and the bf16 params are all-gathered after the step like stage 1 (10,107,623,424).
+  // Stage 0 in bf16 follows the DeepSpeed version (planner/ds_runtime.h; recorded in
+  // tests/deepspeed/fixtures*/llama-gqa_s0_*_bf16_*). 0.19.8 (the default) keeps bf16 gradients and
+  // runs FP16_Optimizer over bf16: one bf16 all-reduce (2(n-1)/n x 2 Psi = 1.5 x 13,476,831,232 =
+  // 20,215,246,848 bytes per rank, 5e8-element buckets of 1e9 bytes) and no all-gather.
   const StepTime t0 = estimate_time(w, s, config(0, 1, 1));
   const CollectiveCost* ar0 = find(t0, CollectiveKind::AllReduce, "");
   ASSERT_NE(ar0, nullptr);
   EXPECT_EQ(ar0->count, 14);
-  EXPECT_EQ(ar0->message_bytes, 2'000'000'000);
-  EXPECT_EQ(ar0->bytes_per_rank, 40'430'493'696);
-  EXPECT_EQ(t0.comm_bytes_per_rank, 40'430'493'696 + 10'107'623'424);
+  EXPECT_EQ(ar0->message_bytes, 1'000'000'000);
+  EXPECT_EQ(ar0->bytes_per_rank, 20'215'246'848);
+  EXPECT_EQ(t0.comm_bytes_per_rank, 20'215'246'848);
+  // 0.16.9 runs BF16_Optimizer: its fp32 gradients are cast to bf16 for the same all-reduce, and the
+  // bf16 partitions are all-gathered after the step like stage 1 (1.5 x 6,738,415,616 =
+  // 10,107,623,424).
+  Workload w169 = w;
+  w169.train.deepspeed_version = DeepSpeedVersion::V0_16_9;
+  EXPECT_EQ(estimate_time(w169, compute_model_stats(w169), config(0, 1, 1)).comm_bytes_per_rank,
+            20'215'246'848 + 10'107'623'424);
+  // zeroplan's native engine (its BF16_Optimizer path) all-reduces the fp32 buffer itself: 4 bytes,
+  // 1.5 x 4 Psi = 40,430,493,696.
+  Workload weng = w169;
+  weng.train.implementation = Implementation::ZeroplanEngine;
+  EXPECT_EQ(estimate_time(weng, compute_model_stats(weng), config(0, 1, 1)).comm_bytes_per_rank,
+            40'430'493'696 + 10'107'623'424);
   // fp16 stage 0 (FP16_Optimizer) all-reduces the 16-bit gradients and has no all-gather.
   Workload w16 = w;
   w16.train.precision = Precision::FP16;
