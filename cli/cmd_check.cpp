@@ -73,7 +73,7 @@ LoadedConfig read_config_file(const std::string& path) {
     (void)parse_json_text(text, path, "DeepSpeed config");  // throws the "is empty" error
   std::size_t byte = 0;
   try {
-    (void)json::parse(text);
+    [[maybe_unused]] const json parsed = json::parse(text);
   } catch (const json::parse_error& e) {
     byte = e.byte;
   } catch (const json::exception&) {
@@ -209,7 +209,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
     rc.issues.push_back(
         {configs::Severity::Info, "",
          "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-         "pass --checkpointing full if your script enables gradient_checkpointing"});
+         "pass --checkpointing full if your script enables gradient_checkpointing", {}});
     if (!predicted.fits) {
       planner::ZeroConfig z = rc.zero;
       z.checkpointing = planner::Checkpointing::Full;

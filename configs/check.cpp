@@ -56,11 +56,6 @@ std::optional<int64_t> as_int(const json* v) {
   return std::nullopt;
 }
 
-std::optional<bool> as_bool(const json* v) {
-  if (v && v->is_boolean()) return v->get<bool>();
-  return std::nullopt;
-}
-
 Offload parse_device(const json* section) {
   const json* d = section ? find(*section, {"device"}) : nullptr;
   if (!d || !d->is_string()) return Offload::None;

@@ -603,7 +603,7 @@ std::vector<Issue> validate_keys(const nlohmann::json& config, const ValidateOpt
   if (!config.is_object()) {
     issues.push_back(
         Issue{Severity::Error, "",
-              fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), ""});
+              fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), "", {}});
     return issues;
   }
   Validator(issues, deepspeed_key_table(o.version), o).run(config);

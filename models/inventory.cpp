@@ -31,11 +31,11 @@ class GroupBuilder {
   // A linear layer `path` (e.g. "self_attn.q_proj") whose module name is its last component.
   void linear(const std::string& path, int64_t out, int64_t in, bool bias) {
     const std::string module = leaf(path);
-    TensorSpec w{full(path) + ".weight", module, {out, in}};
+    TensorSpec w{.name = full(path) + ".weight", .module = module, .shape = {out, in}};
     w.is_linear = true;
     group_.tensors.push_back(std::move(w));
     if (bias) {
-      TensorSpec b{full(path) + ".bias", module, {out}};
+      TensorSpec b{.name = full(path) + ".bias", .module = module, .shape = {out}};
       b.is_bias = true;
       group_.tensors.push_back(std::move(b));
     }
@@ -43,11 +43,11 @@ class GroupBuilder {
 
   void norm(const std::string& path, int64_t dim, bool bias) {
     const std::string module = leaf(path);
-    TensorSpec w{full(path) + ".weight", module, {dim}};
+    TensorSpec w{.name = full(path) + ".weight", .module = module, .shape = {dim}};
     w.is_norm = true;
     group_.tensors.push_back(std::move(w));
     if (bias) {
-      TensorSpec b{full(path) + ".bias", module, {dim}};
+      TensorSpec b{.name = full(path) + ".bias", .module = module, .shape = {dim}};
       b.is_norm = true;
       b.is_bias = true;
       group_.tensors.push_back(std::move(b));
@@ -56,14 +56,17 @@ class GroupBuilder {
 
   // A parameter that is neither a Linear's weight nor a norm (gpt-oss attention sinks, fused 3-D
   // expert tensors, Cohere's 2-D q/k norm weights): `path` is the full parameter name under the prefix.
-  void param(const std::string& path, std::vector<int64_t> shape, std::string module = "", bool norm = false) {
-    TensorSpec t{full(path), module.empty() ? leaf(path) : std::move(module), std::move(shape)};
+  void param(const std::string& path, std::vector<int64_t> shape, std::string module = "",
+             bool norm = false) {
+    TensorSpec t{.name = full(path),
+                 .module = module.empty() ? leaf(path) : std::move(module),
+                 .shape = std::move(shape)};
     t.is_norm = norm;
     group_.tensors.push_back(std::move(t));
   }
 
   void embedding(const std::string& path, int64_t rows, int64_t dim) {
-    TensorSpec w{full(path) + ".weight", leaf(path), {rows, dim}};
+    TensorSpec w{.name = full(path) + ".weight", .module = leaf(path), .shape = {rows, dim}};
     w.is_embedding = true;
     group_.tensors.push_back(std::move(w));
   }

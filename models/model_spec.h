@@ -54,7 +54,7 @@ struct TensorSpec {
   bool is_bias = false;
   bool is_norm = false;
   bool is_embedding = false;
-  std::string dtype;  // safetensors dtype ("BF16", "F32", "U8", ...) when read from a checkpoint
+  std::string dtype{};  // safetensors dtype ("BF16", "F32", "U8", ...) when read from a checkpoint
   int64_t numel() const;
 };
 

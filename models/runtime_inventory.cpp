@@ -32,19 +32,24 @@ struct Family {
 
 Family family_of(const std::string& type) {
   if (type == "mixtral") return {"transformers.models.mixtral.modeling_mixtral.MixtralSparseMoeBlock", false};
-  if (type == "qwen2_moe") return {"transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock", false};
-  if (type == "qwen3_moe") return {"transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock", true};
+  if (type == "qwen2_moe")
+    return {"transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock", false};
+  if (type == "qwen3_moe")
+    return {"transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock", true};
   if (type == "olmoe") return {"transformers.models.olmoe.modeling_olmoe.OlmoeSparseMoeBlock", false};
-  if (type == "deepseek_v2") return {"transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Moe", true};
-  if (type == "deepseek_v3") return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
+  if (type == "deepseek_v2")
+    return {"transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Moe", true};
+  if (type == "deepseek_v3")
+    return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
   if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
   if (type == "llama4_text" || type == "llama4")
     return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};
   return {"", false};
 }
 
-TensorSpec tensor(const std::string& name, const std::string& module, std::vector<int64_t> shape, bool linear) {
-  TensorSpec t{name, module, std::move(shape)};
+TensorSpec tensor(const std::string& name, const std::string& module, std::vector<int64_t> shape,
+                  bool linear) {
+  TensorSpec t{.name = name, .module = module, .shape = std::move(shape)};
   t.is_linear = linear;
   return t;
 }
@@ -80,15 +85,17 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     }
     if (llama4) {
       const std::string se = block + ".shared_expert";
-      l.moe_exec = {block + ".router", block + ".experts", se + ".gate_proj", se + ".up_proj", se + ".down_proj"};
+      l.moe_exec = {block + ".router", block + ".experts", se + ".gate_proj", se + ".up_proj",
+                    se + ".down_proj"};
       continue;
     }
     if (moe_style != MoeStyle::Mixtral && moe_style != MoeStyle::PerExpert) continue;
     const std::string hub_block = prefix + (moe_style == MoeStyle::Mixtral ? ".block_sparse_moe" : ".mlp");
     std::vector<TensorSpec> rt;
     const TensorSpec router = tensor(block + ".gate.weight", "gate", {E, h}, false);
-    std::vector<TensorSpec> experts = {tensor(block + ".experts.gate_up_proj", "gate_up_proj", {E, 2 * f, h}, false),
-                                       tensor(block + ".experts.down_proj", "down_proj", {E, h, f}, false)};
+    std::vector<TensorSpec> experts = {
+        tensor(block + ".experts.gate_up_proj", "gate_up_proj", {E, 2 * f, h}, false),
+        tensor(block + ".experts.down_proj", "down_proj", {E, h, f}, false)};
     if (!fam.experts_first) rt.push_back(router);
     rt.insert(rt.end(), experts.begin(), experts.end());
     if (fam.experts_first) rt.push_back(router);
@@ -118,7 +125,8 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     while (at < l.tensors.size() && !is_block_tensor(l.tensors[at].name, hub_block)) ++at;
     size_t end = at;
     while (end < l.tensors.size() && is_block_tensor(l.tensors[end].name, hub_block)) ++end;
-    l.tensors.erase(l.tensors.begin() + static_cast<std::ptrdiff_t>(at), l.tensors.begin() + static_cast<std::ptrdiff_t>(end));
+    l.tensors.erase(l.tensors.begin() + static_cast<std::ptrdiff_t>(at),
+                    l.tensors.begin() + static_cast<std::ptrdiff_t>(end));
     l.tensors.insert(l.tensors.begin() + static_cast<std::ptrdiff_t>(at), rt.begin(), rt.end());
   }
   return inv;

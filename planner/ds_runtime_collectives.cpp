@@ -152,7 +152,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       const models::TensorSpec* spec;
       std::string owner;
       size_t index = 0;              // parameter index of the tensor
-      std::vector<size_t> adapters;  // LoRA A, B parameter indices
+      std::vector<size_t> adapters{};  // LoRA A, B parameter indices
     };
     std::vector<T> norms, attn, rest;
     const std::string moe_prefix = layer.moe_block.empty() ? std::string() : layer.moe_block + ".";

@@ -122,7 +122,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // persist from the first micro-step on (engine.py: reduction only at the boundary).
   // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
   // allreduce_gradients), so there they are counted in the backward too.
-  const uint8_t full_grad_phases = z.grad_accum > 1 ? kAllPhases : uint8_t(kBackward | kStep);
+  const uint8_t full_grad_phases = z.grad_accum > 1 ? uint8_t(kAllPhases) : uint8_t(kBackward | kStep);
   const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
   switch (stage) {
     case 0:
@@ -584,11 +584,11 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // What lives only at the start of the backward: the saved activations (freed layer by layer as
   // the backward proceeds) and the loss and first parameter gradients.
   for (int i = 0; i < out.num_gpu; ++i) {
-    Buffer& b = out.gpu[static_cast<size_t>(i)];
-    const std::string_view nm = b.name;
-    if (b.category == Category::Activations || nm == "loss gradients (fp32)" ||
+    Buffer& buf = out.gpu[static_cast<size_t>(i)];
+    const std::string_view nm = buf.name;
+    if (buf.category == Category::Activations || nm == "loss gradients (fp32)" ||
         nm == "largest parameter gradient (transient)")
-      b.backward_moment = Buffer::Moment::Start;
+      buf.backward_moment = Buffer::Moment::Start;
   }
   apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
   out.finalize(ranks_per_node);

@@ -167,7 +167,9 @@ TEST(ConfigsConformance, EveryEmittedVariantRunsOneStep) {
     if (ex.find(name, runner)) continue;
     const json& r = runners[runner];
     EXPECT_TRUE(r["accepted"].get<bool>()) << name << ": " << r.value("error", "");
-    if (r["accepted"].get<bool>()) EXPECT_TRUE(r["resolved"]["loss_finite"].get<bool>()) << name;
+    if (r["accepted"].get<bool>()) {
+      EXPECT_TRUE(r["resolved"]["loss_finite"].get<bool>()) << name;
+    }
     ++n;
   }
   EXPECT_GE(n, 15);

@@ -203,8 +203,9 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   const int64_t recorded = fx["model"]["parameters"].get<int64_t>();
   EXPECT_TRUE(stats.mem.total_params == recorded || stats.mem.total_params + adapters == recorded)
       << fixture_name << ": planner " << stats.mem.total_params << " + " << adapters << ", recorded " << recorded;
-  if (fx["model"].contains("trainable_parameters"))
+  if (fx["model"].contains("trainable_parameters")) {
     EXPECT_EQ(stats.mem.trainable_params, fx["model"]["trainable_parameters"].get<int64_t>()) << fixture_name;
+  }
 
   // ---- the runtime path
   const RuntimePath path = runtime_path(v, c.z.stage, c.w.train.precision, c.z.grad_accum_dtype,

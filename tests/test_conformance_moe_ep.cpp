@@ -132,8 +132,12 @@ TEST_P(AutoEpConformance, AgreesWithDeepSpeed) {
     // Per MoE layer: the count exchange, the dispatch (T*k rows), the combine (the rows this rank received).
     const int64_t slot = forward_a2a++ % 3;
     const int64_t bytes = x["bytes"].get<int64_t>();
-    if (slot == 0) EXPECT_EQ(bytes, e.count_bytes) << GetParam() << ": E int32 counts";
-    if (slot == 1) EXPECT_EQ(bytes, e.a2a_bytes) << GetParam() << ": dispatch = micro*seq*top_k*hidden*2";
+    if (slot == 0) {
+      EXPECT_EQ(bytes, e.count_bytes) << GetParam() << ": E int32 counts";
+    }
+    if (slot == 1) {
+      EXPECT_EQ(bytes, e.a2a_bytes) << GetParam() << ": dispatch = micro*seq*top_k*hidden*2";
+    }
     if (slot == 2) combine_bytes += bytes;
   }
   EXPECT_EQ(reduced, 2 * e.local_params) << GetParam();

@@ -118,9 +118,15 @@ TEST(ExecutorAccounting, MemoryAgreesWithPlanner) {
     const int64_t grad_max = planner_category_max(b.pred, Category::Gradients);
     EXPECT_EQ(peak_of(Category::Gradients), grad_max);
     const int64_t e = k.mixed ? 2 : 4;
-    if (k.stage == 0 && k.mixed) EXPECT_EQ(grad_max, 4 * kPsi + 2 * kLargestTensor);
-    if (k.stage == 1 && !k.offload) EXPECT_EQ(grad_max, e * kPsi + e * kPsi / k.ranks);
-    if (k.offload) EXPECT_EQ(planner_buffer(b.pred, "gradient staging buffer (device)"), 0);
+    if (k.stage == 0 && k.mixed) {
+      EXPECT_EQ(grad_max, 4 * kPsi + 2 * kLargestTensor);
+    }
+    if (k.stage == 1 && !k.offload) {
+      EXPECT_EQ(grad_max, e * kPsi + e * kPsi / k.ranks);
+    }
+    if (k.offload) {
+      EXPECT_EQ(planner_buffer(b.pred, "gradient staging buffer (device)"), 0);
+    }
     // Buffers: the gradient bucket(s), and what lives only during the step (the fp32 gradient copy
     // of the partition, or of one stage-3 sub-group; stage 3's bucket lives throughout).
     EXPECT_EQ(m.gradient_bucket_bytes * m.num_gradient_buckets,
