@@ -4,15 +4,31 @@
 // engine sizes everything from its own tensors), and readers of the planner's prediction.
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "executor/engine.h"
+#include "hwprofiles/cluster.h"
+#include "models/model_spec.h"
 #include "planner/memory_breakdown.h"
 #include "planner/step_time.h"
 #include "planner/training_spec.h"
 #include "planner/zero_config.h"
 
 namespace zeroplan::exec::testing {
+
+// The workload both accounting tests plan: `ranks` thread ranks, seq 32, bf16 or fp32, the planner
+// modelling zeroplan's engine on DeepSpeed 0.16.9's paths (planner/engine_runtime.h).
+inline planner::Workload engine_workload(const models::ModelSpec& spec, int ranks, bool mixed) {
+  planner::Workload w;
+  w.model = spec;
+  w.cluster = hw::parse_cluster(std::to_string(ranks) + "xCPU");
+  w.train.precision = mixed ? planner::Precision::BF16 : planner::Precision::FP32;
+  w.train.seq_len = 32;
+  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
+  w.train.implementation = planner::Implementation::ZeroplanEngine;
+  return w;
+}
 
 // The engine runs the plan's ZeRO knobs as DeepSpeed's config would set them.
 inline RunConfig engine_run_config(const planner::Workload& w, const planner::ZeroConfig& z, int steps) {

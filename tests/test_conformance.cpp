@@ -20,7 +20,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -28,6 +27,7 @@
 #include <vector>
 
 #include "common/errors.h"
+#include "common/json_file.h"
 #include "configs/check.h"
 #include "models/hf_config.h"
 #include "hwprofiles/cluster.h"
@@ -48,13 +48,6 @@ const fs::path kFixtures = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixt
 // Releases other than the newest, recorded with the same harness (docs/conformance.md).
 const fs::path kOtherVersions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-other-versions";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
-
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
 // summaries are not fixtures).
@@ -78,7 +71,7 @@ std::vector<std::string> fixture_files() {
 }
 
 const json& exceptions() {
-  static const json j = fs::exists(kExceptions) ? read_json(kExceptions) : json::object();
+  static const json j = fs::exists(kExceptions) ? read_json_file(kExceptions.string(), "test data") : json::object();
   return j;
 }
 
@@ -175,7 +168,7 @@ class Conformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Conformance, AgreesWithDeepSpeed) {
   const std::string rel = GetParam();
-  const json fx = read_json(kFixtures.parent_path() / rel);
+  const json fx = read_json_file((kFixtures.parent_path() / rel).string(), "test data");
   const DeepSpeedVersion v = version_of(rel);
   // Exceptions are keyed by the fixture's name for the newest release, "<version>/<name>" for others.
   const std::string fixture_name =
@@ -364,7 +357,7 @@ TEST(DeepSpeedVersions, OptimizerWrapperTable) {
 TEST(DegenerateKnobs, ZeroBucketsArePerTensorAndZeroPrefetchIsNone) {
   const fs::path f = kFixtures / "0.19.8/llama-gqa_s3_n2_bf16_default.json";
   if (!fs::exists(f)) GTEST_SKIP() << "fixture not recorded yet: " << f;
-  Case c = planner_inputs(read_json(f), DeepSpeedVersion::V0_19_8);
+  Case c = planner_inputs(read_json_file(f.string(), "test data"), DeepSpeedVersion::V0_19_8);
   const ModelStats stats = compute_model_stats(c.w);
   auto count = [&](const ZeroConfig& z, Phase ph, CollectiveKind k) {
     int64_t n = 0;

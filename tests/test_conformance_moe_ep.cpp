@@ -10,12 +10,11 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "common/json_file.h"
 #include "configs/check.h"
 #include "hwprofiles/cluster.h"
 #include "models/hf_config.h"
@@ -35,13 +34,6 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const fs::path kDir = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-autoep/0.19.8";
-
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
 
 std::vector<std::string> fixtures() {
   std::vector<std::string> out;
@@ -82,7 +74,7 @@ Case inputs(const json& fx) {
 class AutoEpConformance : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(AutoEpConformance, AgreesWithDeepSpeed) {
-  const json fx = read_json(kDir / GetParam());
+  const json fx = read_json_file((kDir / GetParam()).string(), "test data");
   const Case c = inputs(fx);
   ASSERT_EQ(c.z.ep_size, fx["ds_config"]["expert_parallel"]["autoep_size"].get<int>())
       << "the ds_config's expert_parallel section reaches the plan";
@@ -175,7 +167,7 @@ TEST(AutoEpFixtures, AreFound) {
 //   one dispatch = 2 x 64 tokens x 2 experts x 256 x 2 bytes = 131,072 bytes;
 //   calls per step = 2 layers x (1 count + 2 forward + 2 backward) = 10 (8 data + 2 count exchanges).
 TEST(ExpertParallel, HandCountsOnTinyQwen3Moe) {
-  const json fx = read_json(kDir / "qwen3_moe_s2_n2_bf16_autoep2.json");
+  const json fx = read_json_file((kDir / "qwen3_moe_s2_n2_bf16_autoep2.json").string(), "test data");
   const Case c = inputs(fx);
   const ModelStats s = compute_model_stats(c.w);
   EXPECT_EQ(routed_expert_parameters(c.w.model), 786432);

@@ -35,13 +35,7 @@ struct Both {
 };
 
 Both run_both(const Case& k) {
-  planner::Workload w;
-  w.model = tiny_llama_micro_spec();
-  w.cluster = hw::parse_cluster(std::to_string(k.ranks) + "xCPU");
-  w.train.precision = k.mixed ? planner::Precision::BF16 : planner::Precision::FP32;
-  w.train.seq_len = 32;
-  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
-  w.train.implementation = planner::Implementation::ZeroplanEngine;
+  const planner::Workload w = testing::engine_workload(tiny_llama_micro_spec(), k.ranks, k.mixed);
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(k.stage);
   z.micro_batch = 2;
   z.grad_accum = k.grad_accum;

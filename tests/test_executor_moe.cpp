@@ -420,13 +420,7 @@ struct Both {
 // persistence threshold of 100 (the norms persist, every matrix is partitioned); a reduce bucket of
 // 60000 elements (the 49152-element fused experts fit one bucket; several buckets per backward).
 Both run_both(const Case& k, const models::ModelSpec& spec) {
-  planner::Workload w;
-  w.model = spec;
-  w.cluster = hw::parse_cluster(std::to_string(k.ranks) + "xCPU");
-  w.train.precision = k.mixed ? planner::Precision::BF16 : planner::Precision::FP32;
-  w.train.seq_len = 32;
-  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
-  w.train.implementation = planner::Implementation::ZeroplanEngine;
+  const planner::Workload w = testing::engine_workload(spec, k.ranks, k.mixed);
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(k.stage);
   z.micro_batch = 2;
   z.grad_accum = k.grad_accum;

@@ -8,15 +8,14 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
+#include "common/errors.h"
+#include "common/json_file.h"
 #include "configs/check.h"
 #include "hwprofiles/cluster.h"
 #include "models/hf_config.h"
-#include "common/errors.h"
 #include "planner/ds_runtime_collectives.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
@@ -28,15 +27,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-json read_json(const fs::path& p) {
-  std::ifstream in(p);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return json::parse(ss.str());
-}
-
 TEST(RuntimeInventory, MatchesTransformersNamedParameters) {
-  const json d = read_json(fs::path(ZEROPLAN_SOURCE_DIR) / "tests/data/models/runtime_moe_params.json");
+  const json d = read_json_file(
+      (fs::path(ZEROPLAN_SOURCE_DIR) / "tests/data/models/runtime_moe_params.json").string(), "test data");
   ASSERT_FALSE(d["models"].empty());
   for (const auto& [type, e] : d["models"].items()) {
     const models::ModelSpec m = models::model_from_hf_json(type, e["config"]);
@@ -99,8 +92,9 @@ TEST(LeafModuleConfig, AsDeepSpeedAppliesIt) {
   EXPECT_FALSE(leaf_module_classes_for(qwen3, MoeLeaf::On, V19));
   EXPECT_EQ(leaf_module_classes_for(qwen3, MoeLeaf::Off, V19)->size(), 2u);
   EXPECT_EQ(leaf_module_classes_for(ds3, MoeLeaf::On, V19)->back(), ds3);
-  EXPECT_EQ(moe_leaf_from_config(*leaf_module_classes_for(qwen3, MoeLeaf::Off, V19), {}, {}, qwen3, paths, V19),
-            MoeLeaf::Off);
+  EXPECT_EQ(
+      moe_leaf_from_config(*leaf_module_classes_for(qwen3, MoeLeaf::Off, V19), {}, {}, qwen3, paths, V19),
+      MoeLeaf::Off);
   EXPECT_THROW(parse_moe_leaf("yes"), UserError);
 }
 
@@ -115,12 +109,12 @@ TEST(MoeLeafCosts, BothWaysAsRecorded) {
                           "qwen3_moe_s3_n2_bf16_persist0_prefetch0_leafoff.json"};
   for (int i = 0; i < 2; ++i) {
     if (!fs::exists(dir / names[i])) GTEST_SKIP() << "fixture not recorded: " << names[i];
-    const json f = read_json(dir / names[i]);
+    const json f = read_json_file((dir / names[i]).string(), "test data");
     for (const auto& c : f["collectives"]) recorded[i] += c["phase"] == "forward" && c["op"] == "all_gather";
   }
   EXPECT_EQ(recorded[0], 21);
   EXPECT_EQ(recorded[1], 23);
-  const json fx = read_json(dir / names[0]);
+  const json fx = read_json_file((dir / names[0]).string(), "test data");
   Workload w;
   w.model = models::model_from_hf_json("fixture", fx["model"]["hf_config"]);
   w.cluster.nodes = 1;
@@ -190,12 +184,13 @@ TEST(MoeLeafCosts, AtScale) {
     const MoeLeafCosts c = moe_leaf_costs(w, s, z);
     ASSERT_TRUE(c.applies) << model;
     for (const auto* side : {&c.leaf, &c.not_leaf})
-      std::printf("%s %s, %s: %lld gathers, %.3f GB/rank, largest %.1f MB, %lld reduce-scatters, comm %.3f s, "
-                  "peak %.2f GiB\n",
-                  model, gpus, side == &c.leaf ? "leaf" : "not leaf", static_cast<long long>(side->gather_calls),
-                  static_cast<double>(side->gather_bytes) / 1e9,
-                  static_cast<double>(side->largest_gather_bytes) / 1e6, static_cast<long long>(side->reduce_calls),
-                  side->comm_time_s, static_cast<double>(side->peak_bytes) / (1 << 30));
+      std::printf(
+          "%s %s, %s: %lld gathers, %.3f GB/rank, largest %.1f MB, %lld reduce-scatters, comm %.3f s, "
+          "peak %.2f GiB\n",
+          model, gpus, side == &c.leaf ? "leaf" : "not leaf", static_cast<long long>(side->gather_calls),
+          static_cast<double>(side->gather_bytes) / 1e9,
+          static_cast<double>(side->largest_gather_bytes) / 1e6, static_cast<long long>(side->reduce_calls),
+          side->comm_time_s, static_cast<double>(side->peak_bytes) / (1 << 30));
     EXPECT_LE(c.leaf.gather_calls, c.not_leaf.gather_calls) << model;
     // (Bytes may differ a little: which parameters a prefetch picks up and which stay gathered for the
     // backward depends on the trace's module boundaries.)
