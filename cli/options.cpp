@@ -169,6 +169,14 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                  "ZeRO-3: HF MoE blocks as leaf modules (one gather per block): auto (DeepSpeed's default "
                  "classes) | on | off")
       ->group(t);
+  app.add_option("--checkpoint-impl", f.checkpoint_impl,
+                 "How the script checkpoints layers: non-reentrant (transformers 5 default; its recompute stops "
+                 "at the last saved tensor) | reentrant (transformers 4.x default, deepspeed.checkpointing)")
+      ->group(t);
+  app.add_option("--memory-efficient-linear", f.memory_efficient_linear,
+                 "ZeRO-3 zero_optimization.memory_efficient_linear: on (DeepSpeed default) | off (torch's "
+                 "linear, as in PyTorch FSDP)")
+      ->group(t);
   app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
       ->group(t);
 
@@ -221,6 +229,10 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.moe_leaf = parse_choice<planner::MoeLeaf>(
       f.z3_leaf_moe, "--z3-leaf-moe",
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
+  t.checkpoint_reentrant = parse_choice<bool>(f.checkpoint_impl, "--checkpoint-impl",
+                                              {{"non-reentrant", false}, {"reentrant", true}});
+  t.memory_efficient_linear =
+      parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear", {{"on", true}, {"off", false}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)

@@ -474,6 +474,8 @@ class Reader {
     z.overlap_comm = zbool(find(zo, {"overlap_comm"})).value_or(s3);
     z.contiguous_gradients = zbool(find(zo, {"contiguous_gradients"})).value_or(z.contiguous_gradients);
     z.reduce_scatter = zbool(find(zo, {"reduce_scatter"})).value_or(z.reduce_scatter);
+    // memory_efficient_linear (runtime/zero/config.py, default true): stage 3's zero3_linear_wrap.
+    z.memory_efficient_linear = zbool(find(zo, {"memory_efficient_linear"})).value_or(z.memory_efficient_linear);
     // zero_optimization.leaf_module (ZeRO-3 leaf modules; planner/zero3_leaf.h): whether the model's
     // MoE blocks are leaves under it (each field a string or a list of strings, leaf_module_config.py).
     if (const json* lm = find(zo, {"leaf_module"}); lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {

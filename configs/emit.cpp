@@ -194,6 +194,8 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     // Partitioned weights are not in state_dict; without this, save_16bit_model / Trainer.save_model
     // write no usable weights (runtime/zero/config.py gather_16bit_weights_on_model_save).
     zo["stage3_gather_16bit_weights_on_model_save"] = true;
+    // Written only when the plan was made with --memory-efficient-linear off (DeepSpeed's default is true).
+    if (!z.memory_efficient_linear) zo["memory_efficient_linear"] = false;
     if (z.offload_optimizer != Offload::None)
       zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
     if (z.offload_param != Offload::None)
@@ -273,6 +275,10 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
       // Full recomputation of every decoder layer: only the layer inputs stay saved. It is set in the
       // training script; the DeepSpeed config has no switch for it.
       s += "    gradient_checkpointing=True,\n";
+      // The recompute the plan timed (planner/op_model.cpp recompute_stops_early): non-reentrant is
+      // transformers 5's default but not 4.x's (use_reentrant=True there), so say it either way.
+      s += fmt::format("    gradient_checkpointing_kwargs={{\"use_reentrant\": {}}},\n",
+                       w.train.checkpoint_reentrant ? "True" : "False");
       break;
     case planner::Checkpointing::Selective:
       s +=

@@ -203,7 +203,17 @@ ComputeStats compute_compute_stats(const Workload& w) {
     auto note_module = [&](const std::string& path) {
       if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
     };
+    // The layer's last linear in module order and whether a norm follows it (recompute_early_stop).
+    const models::TensorSpec* last_linear = nullptr;
+    bool norm_after_last_linear = false;
+    bool last_linear_wrapped = false;
     for (const auto& t : layer.tensors) {
+      if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
+        last_linear = &t;
+        norm_after_last_linear = false;
+        last_linear_wrapped = s.frozen_base && is_lora_target(t, targets);
+      }
+      if (layer.is_decoder_layer && t.is_norm) norm_after_last_linear = true;
       // One weight per norm module (LayerNorm biases are the same module).
       if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
       // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
@@ -257,6 +267,16 @@ ComputeStats compute_compute_stats(const Workload& w) {
           add_gemm(s.head_gemms, GemmShape{r, t.shape[1], 1, 1.0, true});
           add_gemm(s.head_gemms, GemmShape{t.shape[0], r, 1, 1.0, true});
         }
+      }
+    }
+    if (layer.is_decoder_layer && last_linear != nullptr && !m.is_moe() && !s.quantized_base &&
+        !norm_after_last_linear && !last_linear_wrapped && s.resid_dropouts_per_layer == 0) {
+      const std::string& mod = last_linear->module;
+      const bool mlp_out = mod == "down_proj" || mod == "fc2" || mod == "dense_4h_to_h" ||
+                           (mod == "c_proj" && last_linear->name.find("mlp.") != std::string::npos);
+      if (mlp_out) {
+        s.recompute_early_stop = true;
+        s.recompute_early_stop_gemm = GemmShape{last_linear->shape[0], last_linear->shape[1], 1, 1.0, !s.frozen_base};
       }
     }
     g.modules = static_cast<int64_t>(modules.size());

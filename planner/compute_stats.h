@@ -120,6 +120,20 @@ struct ComputeStats {
   // trained linear biases (each bias gradient is a separate column-sum reduction of the output
   // gradient in the backward).
   double resid_dropouts_per_layer = 0;
+  // Recompute under PyTorch's non-reentrant checkpoint (torch/utils/checkpoint.py: with early stop, on
+  // by default, the recompute raises _StopRecomputationError as soon as it has re-packed as many saved
+  // tensors as the forward saved). Autograd packs an mm/addmm's saved inputs before it launches the
+  // kernel (generated VariableType code), so when the layer's last saved tensors are the inputs of its
+  // MLP output linear (down_proj / fc2 / dense_4h_to_h / mlp.c_proj) that GEMM and the residual add
+  // after it are never recomputed. Recorded with torch 2.15 on CPU (TorchDispatchMode over the
+  // backward of a checkpointed norm -> up -> silu -> down -> + block): 5 mm (1 recomputed), 6 with a
+  // p = 0.1 dropout after down. Not when anything after it saves a tensor: a residual dropout (its
+  // mask), a post-MLP norm (Gemma-2/3, OLMo-2, GLM-4), MoE blocks (the routing-weight multiply), a
+  // LoRA-wrapped or 4-bit output linear (PEFT runs base_layer first; bitsandbytes' autograd Function
+  // saves after its forward). op_model.cpp also keeps the GEMM under ZeRO-3's zero3_linear_wrap (a
+  // custom autograd Function: setup_context saves after the GEMM has run) and reentrant checkpoints.
+  bool recompute_early_stop = false;
+  GemmShape recompute_early_stop_gemm{};  // the MLP output linear's GEMM (count 1)
   // HF hands SDPA an explicit [b, 1, s, s] causal mask (Falcon, compute_stats.cpp): the flash kernel
   // cannot take a mask, so SDPA runs its memory-efficient kernel over the whole s x s square.
   bool attention_explicit_mask = false;

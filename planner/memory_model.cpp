@@ -514,7 +514,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     // it only while a model is constructed inside `with zero.Init()` (patch_init_and_builtins), so a
     // model built before deepspeed.initialize keeps torch's linear (recorded: their stage-3 LoRA
     // fixtures save what stage 2 saves).
-    if (z.stage == 3 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
+    if (z.stage == 3 && z.memory_efficient_linear && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
       int64_t frozen = a.stage3_frozen_head_input_per_sample;
       if (z.checkpointing != Checkpointing::Full)
         frozen = checked_add(frozen, checked_mul(a.num_layers, a.stage3_frozen_linear_inputs_per_layer));

@@ -379,6 +379,18 @@ double gemm_inner_dimension_factor(int64_t k) {
   return 1.0;
 }
 
+bool recompute_stops_early(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt) {
+  return s.recompute_early_stop && !w.train.checkpoint_reentrant && !rt.zero3_linear_wrap &&
+         w.train.implementation == Implementation::HfDeepSpeed;
+}
+
+double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt) {
+  if (!recompute_stops_early(w, s, rt)) return 0.0;
+  const GemmShape& g = s.recompute_early_stop_gemm;
+  return 2.0 * static_cast<double>(g.n) * static_cast<double>(g.k) * g.token_fraction *
+         static_cast<double>(s.num_layers);
+}
+
 OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
                        int64_t optimizer_params, const RuntimeKernels& rt) {
   const TimeModelData& d = time_model_data();
@@ -555,8 +567,18 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
                3.0 * a * lora_in * m * L);
     };
     // Forward of the decoder layers (also the recomputed forward under full checkpointing).
+    // The recompute of full checkpointing stops before the MLP output GEMM and the residual add after it
+    // where recompute_stops_early says so (ComputeStats::recompute_early_stop).
+    const bool early_stop = ckpt == Checkpointing::Full && recompute_stops_early(w, s, rt);
     auto layer_forward = [&](OpPass pass) {
-      for (const auto& gm : s.layer_gemms) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
+      const bool stop = pass == OpPass::Recompute && early_stop;
+      const GemmShape& skip = s.recompute_early_stop_gemm;
+      for (GemmShape gm : s.layer_gemms) {
+        if (stop && gm.n == skip.n && gm.k == skip.k && gm.token_fraction == skip.token_fraction &&
+            gm.trainable == skip.trainable)
+          gm.count -= 1;
+        if (gm.count > 0) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
+      }
       // ZeRO-3: zero.Init sets torch.nn.functional.linear = zero3_linear_wrap (DeepSpeed 0.19.8
       // runtime/zero/partition_parameters.py _enable_mem_efficient_linear, also for a model wrapped
       // after construction, parameter_offload.py Init(module=...)). LinearFunctionForZeroStage3.forward
@@ -576,7 +598,8 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
       b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
                s.act_elem_passes_fwd * a * f * m * L);
-      b.memory("residual adds", pass, 2 * L, 6.0 * a * h * m * L);
+      const double adds = stop ? 1.0 : 2.0;
+      b.memory("residual adds", pass, adds * L, adds * 3.0 * a * h * m * L);
       // Residual dropout (OPT, GPT-2 with p > 0): F.dropout in training runs ATen's fused
       // native_dropout (aten/src/ATen/native/cuda/Dropout.cu): read x, write the output and a 1-byte
       // bool mask, (2a + 1) bytes per element, one launch. The recomputed forward draws it again.

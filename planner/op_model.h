@@ -138,6 +138,12 @@ struct RuntimeKernels {
   bool grad_reduce_every_micro_step = true;
 };
 
+// Whether full checkpointing's recompute skips the MLP output GEMM (ComputeStats::recompute_early_stop):
+// HF modules under a non-reentrant checkpoint, without ZeRO-3's zero3_linear_wrap.
+bool recompute_stops_early(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt);
+// The FLOPs per token the recompute then leaves out (HFU counts what runs).
+double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt);
+
 // Forward, backward and recompute operators of one micro-step of `micro` sequences.
 // `optimizer_params`: elements of the rank's optimizer partition stepped on the GPU (0 when the
 // optimizer is offloaded), for the OpPass::Step operators.

@@ -302,6 +302,7 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
                 z.allgather_bucket_size = bucket;
                 z.overlap_comm = overlap;
                 z.ep_size = ep;
+                z.memory_efficient_linear = w.train.memory_efficient_linear;
                 ev.consider(z, bp, best_ep, have_ep);
               }
             }

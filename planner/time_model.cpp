@@ -313,7 +313,7 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
       // (0.19.8): torch.cat of every bucket's gradients into one rank-major padded flat buffer (r a,
       // w a; skipped only for a lone tensor divisible by the world size), then
       // tensor_partition_flat_buffer.div_(world_sz) (r a, w a), every micro-step.
-      rt.zero3_linear_wrap = true;
+      rt.zero3_linear_wrap = z.memory_efficient_linear;
       rt.grad_reduce_name = "gradient bucket cat + pre-divide (reduce_scatter_coalesced)";
       rt.grad_reduce_bytes_per_elem = 4.0 * a;
       rt.grad_reduce_launches = 2.0 * buckets;
@@ -601,8 +601,11 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal
   // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
   double recompute_flops = 0;
-  if (!s.params_only && z.checkpointing == Checkpointing::Full)
-    recompute_flops = s.layer_gemm_flops_per_token_fwd + attn / 3.0;
+  if (!s.params_only && z.checkpointing == Checkpointing::Full) {
+    RuntimeKernels rt;  // only the linear wrap matters here (recompute_stops_early)
+    rt.zero3_linear_wrap = z.stage == 3 && z.memory_efficient_linear;
+    recompute_flops = s.layer_gemm_flops_per_token_fwd - recompute_skipped_flops_per_token(w, s, rt) + attn / 3.0;
+  }
   if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
   st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;
   const double peak = peak_flops(g, w.train.precision);

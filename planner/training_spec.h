@@ -63,6 +63,17 @@ struct TrainingSpec {
   Implementation implementation = Implementation::HfDeepSpeed;
   // --z3-leaf-moe: the training script's ZeRO-3 leaf setting for HF MoE blocks (set_z3_leaf_modules).
   MoeLeaf moe_leaf = MoeLeaf::Auto;
+  // --checkpoint-impl: how the training script checkpoints its decoder layers. false (default):
+  // torch.utils.checkpoint(use_reentrant=False), what transformers 5.x's gradient_checkpointing_enable
+  // passes when given no kwargs (modeling_utils.py _activation_checkpointing_enable, 5.24); its
+  // recompute stops early (torch/utils/checkpoint.py set_checkpoint_early_stop, default on), see
+  // ComputeStats::recompute_early_stop. true: use_reentrant=True (transformers 4.35-4.x's default
+  // when no kwargs are given, and deepspeed.checkpointing), which re-runs the whole layer.
+  bool checkpoint_reentrant = false;
+  // --memory-efficient-linear: DeepSpeed zero_optimization.memory_efficient_linear (default true,
+  // runtime/zero/config.py): under stage 3, zero.Init swaps torch.nn.functional.linear for
+  // zero3_linear_wrap (runtime/zero/linear.py). false keeps torch's own linear, as PyTorch FSDP does.
+  bool memory_efficient_linear = true;
 };
 
 struct Workload {

@@ -41,6 +41,11 @@ struct ZeroConfig {
   // zero_optimization.leaf_module read for the model's MoE blocks (configs/check.cpp); Auto defers
   // to TrainingSpec::moe_leaf (planner/zero3_leaf.h effective_moe_leaf). Stage 3 only.
   MoeLeaf moe_leaf = MoeLeaf::Auto;
+  // zero_optimization.memory_efficient_linear (runtime/zero/config.py, default true): stage 3 replaces
+  // torch.nn.functional.linear by zero3_linear_wrap (op_model.h RuntimeKernels, memory_model.cpp).
+  // The search copies TrainingSpec::memory_efficient_linear (--memory-efficient-linear); `check`
+  // reads the user's config.
+  bool memory_efficient_linear = true;
 
   // DeepSpeed's defaults for `stage` (overlap_comm is True for stage 3).
   static ZeroConfig deepspeed_defaults(int stage);

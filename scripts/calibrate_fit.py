@@ -67,6 +67,11 @@ def step_time(z, row, ckpt, env):
             "--offload-optimizer", "none", "--json"]
     if row.get("stage", 3) == 3:
         args[-1:-1] = ["--offload-param", "none"]
+    # PyTorch FSDP runs torch's own F.linear (no DeepSpeed zero3_linear_wrap: no separate bias add, and
+    # a non-reentrant checkpoint's recompute skips the MLP output GEMM, op_model.cpp); fms-fsdp and
+    # torchtitan wrap blocks with checkpoint_wrapper's default CheckpointImpl.NO_REENTRANT.
+    if "FSDP" in row["parallelism"]:
+        args[-1:-1] = ["--memory-efficient-linear", "off"]
     p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
     if p.returncode not in (0, 1):
         raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")

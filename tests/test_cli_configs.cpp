@@ -247,6 +247,42 @@ TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
   }
 }
 
+// zero_optimization.memory_efficient_linear (DeepSpeed default true): --memory-efficient-linear off
+// plans stage 3 with torch's own linear, the emitted config says so, and `check` reads it back to the
+// same prediction. OPT-1.3B has a bias on every linear: with DeepSpeed's zero3_linear_wrap each bias is
+// a separate `output += bias` kernel (runtime/zero/linear.py), so the default plan's step is longer.
+TEST(CliEmit, MemoryEfficientLinearOffIsWrittenAndReadBack) {
+  Dir d;
+  const std::vector<std::string> base = {"--model", "opt-1.3b", "--gpus", "8xA100-80GB", "--stage", "3",
+                                         "--micro-batch", "4", "--checkpointing", "full", "--offload-optimizer",
+                                         "none", "--offload-param", "none", "--json"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = base;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  const auto off = run_cli(with({"--memory-efficient-linear", "off", "--emit", "ds.json"}), d.path);
+  ASSERT_EQ(off.exit_code, 0) << off.err;
+  const json cfg = json::parse(slurp(d.path + "/ds.json"));
+  EXPECT_EQ(cfg["zero_optimization"]["memory_efficient_linear"], false);
+  const double off_s = json::parse(off.out)["recommendation"]["time"]["step_s"].get<double>();
+  const auto on = run_cli(with({}));
+  ASSERT_EQ(on.exit_code, 0) << on.err;
+  EXPECT_GT(json::parse(on.out)["recommendation"]["time"]["step_s"].get<double>(), off_s);
+
+  const auto c = run_cli({"check", d.path + "/ds.json", "--model", "opt-1.3b", "--gpus", "8xA100-80GB",
+                          "--micro-batch", "4", "--checkpointing", "full", "--json"});
+  ASSERT_TRUE(c.exit_code == 0 || c.exit_code == 1) << c.err;
+  EXPECT_DOUBLE_EQ(json::parse(c.out)["predicted"]["time"]["step_s"].get<double>(), off_s);
+
+  for (const char* flag : {"--memory-efficient-linear", "--checkpoint-impl"}) {
+    const auto bad = run_cli({"--model", "7b", "--gpus", "4xA40", flag, "maybe"});
+    EXPECT_EQ(bad.exit_code, 2) << flag;
+    EXPECT_EQ(bad.stderr_lines(), 1) << bad.err;
+    EXPECT_THAT(bad.err, HasSubstr(flag));
+  }
+}
+
 }  // namespace
 
 namespace {

@@ -264,7 +264,10 @@ TEST(TimeModel, StageThreeCommunicatesMoreThanStageTwoPerMicroStep) {
 }
 
 TEST(TimeModel, FullCheckpointingAddsOneForwardOfTheLayers) {
-  const Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  // A reentrant checkpoint re-runs the whole layer (test_time_ops.cpp covers the non-reentrant one,
+  // whose recompute stops before down_proj).
+  Workload w = workload_7b(1, 1, flat_link("flat", 100, 10));
+  w.train.checkpoint_reentrant = true;
   const ModelStats s = compute_model_stats(w);
   ZeroConfig none = config(0, 4, 1), full = none;
   full.checkpointing = Checkpointing::Full;
@@ -282,6 +285,12 @@ TEST(TimeModel, FullCheckpointingAddsOneForwardOfTheLayers) {
   const StepTime c = estimate_time(w, s, sel);
   EXPECT_GT(c.recompute_s, 0);
   EXPECT_LT(c.recompute_s, b.recompute_s);
+  // Non-reentrant (transformers 5's default): less than the whole layer, more than the attention core.
+  Workload nr = w;
+  nr.train.checkpoint_reentrant = false;
+  const StepTime d = estimate_time(nr, compute_model_stats(nr), full);
+  EXPECT_LT(d.recompute_s, b.recompute_s);
+  EXPECT_GT(d.recompute_s, c.recompute_s);
 }
 
 TEST(TimeModel, BackwardIsTwiceTheForwardGemmsAndLoraNeedsOnlyInputGradients) {

@@ -9,5 +9,6 @@ training_args = TrainingArguments(
     max_grad_norm=1.0,
     bf16=True,
     gradient_checkpointing=True,
+    gradient_checkpointing_kwargs={"use_reentrant": False},
     deepspeed="13b-4xA40-zero3-hf-auto.json",
 )

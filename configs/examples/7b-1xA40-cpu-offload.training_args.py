@@ -4,10 +4,11 @@ from transformers import TrainingArguments
 
 training_args = TrainingArguments(
     output_dir="output",
-    per_device_train_batch_size=26,
+    per_device_train_batch_size=19,
     gradient_accumulation_steps=1,
     max_grad_norm=1.0,
     bf16=True,
     gradient_checkpointing=True,
+    gradient_checkpointing_kwargs={"use_reentrant": False},
     deepspeed="7b-1xA40-cpu-offload.json",
 )
