@@ -169,9 +169,10 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                  "ZeRO-3: HF MoE blocks as leaf modules (one gather per block): auto (DeepSpeed's default "
                  "classes) | on | off")
       ->group(t);
-  app.add_option("--checkpoint-impl", f.checkpoint_impl,
-                 "How the script checkpoints layers: non-reentrant (transformers 5 default; its recompute stops "
-                 "at the last saved tensor) | reentrant (transformers 4.x default, deepspeed.checkpointing)")
+  app.add_option(
+         "--checkpoint-impl", f.checkpoint_impl,
+         "How the script checkpoints layers: non-reentrant (transformers 5 default; its recompute stops "
+         "at the last saved tensor) | reentrant (transformers 4.x default, deepspeed.checkpointing)")
       ->group(t);
   app.add_option("--memory-efficient-linear", f.memory_efficient_linear,
                  "ZeRO-3 zero_optimization.memory_efficient_linear: on (DeepSpeed default) | off (torch's "
@@ -231,8 +232,8 @@ planner::Workload build_workload(const PlanFlags& f) {
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
   t.checkpoint_reentrant = parse_choice<bool>(f.checkpoint_impl, "--checkpoint-impl",
                                               {{"non-reentrant", false}, {"reentrant", true}});
-  t.memory_efficient_linear =
-      parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear", {{"on", true}, {"off", false}});
+  t.memory_efficient_linear = parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear",
+                                                 {{"on", true}, {"off", false}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)
@@ -306,7 +307,8 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
   if (!f.ep.empty()) {
     // Checked against the model and GPUs by the search (planner/expert_parallel.h expert_parallel_refusal).
     const bool digits = f.ep.size() <= 6 && f.ep.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(f.ep) < 1) throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
+    if (!digits || std::stoi(f.ep) < 1)
+      throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
     o.ep = std::stoi(f.ep);
   }
   char* end = nullptr;

@@ -123,13 +123,15 @@ class Reader {
 
  private:
   // "expert_parallel" (DeepSpeed 0.19.8 AutoEP, module_inject/auto_ep_config.py parse_autoep_config: enabled
-  // default False, autoep_size default 1): the plan's ep_size when zeroplan models it (planner/expert_parallel.h).
+  // default False, autoep_size default 1): the plan's ep_size when zeroplan models it
+  // (planner/expert_parallel.h).
   void expert_parallel() {
     const json* ep = find(cfg_, {"expert_parallel"});
     if (ep == nullptr || !ep->is_object()) return;
     const json* en = find(*ep, {"enabled"});
     const json* sz = find(*ep, {"autoep_size"});
-    if (en == nullptr || !en->is_boolean() || !en->get<bool>() || sz == nullptr || !sz->is_number_integer()) return;
+    if (en == nullptr || !en->is_boolean() || !en->get<bool>() || sz == nullptr || !sz->is_number_integer())
+      return;
     const int64_t size = sz->get<int64_t>();
     if (size <= 1 || size > 1'000'000) return;
     const std::string why = planner::expert_parallel_refusal(w_, static_cast<int>(size));
@@ -475,10 +477,12 @@ class Reader {
     z.contiguous_gradients = zbool(find(zo, {"contiguous_gradients"})).value_or(z.contiguous_gradients);
     z.reduce_scatter = zbool(find(zo, {"reduce_scatter"})).value_or(z.reduce_scatter);
     // memory_efficient_linear (runtime/zero/config.py, default true): stage 3's zero3_linear_wrap.
-    z.memory_efficient_linear = zbool(find(zo, {"memory_efficient_linear"})).value_or(z.memory_efficient_linear);
+    z.memory_efficient_linear =
+        zbool(find(zo, {"memory_efficient_linear"})).value_or(z.memory_efficient_linear);
     // zero_optimization.leaf_module (ZeRO-3 leaf modules; planner/zero3_leaf.h): whether the model's
     // MoE blocks are leaves under it (each field a string or a list of strings, leaf_module_config.py).
-    if (const json* lm = find(zo, {"leaf_module"}); lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {
+    if (const json* lm = find(zo, {"leaf_module"});
+        lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {
       auto strings = [&](const char* key) -> std::optional<std::vector<std::string>> {
         const json* v = find(*lm, {key});
         if (!v) return std::nullopt;
@@ -496,9 +500,10 @@ class Reader {
           cls = layer.moe_block_class;
           paths.push_back(layer.moe_block);
         }
-      z.moe_leaf = planner::moe_leaf_from_config(strings("classes"), strings("names").value_or(std::vector<std::string>{}),
-                                                 strings("name_suffixes").value_or(std::vector<std::string>{}), cls,
-                                                 paths, w_.train.deepspeed_version);
+      z.moe_leaf = planner::moe_leaf_from_config(
+          strings("classes"), strings("names").value_or(std::vector<std::string>{}),
+          strings("name_suffixes").value_or(std::vector<std::string>{}), cls, paths,
+          w_.train.deepspeed_version);
     }
 
     const json* oo = find(zo, {"offload_optimizer"});

@@ -300,10 +300,13 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   if (z.ep_size > 1)
     s += fmt::format(
         "# Expert parallelism: the DeepSpeed config's \"expert_parallel\" section (autoep_size {}) makes\n"
-        "# deepspeed.initialize replace each HF MoE block by deepspeed.module_inject.auto_ep_layer.AutoEPMoELayer\n"
-        "# ({} of the {} experts per rank); no model code changes and no optimizer param-group split are needed\n"
+        "# deepspeed.initialize replace each HF MoE block by "
+        "deepspeed.module_inject.auto_ep_layer.AutoEPMoELayer\n"
+        "# ({} of the {} experts per rank); no model code changes and no optimizer param-group split are "
+        "needed\n"
         "# (AutoEP tags the expert parameters itself; deepspeed.moe.utils.\n"
-        "# split_params_into_different_moe_groups_for_optimizer is for models written with deepspeed.moe.layer.MoE).\n",
+        "# split_params_into_different_moe_groups_for_optimizer is for models written with "
+        "deepspeed.moe.layer.MoE).\n",
         z.ep_size, w.model.num_experts / z.ep_size, w.model.num_experts);
   if (w.train.method != planner::Method::Full)
     s += fmt::format(
@@ -365,7 +368,8 @@ std::vector<std::string> emit_warnings(const planner::Workload& w, const planner
     out.push_back(
         "expert parallelism (AutoEP): with transformers 5.24, DeepSpeed 0.19.8's deepspeed.initialize raises "
         "\"TypeError: _CanRecordRegistry.get() takes 2 positional arguments but 3 were given\" "
-        "(deepspeed/module_inject/auto_ep_presets/base.py:326); zeroplan's recordings patch that get() to accept "
+        "(deepspeed/module_inject/auto_ep_presets/base.py:326); zeroplan's recordings patch that get() to "
+        "accept "
         "a default (tests/deepspeed/harness.py _autoep_transformers_shim)");
   if (w.cluster.nodes > 1)
     out.push_back(

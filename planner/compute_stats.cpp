@@ -269,14 +269,22 @@ ComputeStats compute_compute_stats(const Workload& w) {
         }
       }
     }
-    if (layer.is_decoder_layer && last_linear != nullptr && !m.is_moe() && !s.quantized_base &&
-        !norm_after_last_linear && !last_linear_wrapped && s.resid_dropouts_per_layer == 0) {
+    if (layer.is_decoder_layer && last_linear != nullptr && !m.is_moe() && !norm_after_last_linear &&
+        s.resid_dropouts_per_layer == 0) {
       const std::string& mod = last_linear->module;
       const bool mlp_out = mod == "down_proj" || mod == "fc2" || mod == "dense_4h_to_h" ||
                            (mod == "c_proj" && last_linear->name.find("mlp.") != std::string::npos);
-      if (mlp_out) {
+      if (mlp_out && last_linear_wrapped) {
+        // PEFT's lora.Linear runs base_layer, then lora_A, then lora_B: the last saved tensor is
+        // lora_B's input, so only lora_B [out, r] (and the scale-and-add after it) is skipped.
         s.recompute_early_stop = true;
-        s.recompute_early_stop_gemm = GemmShape{last_linear->shape[0], last_linear->shape[1], 1, 1.0, !s.frozen_base};
+        s.recompute_early_stop_lora = true;
+        s.recompute_early_stop_gemm = GemmShape{last_linear->shape[0], r, 1, 1.0, true};
+      } else if (mlp_out && !s.quantized_base) {
+        // A plain (or frozen) nn.Linear; bitsandbytes' 4-bit linear saves after its forward.
+        s.recompute_early_stop = true;
+        s.recompute_early_stop_gemm =
+            GemmShape{last_linear->shape[0], last_linear->shape[1], 1, 1.0, !s.frozen_base};
       }
     }
     g.modules = static_cast<int64_t>(modules.size());

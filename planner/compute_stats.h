@@ -128,12 +128,15 @@ struct ComputeStats {
   // after it are never recomputed. Recorded with torch 2.15 on CPU (TorchDispatchMode over the
   // backward of a checkpointed norm -> up -> silu -> down -> + block): 5 mm (1 recomputed), 6 with a
   // p = 0.1 dropout after down. Not when anything after it saves a tensor: a residual dropout (its
-  // mask), a post-MLP norm (Gemma-2/3, OLMo-2, GLM-4), MoE blocks (the routing-weight multiply), a
-  // LoRA-wrapped or 4-bit output linear (PEFT runs base_layer first; bitsandbytes' autograd Function
-  // saves after its forward). op_model.cpp also keeps the GEMM under ZeRO-3's zero3_linear_wrap (a
-  // custom autograd Function: setup_context saves after the GEMM has run) and reentrant checkpoints.
+  // mask), a post-MLP norm (Gemma-2/3, OLMo-2, GLM-4), MoE blocks (the routing-weight multiply), an
+  // untargeted 4-bit output linear (bitsandbytes' autograd Function saves after its forward). A
+  // LoRA-wrapped one skips only its lora_B GEMM and the scale-and-add (PEFT runs base_layer first).
+  // Recorded under DeepSpeed: tests/deepspeed/fixtures-gemm-flops (test_gemm_flops_conformance.cpp).
+  // op_model.cpp also keeps the GEMM under ZeRO-3's zero3_linear_wrap (a custom autograd Function:
+  // setup_context saves after the GEMM has run) and reentrant checkpoints.
   bool recompute_early_stop = false;
-  GemmShape recompute_early_stop_gemm{};  // the MLP output linear's GEMM (count 1)
+  GemmShape recompute_early_stop_gemm{};   // the skipped GEMM (count 1): the MLP output linear's, or
+  bool recompute_early_stop_lora = false;  // its PEFT lora_B (the output linear is LoRA-wrapped)
   // HF hands SDPA an explicit [b, 1, s, s] causal mask (Falcon, compute_stats.cpp): the flash kernel
   // cannot take a mask, so SDPA runs its memory-efficient kernel over the whole s x s square.
   bool attention_explicit_mask = false;

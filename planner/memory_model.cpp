@@ -364,7 +364,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // (__params_to_release); we bound that by half the reuse distance (the forward tail is
       // reused in mirror order by the backward).
       const int64_t nonpersist_total =
-          fetched_are_views ? 0 : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+          fetched_are_views ? 0
+                            : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
       // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
       const int64_t largest_fetch =
           moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)

@@ -555,11 +555,15 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
           lora_in += c * static_cast<double>(gm.k);
         }
       }
-    auto peft_lora = [&](OpPass pass, bool backward) {
+    auto peft_lora = [&](OpPass pass, bool backward, bool skip_last = false) {
       if (lora_targets <= 0) return;
       if (!backward) {
-        b.memory("PEFT LoRA: lora_B(...) * scaling + base output", pass, 2 * lora_targets * L,
-                 5.0 * a * lora_out * m * L);
+        // skip_last: the recompute stopped before the MLP output's lora_B (its scale-and-add too).
+        const double targets = lora_targets - (skip_last ? 1.0 : 0.0);
+        const double out = lora_out - (skip_last ? static_cast<double>(s.recompute_early_stop_gemm.n) : 0.0);
+        if (targets > 0)
+          b.memory("PEFT LoRA: lora_B(...) * scaling + base output", pass, 2 * targets * L,
+                   5.0 * a * out * m * L);
         return;
       }
       b.memory("PEFT LoRA: * scaling backward", pass, lora_targets * L, 2.0 * a * lora_out * m * L);
@@ -588,7 +592,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       if (rt.zero3_linear_wrap && s.linear_biases_per_layer > 0)
         b.memory("ZeRO-3 linear bias add (zero3_linear_wrap: output += bias)", pass,
                  s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
-      peft_lora(pass, false);
+      peft_lora(pass, false, stop && s.recompute_early_stop_lora);
       attention(pass, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
       if (s.rms_norm)
         b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);

@@ -265,8 +265,9 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
     if (ep_choices.size() == 1) {
       result.ep_refusal = expert_parallel_refusal(w, 2);
       if (result.ep_refusal.empty())
-        result.ep_refusal = fmt::format("no expert-parallel size > 1 divides both the {} experts and the {} GPUs per node",
-                                        w.model.num_experts, w.cluster.gpus_per_node);
+        result.ep_refusal =
+            fmt::format("no expert-parallel size > 1 divides both the {} experts and the {} GPUs per node",
+                        w.model.num_experts, w.cluster.gpus_per_node);
     }
   }
 

@@ -604,7 +604,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   if (!s.params_only && z.checkpointing == Checkpointing::Full) {
     RuntimeKernels rt;  // only the linear wrap matters here (recompute_stops_early)
     rt.zero3_linear_wrap = z.stage == 3 && z.memory_efficient_linear;
-    recompute_flops = s.layer_gemm_flops_per_token_fwd - recompute_skipped_flops_per_token(w, s, rt) + attn / 3.0;
+    recompute_flops =
+        s.layer_gemm_flops_per_token_fwd - recompute_skipped_flops_per_token(w, s, rt) + attn / 3.0;
   }
   if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
   st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;

@@ -17,11 +17,11 @@ struct ZeroConfig {
   Checkpointing checkpointing = Checkpointing::None;
 
   // deepspeed/runtime/zero/config.py (v0.16) defaults:
-  int64_t reduce_bucket_size = 500'000'000;       // ZERO_REDUCE_BUCKET_SIZE default 5e8 elements
-  int64_t allgather_bucket_size = 500'000'000;    // allgather_bucket_size default 5e8 elements
-  bool overlap_comm = false;                      // default False, set True for stage 3 (config.py validator)
-  bool contiguous_gradients = true;               // default True
-  bool reduce_scatter = true;                     // default True
+  int64_t reduce_bucket_size = 500'000'000;     // ZERO_REDUCE_BUCKET_SIZE default 5e8 elements
+  int64_t allgather_bucket_size = 500'000'000;  // allgather_bucket_size default 5e8 elements
+  bool overlap_comm = false;                    // default False, set True for stage 3 (config.py validator)
+  bool contiguous_gradients = true;             // default True
+  bool reduce_scatter = true;                   // default True
   // use_multi_rank_bucket_allreduce default True (0.19.8 runtime/zero/config.py): stage 1/2 all-reduce
   // each whole bucket; False: each gradient slice is dist.reduce'd to the rank owning it.
   bool use_multi_rank_bucket_allreduce = true;
@@ -35,8 +35,8 @@ struct ZeroConfig {
   GradAccumDtype grad_accum_dtype = GradAccumDtype::Default;
   bool zero_init = true;   // HF Trainer with a stage-3 config uses zero.Init (deepspeed.zero.Init)
   bool pin_memory = true;  // offload_*.pin_memory (DeepSpeed default False; we emit True)
-  // Expert-parallel size (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size; planner/expert_parallel.h).
-  // 1: the HF MoE experts are ordinary parameters (no AutoEP).
+  // Expert-parallel size (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size;
+  // planner/expert_parallel.h). 1: the HF MoE experts are ordinary parameters (no AutoEP).
   int ep_size = 1;
   // zero_optimization.leaf_module read for the model's MoE blocks (configs/check.cpp); Auto defers
   // to TrainingSpec::moe_leaf (planner/zero3_leaf.h effective_moe_leaf). Stage 3 only.

@@ -253,9 +253,21 @@ TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
 // a separate `output += bias` kernel (runtime/zero/linear.py), so the default plan's step is longer.
 TEST(CliEmit, MemoryEfficientLinearOffIsWrittenAndReadBack) {
   Dir d;
-  const std::vector<std::string> base = {"--model", "opt-1.3b", "--gpus", "8xA100-80GB", "--stage", "3",
-                                         "--micro-batch", "4", "--checkpointing", "full", "--offload-optimizer",
-                                         "none", "--offload-param", "none", "--json"};
+  const std::vector<std::string> base = {"--model",
+                                         "opt-1.3b",
+                                         "--gpus",
+                                         "8xA100-80GB",
+                                         "--stage",
+                                         "3",
+                                         "--micro-batch",
+                                         "4",
+                                         "--checkpointing",
+                                         "full",
+                                         "--offload-optimizer",
+                                         "none",
+                                         "--offload-param",
+                                         "none",
+                                         "--json"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());

@@ -364,8 +364,9 @@ TEST(ModelFlops, LoraCountsFourNAndHfuAddsTheRecomputedForward) {
   const double n_total = 6'738'415'616.0, n_lora = 39'976'960.0, tokens = 2 * 2048.0;
   const double attn = 6.0 * 32 * 4096 * 2048;
   EXPECT_NEAR(t.flops_per_step, (4 * n_total + 6 * n_lora + attn) * tokens, 1e4);
-  // The recomputed layer forward includes the adapters' own GEMMs (r x in and out x r per target).
-  const double layer_fwd = 2.0 * (32.0 * 202'375'168 + n_lora);
+  // The recomputed layer forward includes the adapters' own GEMMs (r x in and out x r per target),
+  // except down_proj's lora_B [4096 x 16], where the non-reentrant recompute stops.
+  const double layer_fwd = 2.0 * (32.0 * 202'375'168 + n_lora) - 2.0 * 4096 * 16 * 32;
   EXPECT_NEAR(t.hardware_flops_per_step - t.flops_per_step, (layer_fwd + attn / 3) * tokens, 1e4);
   EXPECT_NEAR(t.mfu, t.flops_per_step / (t.step_s * 312e12), 1e-12);
   EXPECT_GT(t.hfu, t.mfu);
@@ -461,11 +462,21 @@ TEST(OperatorTable, EarlyStopOnlyWhereNothingAfterTheMlpOutputSaves) {
   EXPECT_FALSE(early("gemma-2-9b"));
   // Mixtral: the routing-weight multiply after the experts saves their outputs.
   EXPECT_FALSE(early("mixtral-8x7b"));
-  // LoRA on down_proj: PEFT runs base_layer before lora_A/lora_B, whose input is saved last.
-  EXPECT_FALSE(early("llama-2-7b", Method::LoRA));
+  // LoRA on down_proj: PEFT runs base_layer before lora_A/lora_B, whose input is saved last: only the
+  // lora_B GEMM [out 4096, r 16] is skipped (test_gemm_flops_conformance.cpp has DeepSpeed's count).
+  EXPECT_TRUE(early("llama-2-7b", Method::LoRA));
   EXPECT_TRUE(early("llama-2-7b", Method::LoRA, {"q_proj", "v_proj"}));
-  // QLoRA's 4-bit linears are bitsandbytes autograd Functions (save after their forward).
+  // QLoRA's 4-bit linears are bitsandbytes autograd Functions (save after their forward): an
+  // untargeted down_proj is recomputed.
   EXPECT_FALSE(early("llama-2-7b", Method::QLoRA, {"q_proj", "v_proj"}));
+  Workload lw;
+  lw.model = models::load_model("llama-2-7b");
+  lw.cluster = hw::parse_cluster("1xA100-80GB");
+  lw.train.method = Method::LoRA;
+  const ComputeStats ls = compute_model_stats(lw).compute;
+  EXPECT_TRUE(ls.recompute_early_stop_lora);
+  EXPECT_EQ(ls.recompute_early_stop_gemm.n, 4096);
+  EXPECT_EQ(ls.recompute_early_stop_gemm.k, 16);
 }
 
 // The DeepSpeed runtime path's own element-wise kernels (time_model.cpp step_operator_table).
