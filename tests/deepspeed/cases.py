@@ -259,6 +259,9 @@ def _build():
             for world in (2, 4):
                 add(family=fam, stage=stage, world=world, tag="autoep2",
                     extra={"expert_parallel": {"enabled": True, "autoep_size": 2, "use_grouped_mm": False}})
+    # 16. zero_optimization.memory_efficient_linear false: stage 3 keeps torch's F.linear (no
+    # zero3_linear_wrap), so frozen linears do not save their inputs (planner/memory_model.cpp).
+    add(stage=3, world=2, lora=True, zero={"memory_efficient_linear": False}, tag="lora_nomel")
     return out
 
 
