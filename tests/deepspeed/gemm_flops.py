@@ -107,14 +107,8 @@ def run(c):
     if c["gradient_checkpointing"]:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": c["use_reentrant"]})
     if c["lora"]:
-        import peft
-        lc = c["lora"]
-        model = peft.get_peft_model(model, peft.LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"],
-                                                           target_modules=lc["target_modules"],
-                                                           lora_dropout=lc["lora_dropout"], bias="none",
-                                                           task_type="CAUSAL_LM"))
-        if c["gradient_checkpointing"]:
-            model.enable_input_require_grads()
+        from harness import apply_lora
+        model = apply_lora(model, c["lora"], c["gradient_checkpointing"])
     model.train()
     engine, _, _, _ = deepspeed.initialize(model=model, config=cfg,
                                            model_parameters=[p for p in model.parameters() if p.requires_grad])

@@ -428,6 +428,18 @@ def find_layers(model, n_layers):
 
 
 # ----------------------------------------------------------------------------------------------
+def apply_lora(model, lc, gradient_checkpointing):
+    """PEFT LoRA as the cases describe it (also tests/deepspeed/gemm_flops.py)."""
+    import peft
+    model = peft.get_peft_model(model, peft.LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"],
+                                                       target_modules=lc["target_modules"],
+                                                       lora_dropout=lc["lora_dropout"], bias="none",
+                                                       task_type="CAUSAL_LM"))
+    if gradient_checkpointing:
+        model.enable_input_require_grads()
+    return model
+
+
 def rank_main(rank, case, port, result_path):
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(case["world_size"]),
                        "LOCAL_WORLD_SIZE": str(case["world_size"]), "MASTER_ADDR": "127.0.0.1",
@@ -452,13 +464,7 @@ def rank_main(rank, case, port, result_path):
     if case["lora"]:
         import peft
         peft_version = peft.__version__
-        lc = case["lora"]
-        model = peft.get_peft_model(model, peft.LoraConfig(r=lc["r"], lora_alpha=lc["lora_alpha"],
-                                                           target_modules=lc["target_modules"],
-                                                           lora_dropout=lc["lora_dropout"], bias="none",
-                                                           task_type="CAUSAL_LM"))
-        if case["gradient_checkpointing"]:
-            model.enable_input_require_grads()
+        model = apply_lora(model, case["lora"], case["gradient_checkpointing"])
         n_params = sum(p.numel() for p in model.parameters())
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
     n_layers = config.num_hidden_layers
