@@ -262,6 +262,8 @@ def _build():
     # 16. zero_optimization.memory_efficient_linear false: stage 3 keeps torch's F.linear (no
     # zero3_linear_wrap), so frozen linears do not save their inputs (planner/memory_model.cpp).
     add(stage=3, world=2, lora=True, zero={"memory_efficient_linear": False}, tag="lora_nomel")
+    add(stage=3, world=2, zero={"memory_efficient_linear": False}, tag="nomel")
+    add(stage=3, world=2, gc=True, zero={"memory_efficient_linear": False}, tag="nomel_gc")
     return out
 
 
