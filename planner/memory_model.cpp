@@ -377,6 +377,24 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
       out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
                   "largest module + stage3_prefetch_bucket_size, capped by max_live_parameters");
+      // zero_optimization.memory_efficient_linear false: torch's own F.linear saves W^T, a view of the
+      // gathered weight, and DeepSpeed releases a parameter by pointing param.data at an empty tensor
+      // (partition_parameters.py), so the view keeps every released decoder weight's gathered storage
+      // until its backward: by the end of the forward all of them are held besides the ones in flight
+      // (at most every non-persistent parameter). DeepSpeed's zero3_linear_wrap saves the parameter
+      // itself instead. Recorded (DeepSpeed 0.19.8, llama-gqa stage 3, N = 2, max live and reuse
+      // distance 1e5 so that parameters are released): forward peak +1,572,864 B over the default
+      // linear = gate/up/down of both layers, 786,432 bf16 elements (fixtures maxlive100k_nomel vs
+      // maxlive100k); with the default reuse distance nothing is released and the peaks are equal.
+      if (!z.memory_efficient_linear && !fetched_are_views) {
+        const int64_t held =
+            m.decoder_matmul_weights.total_numel() - m.decoder_matmul_weights.numel_at_or_below(thr);
+        const int64_t extra = std::min(nonpersist_total, in_flight + held) - in_flight;
+        if (extra > 0)
+          out.add_gpu(
+              "gathered weights held by torch's linear", Category::Buffers, checked_mul(pe, extra), kForward,
+              "memory_efficient_linear false: F.linear's saved W^T views keep released weights gathered");
+      }
       out.add_gpu("gathered parameters (backward)", Category::Buffers, checked_mul(pe, reuse), kBackward,
                   "kept for reuse: min(max_reuse_distance/2, max_live_parameters) elements");
       if (off_param) {

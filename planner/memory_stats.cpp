@@ -401,6 +401,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
     st.trainable_tensors.add(st.total_params);
     st.trainable_tensors.finish();
     st.frozen_tensors.finish();
+    st.decoder_matmul_weights.finish();
     // Module sizes are unknown: stage-3 gathering is then bounded by the prefetch bucket alone.
     st.largest_module_numel = 0;
     st.largest_layer_numel = 0;
@@ -430,6 +431,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
       st.total_params += n;
       module_numel[module_path(t.name)] += n;
       if (!layer.moe_block.empty() && t.name.rfind(layer.moe_block + ".", 0) == 0) moe_block_numel += n;
+      if (layer.is_decoder_layer && !t.is_bias && (t.is_linear || t.shape.size() == 3) && !qlora)
+        st.decoder_matmul_weights.add(n);
       if (!lora) {
         st.trainable_tensors.add(n);
         continue;
@@ -483,6 +486,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
   }
   st.trainable_tensors.finish();
   st.frozen_tensors.finish();
+  st.decoder_matmul_weights.finish();
 
   // Activations.
   const int64_t e = st.act_elem_bytes;

@@ -101,6 +101,11 @@ struct MemoryStats {
   // that receive gradients and the frozen ones. For --params: one tensor of Psi elements.
   TensorSizeTable trainable_tensors;
   TensorSizeTable frozen_tensors;
+  // The 16-bit weights of the decoder layers that a matmul saves for its input gradient (nn.Linear
+  // weights and fused 3-D expert weights; not QLoRA's 4-bit ones): under ZeRO-3 with
+  // memory_efficient_linear false, torch's own F.linear saves each as a W^T view, which keeps its
+  // gathered storage alive after DeepSpeed releases the parameter (memory_model.cpp).
+  TensorSizeTable decoder_matmul_weights;
   // Frozen tensors stored in NF4 under QLoRA (the base nn.Linear weights of decoder layers) and the
   // frozen tensors kept in 16-bit (embeddings, norms, lm_head).
   int64_t frozen_quantized_params = 0;

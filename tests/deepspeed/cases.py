@@ -264,6 +264,10 @@ def _build():
     add(stage=3, world=2, lora=True, zero={"memory_efficient_linear": False}, tag="lora_nomel")
     add(stage=3, world=2, zero={"memory_efficient_linear": False}, tag="nomel")
     add(stage=3, world=2, gc=True, zero={"memory_efficient_linear": False}, tag="nomel_gc")
+    # Parameters released after each module's forward (small max-live / reuse distance): does torch's
+    # own linear keep the gathered weights alive through its saved W^T views?
+    add(stage=3, world=2, zero={"stage3_max_live_parameters": 100000, "stage3_max_reuse_distance": 100000,
+                                "memory_efficient_linear": False}, tag="maxlive100k_nomel")
     return out
 
 
