@@ -246,6 +246,15 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
                    eval(z)});
   }
   if (rec.zero.stage == 3) {
+    // zero_optimization.memory_efficient_linear: torch's own linear lets a non-reentrant checkpoint skip
+    // the MLP output GEMM in the recompute (and biases fold into addmm), but keeps released weights
+    // gathered through the forward (op_model.cpp, memory_model.cpp).
+    ZeroConfig z = rec.zero;
+    z.memory_efficient_linear = !z.memory_efficient_linear;
+    out.push_back(
+        {fmt::format("memory_efficient_linear {}", z.memory_efficient_linear ? "true" : "false"), eval(z)});
+  }
+  if (rec.zero.stage == 3) {
     // HF Trainer "auto" (transformers integrations/deepspeed.py): persistence threshold 10*h.
     ZeroConfig z = rec.zero;
     z.param_persistence_threshold = 10 * std::max<int64_t>(1, w.model.hidden_size);

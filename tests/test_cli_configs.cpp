@@ -190,6 +190,27 @@ TEST(CliCheck, ListsWhatEachKnobIsWorth) {
   EXPECT_THAT(t.out, HasSubstr("overlap_comm on"));
 }
 
+// Stage 3 lists memory_efficient_linear: with checkpointing, torch's own linear is faster (the
+// non-reentrant recompute skips down_proj: DeepSpeed's count in tests/deepspeed/fixtures-gemm-flops)
+// and holds more memory (released weights kept gathered: fixture maxlive100k_nomel).
+TEST(CliCheck, Stage3ListsMemoryEfficientLinear) {
+  Dir d;
+  const auto p = d.file("ds.json", R"({"train_micro_batch_size_per_gpu": 4, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 3}})");
+  const auto r =
+      run_cli({"check", p, "--model", "7b", "--gpus", "8xA100-80GB", "--checkpointing", "full", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  bool listed = false;
+  for (const auto& k : j["knob_effects"])
+    if (k["change"] == "memory_efficient_linear false") {
+      listed = true;
+      EXPECT_LT(k["step_s"].get<double>(), j["predicted"]["time"]["step_s"].get<double>());
+      EXPECT_GT(k["peak_bytes"].get<int64_t>(), j["predicted"]["memory"]["gpu"]["peak"].get<int64_t>());
+    }
+  EXPECT_TRUE(listed) << r.out;
+}
+
 TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
   Dir d;
   const auto p = d.file("auto.json", R"({"train_batch_size": "auto", "train_micro_batch_size_per_gpu": "auto",
