@@ -125,9 +125,7 @@ struct ComputeStats {
   // tensors as the forward saved). Autograd packs an mm/addmm's saved inputs before it launches the
   // kernel (generated VariableType code), so when the layer's last saved tensors are the inputs of its
   // MLP output linear (down_proj / fc2 / dense_4h_to_h / mlp.c_proj) that GEMM and the residual add
-  // after it are never recomputed. Recorded with torch 2.15 on CPU (TorchDispatchMode over the
-  // backward of a checkpointed norm -> up -> silu -> down -> + block): 5 mm (1 recomputed), 6 with a
-  // p = 0.1 dropout after down. Not when anything after it saves a tensor: a residual dropout (its
+  // after it are never recomputed. Not when anything after it saves a tensor: a residual dropout (its
   // mask), a post-MLP norm (Gemma-2/3, OLMo-2, GLM-4), MoE blocks (the routing-weight multiply), an
   // untargeted 4-bit output linear (bitsandbytes' autograd Function saves after its forward). A
   // LoRA-wrapped one skips only its lora_B GEMM and the scale-and-add (PEFT runs base_layer first).

@@ -386,10 +386,8 @@ TEST(StepTime, EveryPredictionCarriesTheCalibrationBand) {
 }
 
 // torch.utils.checkpoint(use_reentrant=False) (transformers 5's default) stops the recompute at the
-// last saved tensor: Llama's down_proj inputs, packed by autograd before its mm runs (recorded with
-// torch 2.15 on CPU: a checkpointed norm -> up -> silu -> down -> + block launches 5 mm in its backward,
-// 1 of them recomputed; 6 with a p = 0.1 dropout after down; a custom autograd Function that saves in
-// setup_context, as DeepSpeed's LinearFunctionForZeroStage3, launches 6). Hand count for Llama-2-7B,
+// last saved tensor: Llama's down_proj inputs, packed by autograd before its mm runs (DeepSpeed's own
+// count on tiny models: tests/test_gemm_flops_conformance.cpp). Hand count for Llama-2-7B,
 // 2 x 2048 tokens: the recompute leaves out 32 down_proj GEMMs [4096 tokens, 11008] x [11008, 4096]
 // = 2 x 4096 x 11008 x 4096 x 32 FLOPs and one of the layer's two residual adds (3 x 2 B x 4096 x 4096
 // per layer).
