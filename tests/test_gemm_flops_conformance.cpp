@@ -9,7 +9,8 @@
 // recompute before the MLP output GEMM (Llama down_proj, OPT fc2, GPT-2 mlp.c_proj); a reentrant one
 // and ZeRO-3's zero3_linear_wrap recompute the whole layer; memory_efficient_linear false (read from
 // the ds_config) gives the skip back; Gemma-2's post-feed-forward norm and a LoRA-wrapped down_proj
-// keep the GEMM; frozen LoRA bases and a frozen head get no weight-gradient GEMM.
+// keep the GEMM; frozen LoRA bases and a frozen head get no weight-gradient GEMM; ZeRO-3 adds linear
+// biases in kernels of their own.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -89,6 +90,16 @@ TEST_P(GemmFlops, OperatorTableLaunchesWhatDeepSpeedLaunched) {
   EXPECT_DOUBLE_EQ(gemm_flops(t, {OpPass::Backward, OpPass::Recompute}),
                    m["backward_gemm_flops"].get<double>())
       << GetParam();
+  // ZeRO-3's zero3_linear_wrap adds each bias of a [b, s, in] input in an `output += bias` of its own:
+  // DeepSpeed's aten.add_ launches in the forward (qwen2's q/k/v biases: 3 per layer at stage 3, none at
+  // stage 2, where torch's linear folds them into addmm).
+  double bias_adds = 0;
+  for (int i = 0; i < t.size; ++i) {
+    const OpCost& op = t.ops[static_cast<size_t>(i)];
+    if (op.pass == OpPass::Forward && std::string(op.name).find("bias add") != std::string::npos)
+      bias_adds += op.kernels;
+  }
+  EXPECT_DOUBLE_EQ(bias_adds, m["forward_add_inplace_launches"].get<double>()) << GetParam();
 }
 
 std::vector<std::string> case_names() {

@@ -3,8 +3,9 @@
 including the activation-checkpointing recompute), so CI can check the planner's operator table
 (planner/op_model.cpp) against them without Python: tests/test_gemm_flops_conformance.cpp.
 
-What is counted: every aten.mm and aten.addmm (2*m*n*k FLOPs each) seen by a TorchDispatchMode, i.e.
-below autograd, after nn.Linear / GPT-2 Conv1D / DeepSpeed's LinearFunctionForZeroStage3 have been
+What is counted: every aten.mm and aten.addmm (2*m*n*k FLOPs each), and the forward's aten.add_
+launches (DeepSpeed's zero3_linear_wrap adds a [b, s, in] input's bias in place), seen by a
+TorchDispatchMode, i.e. below autograd, after nn.Linear / GPT-2 Conv1D / DeepSpeed's LinearFunctionForZeroStage3 have been
 decomposed into the kernels they launch. The attention core (SDPA on CPU is one fused op; eager
 attention multiplies 4-D tensors with bmm) and embedding gradients are not mm/addmm and are not
 counted. One micro-step of one rank (world size 1, gloo, DS_ACCELERATOR=cpu), after one warm-up
@@ -57,6 +58,8 @@ CASES = [
     case("opt", 2),
     case("gpt2", 2),
     case("gemma2", 2, attn="eager"),  # Gemma2 declares _supports_sdpa = False
+    case("qwen2", 2, gc=False),  # q/k/v biases: fused into addmm by torch's linear
+    case("qwen2", 3, gc=False),  # ... added by zero3_linear_wrap's `output += bias`
 ]
 
 
@@ -71,6 +74,8 @@ class GemmCounter:
         class Mode(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, args=(), kwargs=None):
                 kwargs = kwargs or {}
+                if func is torch.ops.aten.add_.Tensor:
+                    counter.add_inplace += 1
                 if func in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default):
                     a, b = (args[0], args[1]) if func is torch.ops.aten.mm.default else (args[1], args[2])
                     m, k = a.shape
@@ -82,6 +87,7 @@ class GemmCounter:
         self.mode = Mode()
         self.flops = 0
         self.launches = 0
+        self.add_inplace = 0  # aten.add_ (zero3_linear_wrap's `output += bias`)
 
 
 def run(c):
@@ -123,6 +129,7 @@ def run(c):
             engine.backward(loss)
         engine.step()
         out = {"forward_gemm_flops": fwd.flops, "forward_gemm_launches": fwd.launches,
+               "forward_add_inplace_launches": fwd.add_inplace,
                "backward_gemm_flops": bwd.flops, "backward_gemm_launches": bwd.launches}
     rec = {k: c[k] for k in ("name", "hf_config", "ds_config", "micro_batch", "seq_len", "gradient_checkpointing",
                              "use_reentrant", "attn_implementation", "lora")}
