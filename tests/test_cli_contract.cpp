@@ -131,6 +131,19 @@ TEST(CliContract, LoraReportsTrainableParameters) {
             39'976'960);  // PEFT print_trainable_parameters
 }
 
+// A plan for a tiny model is an answer, not an internal error: with QLoRA every quantized linear of
+// tiny-llama-micro (hidden 64) is below ZeRO-3's persistence threshold, which drove the stage-3
+// parameter partition negative (exit 3) until memory_model.cpp clamped it.
+TEST(CliContract, TinyModelsPlanEveryMethod) {
+  for (const char* model : {"tiny-llama-micro", "tiny-llama-small"})
+    for (const char* method : {"full", "lora", "qlora"})
+      for (const char* gpus : {"1xA40", "4xA40"}) {
+        const auto r = run_cli({"--model", model, "--gpus", gpus, "--method", method, "--json"});
+        EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1)
+            << model << " " << method << " " << gpus << ": " << r.err;
+      }
+}
+
 TEST(CliContract, HelpAndVersionExitZero) {
   auto h = run_cli({"--help"});
   EXPECT_EQ(h.exit_code, 0);
