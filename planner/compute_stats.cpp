@@ -208,12 +208,6 @@ ComputeStats compute_compute_stats(const Workload& w) {
     bool norm_after_last_linear = false;
     bool last_linear_wrapped = false;
     for (const auto& t : layer.tensors) {
-      if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
-        last_linear = &t;
-        norm_after_last_linear = false;
-        last_linear_wrapped = s.frozen_base && is_lora_target(t, targets);
-      }
-      if (layer.is_decoder_layer && t.is_norm) norm_after_last_linear = true;
       // One weight per norm module (LayerNorm biases are the same module).
       if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
       // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
@@ -226,6 +220,12 @@ ComputeStats compute_compute_stats(const Workload& w) {
         s.linear_bias_width_per_layer += static_cast<double>(t.numel());
       }
       const bool target = s.frozen_base && is_lora_target(t, targets);
+      if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
+        last_linear = &t;
+        norm_after_last_linear = false;
+        last_linear_wrapped = target;
+      }
+      if (layer.is_decoder_layer && t.is_norm) norm_after_last_linear = true;
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());
       g.trainable.push_back(tensor_trainable);

@@ -297,8 +297,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       // are persistent and already in pers_part: the 16-bit non-persistent part is then empty, not
       // negative (tiny-llama-micro --method qlora on 4 GPUs failed an internal check here).
       const int64_t param_part_bytes = checked_add(
-          checked_mul(pe, std::max<int64_t>(0, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) -
-                                                   pers_part)),
+          checked_mul(pe, std::max<int64_t>(
+                              0, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part)),
           ceil_div(frozen_q, N));
       // Without frozen or quantized weights the partitions of all parameters (persistent ones
       // included) are exactly stage3.py's fp16_partitioned_groups_flat.
@@ -538,7 +538,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     // it only while a model is constructed inside `with zero.Init()` (patch_init_and_builtins), so a
     // model built before deepspeed.initialize keeps torch's linear (recorded: their stage-3 LoRA
     // fixtures save what stage 2 saves).
-    if (z.stage == 3 && z.memory_efficient_linear && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
+    if (z.zero3_linear_wrap() && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
       int64_t frozen = a.stage3_frozen_head_input_per_sample;
       if (z.checkpointing != Checkpointing::Full)
         frozen = checked_add(frozen, checked_mul(a.num_layers, a.stage3_frozen_linear_inputs_per_layer));

@@ -130,9 +130,10 @@ TimeModelData parse_data() {
     for (size_t i = 0; i < ks.size(); ++i) {
       const double k = ks[i].get<double>(), f = fs[i].get<double>();
       ZP_CHECK(k > 0 && f > 0 && f <= 1, "time_model.json: bad gemm_inner_dimension point");
-      ZP_CHECK(d.gemm_inner_factor.empty() || k > d.gemm_inner_factor.back().first,
+      ZP_CHECK(d.gemm_inner_k.empty() || k > d.gemm_inner_k.back(),
                "time_model.json: gemm_inner_dimension k not ascending");
-      d.gemm_inner_factor.emplace_back(k, f);
+      d.gemm_inner_k.push_back(k);
+      d.gemm_inner_factor.push_back(f);
     }
   }
   if (j.contains("eager_attention")) {
@@ -367,25 +368,21 @@ double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, b
 }
 
 double gemm_inner_dimension_factor(int64_t k) {
-  const auto& t = time_model_data().gemm_inner_factor;
+  const TimeModelData& d = time_model_data();
   const double kk = static_cast<double>(k);
-  if (t.empty() || kk >= t.back().first) return 1.0;
-  if (kk <= t.front().first) return t.front().second;
-  for (size_t i = 1; i < t.size(); ++i)
-    if (kk <= t[i].first) {
-      const double x = std::log2(kk / t[i - 1].first) / std::log2(t[i].first / t[i - 1].first);
-      return t[i - 1].second + x * (t[i].second - t[i - 1].second);
-    }
-  return 1.0;
+  // Linear in log2(K) between the measured points (interp), the first point's factor below them;
+  // from the last point on, a square of the same FLOPs (no penalty).
+  if (d.gemm_inner_k.empty() || kk >= d.gemm_inner_k.back()) return 1.0;
+  return interp(d.gemm_inner_k, d.gemm_inner_factor, kk);
 }
 
-bool recompute_stops_early(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt) {
-  return s.recompute_early_stop && !w.train.checkpoint_reentrant && !rt.zero3_linear_wrap &&
+bool recompute_stops_early(const Workload& w, const ComputeStats& s, bool zero3_linear_wrap) {
+  return s.recompute_early_stop && !w.train.checkpoint_reentrant && !zero3_linear_wrap &&
          w.train.implementation == Implementation::HfDeepSpeed;
 }
 
-double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt) {
-  if (!recompute_stops_early(w, s, rt)) return 0.0;
+double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, bool zero3_linear_wrap) {
+  if (!recompute_stops_early(w, s, zero3_linear_wrap)) return 0.0;
   const GemmShape& g = s.recompute_early_stop_gemm;
   return 2.0 * static_cast<double>(g.n) * static_cast<double>(g.k) * g.token_fraction *
          static_cast<double>(s.num_layers);
@@ -573,7 +570,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // Forward of the decoder layers (also the recomputed forward under full checkpointing).
     // The recompute of full checkpointing stops before the MLP output GEMM and the residual add after it
     // where recompute_stops_early says so (ComputeStats::recompute_early_stop).
-    const bool early_stop = ckpt == Checkpointing::Full && recompute_stops_early(w, s, rt);
+    const bool early_stop = ckpt == Checkpointing::Full && recompute_stops_early(w, s, rt.zero3_linear_wrap);
     auto layer_forward = [&](OpPass pass) {
       const bool stop = pass == OpPass::Recompute && early_stop;
       const GemmShape& skip = s.recompute_early_stop_gemm;

@@ -89,7 +89,7 @@ struct TimeModelData {
   double split_k_min_slice = 0;  // inner-dimension elements each split-K slice keeps at least
   // Short inner dimension (time_model.json "gemm_inner_dimension"): a GEMM's efficiency relative to
   // a square of the same FLOPs, by its K; 1 from the last point on, the first value below it.
-  std::vector<std::pair<double, double>> gemm_inner_factor;  // (K, factor), ascending K
+  std::vector<double> gemm_inner_k, gemm_inner_factor;  // ascending K and its factor
 };
 // The short-K factor of one GEMM launch with inner dimension k (linear in log2 K between the
 // measured points of "gemm_inner_dimension"; 1 when the data file has none).
@@ -140,9 +140,9 @@ struct RuntimeKernels {
 
 // Whether full checkpointing's recompute skips the MLP output GEMM (ComputeStats::recompute_early_stop):
 // HF modules under a non-reentrant checkpoint, without ZeRO-3's zero3_linear_wrap.
-bool recompute_stops_early(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt);
+bool recompute_stops_early(const Workload& w, const ComputeStats& s, bool zero3_linear_wrap);
 // The FLOPs per token the recompute then leaves out (HFU counts what runs).
-double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, const RuntimeKernels& rt);
+double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& s, bool zero3_linear_wrap);
 
 // Forward, backward and recompute operators of one micro-step of `micro` sequences.
 // `optimizer_params`: elements of the rank's optimizer partition stepped on the GPU (0 when the

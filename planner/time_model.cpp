@@ -295,10 +295,6 @@ OptimizerShare optimizer_share(const Workload& w, const ComputeStats& s, const Z
   return o;
 }
 
-// ZeRO-3 under DeepSpeed's default zero_optimization.memory_efficient_linear: zero.Init replaces
-// torch.nn.functional.linear by zero3_linear_wrap (op_model.h RuntimeKernels).
-bool zero3_linear_wrap(const ZeroConfig& z) { return z.stage == 3 && z.memory_efficient_linear; }
-
 // The operator table for a rank's optimizer share (step_operator_table; estimate_time passes the
 // share it has already computed).
 OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, const OptimizerShare& share,
@@ -317,7 +313,7 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
       // (0.19.8): torch.cat of every bucket's gradients into one rank-major padded flat buffer (r a,
       // w a; skipped only for a lone tensor divisible by the world size), then
       // tensor_partition_flat_buffer.div_(world_sz) (r a, w a), every micro-step.
-      rt.zero3_linear_wrap = zero3_linear_wrap(z);
+      rt.zero3_linear_wrap = z.zero3_linear_wrap();
       rt.grad_reduce_name = "gradient bucket cat + pre-divide (reduce_scatter_coalesced)";
       rt.grad_reduce_bytes_per_elem = 4.0 * a;
       rt.grad_reduce_launches = 2.0 * buckets;
@@ -606,10 +602,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
   double recompute_flops = 0;
   if (!s.params_only && z.checkpointing == Checkpointing::Full) {
-    RuntimeKernels rt;  // only the linear wrap matters here (recompute_stops_early)
-    rt.zero3_linear_wrap = zero3_linear_wrap(z);
-    recompute_flops =
-        s.layer_gemm_flops_per_token_fwd - recompute_skipped_flops_per_token(w, s, rt) + attn / 3.0;
+    recompute_flops = s.layer_gemm_flops_per_token_fwd -
+                      recompute_skipped_flops_per_token(w, s, z.zero3_linear_wrap()) + attn / 3.0;
   }
   if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
   st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;

@@ -46,6 +46,8 @@ struct ZeroConfig {
   // The search copies TrainingSpec::memory_efficient_linear (--memory-efficient-linear); `check`
   // reads the user's config.
   bool memory_efficient_linear = true;
+  // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
+  bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 
   // DeepSpeed's defaults for `stage` (overlap_comm is True for stage 3).
   static ZeroConfig deepspeed_defaults(int stage);
