@@ -562,19 +562,56 @@ class Reader {
     r_.zero = z;
   }
 
-  // The optimizer wrapper DeepSpeed's engine picks, from the planner's runtime-path model.
+  // data_types.grad_accum_dtype and the optimizer wrapper DeepSpeed's engine picks from it, from the
+  // planner's runtime-path model. The dtype goes into the plan (r_.zero): it chooses the runtime
+  // path the memory, collectives and time models follow (BF16_Optimizer at stage 1 with fp32).
   void wrapper() {
-    try {
-      const auto v = planner::parse_deepspeed_version(r_.deepspeed_version);
-      planner::GradAccumDtype g = planner::GradAccumDtype::Default;
-      if (const json* d = find(cfg_, {"data_types", "grad_accum_dtype"}); d && d->is_string())
+    planner::GradAccumDtype g = planner::GradAccumDtype::Default;
+    if (const json* d = find(cfg_, {"data_types", "grad_accum_dtype"}); d && d->is_string()) {
+      try {
         g = planner::parse_grad_accum_dtype(d->get<std::string>());
-      const auto path = planner::runtime_path(v, r_.zero.stage, r_.precision, g,
-                                              r_.zero.offload_optimizer != planner::Offload::None);
-      r_.optimizer_wrapper = planner::wrapper_name(path.wrapper);
-    } catch (const UserError&) {
-      r_.optimizer_wrapper.clear();  // a version or dtype the runtime-path model does not cover
+      } catch (const UserError& e) {
+        add(Severity::Error, "data_types.grad_accum_dtype", e.what());
+      }
     }
+    r_.zero.grad_accum_dtype = g;
+    planner::DeepSpeedVersion v{};
+    try {
+      v = planner::parse_deepspeed_version(r_.deepspeed_version);
+    } catch (const UserError&) {
+      r_.optimizer_wrapper.clear();  // a version the runtime-path model does not cover
+      return;
+    }
+    const auto path =
+        planner::runtime_path(v, r_.zero.stage, r_.precision, g, r_.zero.offload_optimizer != planner::Offload::None);
+    if (path.wrapper == planner::OptimizerWrapper::Unsupported) {
+      // engine.py _do_optimizer_sanity_check (0.19.8): without ZeRO, a model dtype and grad_accum_dtype
+      // that differ raise `NotImplementedError(f"unsupported mix of {model_dtype=} and
+      // {grad_accum_dtype=}")` (0.16.9: bf16 accumulation without ZeRO raises its own
+      // NotImplementedError). Recorded: tests/deepspeed_configs adv_bf16_stage0_gaccfp32.
+      const auto torch_dtype = [](planner::Precision p) {
+        return p == planner::Precision::BF16   ? "torch.bfloat16"
+               : p == planner::Precision::FP16 ? "torch.float16"
+                                               : "torch.float32";
+      };
+      add(Severity::Error, "data_types.grad_accum_dtype",
+          fmt::format("DeepSpeed {} raises NotImplementedError: unsupported mix of model_dtype={} and "
+                      "grad_accum_dtype={} ({})",
+                      r_.deepspeed_version, torch_dtype(r_.precision), torch_dtype(path.grad_accum), path.rule),
+          "enable zero_optimization (stage 1 with fp32 accumulation runs BF16_Optimizer), or remove "
+          "grad_accum_dtype",
+          json{{"op", "remove"}});
+      r_.optimizer_wrapper.clear();
+      return;
+    }
+    if (path.wrapper == planner::OptimizerWrapper::BF16Optimizer && r_.zero.stage == 1 &&
+        !zbool(find(cfg_, {"zero_optimization", "compute_grad_norm"})).value_or(true))
+      // engine.py _do_optimizer_sanity_check (0.19.8), the stage-1 BF16_Optimizer branch.
+      add(Severity::Error, "zero_optimization.compute_grad_norm",
+          "DeepSpeed raises ValueError: zero_optimization.compute_grad_norm=false does not support ZeRO Stage 1 "
+          "with BF16 parameters and FP32 gradient accumulation",
+          "remove compute_grad_norm", json{{"op", "remove"}});
+    r_.optimizer_wrapper = planner::wrapper_name(path.wrapper);
   }
 
   void traps() {
