@@ -167,9 +167,16 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       else
         rest.push_back(x);
     }
+    // modeling_phi3.py Phi3Attention.__init__ creates o_proj before qkv_proj, so module.parameters()
+    // lists it first (named_parameters() of the fixture's tiny config, transformers 5.24); the forward
+    // still runs qkv_proj first (the inventory's order, kept for execution below).
+    std::vector<T> attn_registered = attn;
+    if (w.model.model_type == "phi3")
+      std::stable_partition(attn_registered.begin(), attn_registered.end(),
+                            [](const T& x) { return x.spec->module == "o_proj"; });
     // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
     // execution: norm 0, self_attn, other norms, mlp.
-    for (auto* v : {&attn, &rest, &norms})
+    for (auto* v : {&attn_registered, &rest, &norms})
       for (T& x : *v) {
         x.index = o.numel.size();
         o.numel.push_back(x.spec->numel());
@@ -181,6 +188,12 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
             o.trainable.push_back(true);
           }
       }
+    for (T& x : attn)  // the parameter indices of the registration copies
+      for (const T& y : attn_registered)
+        if (y.spec == x.spec) {
+          x.index = y.index;
+          x.adapters = y.adapters;
+        }
     std::string last;
     auto use = [&](const T& x) {
       if (x.owner != last || !x.adapters.empty()) module();
@@ -280,6 +293,32 @@ int64_t padded_to_n(int64_t g, int64_t n) { return ceil_div(g, n) * n; }
 
 }  // namespace
 
+PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats& s) {
+  PartitionHoldings h;
+  if (w.model.params_only || w.train.method == Method::QLoRA) return h;  // order unknown
+  const int64_t n = std::max(1, w.cluster.world_size());
+  const ParamOrder order = param_order(w, s, ZeroConfig::deepspeed_defaults(2));
+  std::vector<int64_t> grads;
+  for (size_t i = 0; i < order.numel.size(); ++i)
+    if (order.trainable[i]) grads.push_back(order.numel[i]);
+  int64_t total = 0;
+  for (int64_t g : grads) total += g;
+  if (total == 0) return h;
+  const int64_t part = ceil_div(total, 2 * n) * 2;  // padded / N
+  // Walk the parameters once: each adds its numel to every rank whose partition it overlaps.
+  std::vector<int64_t> held(static_cast<size_t>(n), 0);
+  int64_t lo = 0;
+  for (int64_t g : grads) {
+    const int64_t hi = lo + g;
+    for (int64_t r = lo / part; r <= (hi - 1) / part && r < n; ++r) held[static_cast<size_t>(r)] += g;
+    lo = hi;
+  }
+  h.valid = true;
+  h.rank0 = held[0];
+  h.largest = *std::max_element(held.begin(), held.end());
+  return h;
+}
+
 const char* call_op_name(const CollectiveCall& c) {
   return c.to_one_rank ? "reduce" : collective_name(c.kind);
 }
@@ -356,8 +395,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     const int64_t reductions = stage == 2 ? accum : 1;
     // average_tensor: with reduce_scatter (default) and use_multi_rank_bucket_allreduce (default
     // True in 0.19.8) every slice goes to one "allreduce" bucket, sub-bucketed by allreduce_and_scatter
-    // at reduce_bucket_size (never reached: the IPG flush holds at most that, or one larger
-    // parameter alone) -> one all_reduce per flush; reduce_scatter False -> gradient_reduction_w_predivide,
+    // at reduce_bucket_size (reached only by a parameter larger than the bucket, below) -> one
+    // all_reduce per flush; reduce_scatter False -> gradient_reduction_w_predivide,
     // one all_reduce per flush. use_multi_rank_bucket_allreduce False: the flush's gradient slices are
     // grouped by the rank owning them (partition boundaries of the padded flat) and each group is
     // dist.reduce'd to its owner (allreduce_no_retain(rank=dst)), owners in order of first slice.
@@ -366,9 +405,14 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     std::vector<int64_t> offset(grads.size() + 1, 0);
     for (size_t i = 0; i < grads.size(); ++i) offset[i + 1] = offset[i] + grads[i];
     const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;
-    // Stage 1 reduces at the boundary in module.parameters() order, stage 2 from the hooks.
+    // Stage 2 reduces from the gradient hooks (reverse execution order). So does stage 1 with
+    // overlap_comm, at the boundary micro-step (stage_1_and_2.py process_gradients: `if
+    // self.partition_gradients or self.overlap_comm: reduce_ready_partitions_and_remove_grads`, which
+    // reduces `if self.partition_gradients or self.is_gradient_accumulation_boundary()`); without it,
+    // stage 1 walks bit16_groups in module.parameters() order after the backward (reduce_gradients:
+    // `if not self.overlap_comm: for param in group: ...`).
     std::vector<size_t> reduce_idx = backward_idx;
-    if (stage == 1)
+    if (stage == 1 && !z.overlap_comm)
       for (size_t i = 0; i < grads.size(); ++i) reduce_idx[i] = i;
     std::vector<int64_t> reduce_order;
     for (size_t i : reduce_idx) reduce_order.push_back(grads[i]);
@@ -376,9 +420,46 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     for (int64_t m = 0; m < reductions; ++m)
       for (const auto& members : flushes) {
         if (!per_owner) {
-          int64_t b = 0;
-          for (size_t i : members) b += reduce_order[i];
-          add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+          if (!z.reduce_scatter || N == 1) {
+            // gradient_reduction_w_predivide: one all_reduce of the flush (a world of one: every slice
+            // is rank 0's, merged into one below-or-above-bucket slice, one call either way).
+            int64_t b = 0;
+            for (size_t i : members) b += reduce_order[i];
+            add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+            continue;
+          }
+          // average_tensor with use_multi_rank_bucket_allreduce: the flush's gradients are cut at the
+          // partition boundaries into slices (consecutive slices of one owner merged), and
+          // allreduce_and_scatter(numel_per_bucket = reduce_bucket_size) issues an all_reduce each
+          // time the running numel EXCEEDS the bucket, then one for the rest. A flush holds at most
+          // the bucket, so this splits only a parameter larger than the bucket (reduced alone,
+          // extra_large_param_to_reduce) whose first slice already exceeds it: two calls when it
+          // straddles a partition boundary (issue 23, item 10).
+          std::vector<int64_t> slices;
+          int64_t prev_owner = -1;
+          for (size_t i : members) {
+            const size_t fwd = reduce_idx[i];
+            for (int64_t lo = offset[fwd], hi = offset[fwd + 1]; lo < hi;) {
+              const int64_t owner = lo / part;
+              const int64_t end = std::min(hi, (owner + 1) * part);
+              if (owner == prev_owner && !slices.empty())
+                slices.back() += end - lo;
+              else
+                slices.push_back(end - lo);
+              prev_owner = owner;
+              lo = end;
+            }
+          }
+          int64_t numel = 0;
+          for (int64_t e : slices) {
+            numel += e;
+            if (numel > z.reduce_bucket_size) {
+              add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+              numel = 0;
+            }
+          }
+          if (numel > 0)
+            add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
           continue;
         }
         std::vector<int64_t> owners, numel;

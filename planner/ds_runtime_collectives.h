@@ -37,6 +37,13 @@ const char* call_op_name(const CollectiveCall& c);
 // does not skip a world of one except where cited).
 std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z);
 
+// Stage 1/2's grads_in_partition in elements, for rank 0 and for the rank holding the most: the
+// trainable parameters in module.parameters() order are laid out in the flat buffer padded to 2N
+// elements (stage_1_and_2.py nccl_start_alignment_factor x dp world size); rank r's partition is
+// [r P, (r+1) P) with P = padded/N, and every parameter overlapping it is held whole
+// (get_partition_info / copy_grads_in_partition). Invalid (zero) for models known by size only.
+PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats& s);
+
 // The communication time of these calls issued one after another (no overlap) on `t`: each call costs
 // collective_time_s (comm_model.h) on its nccl-tests size S (all-gather: the input partition x group
 // size; dist.reduce: bus factor 1, costed as a broadcast of S). Per-call latency is what makes many

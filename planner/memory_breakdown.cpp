@@ -96,6 +96,25 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
     if (b.backward_moment != Buffer::Moment::End) start = checked_add(start, b.bytes);
     if (b.backward_moment != Buffer::Moment::Start) end = checked_add(end, b.bytes);
   }
+  // Model states at their largest, over forward, both backward moments and the step (before the
+  // smaller backward moment is dropped below): what the GPU must hold for parameters, gradients and
+  // optimizer states whichever moment peaks.
+  {
+    const auto is_state = [](const Buffer& b) {
+      return b.category == Category::Parameters || b.category == Category::Gradients ||
+             b.category == Category::OptimizerStates;
+    };
+    std::array<int64_t, 4> at{};  // forward, backward start, backward end, step
+    for (int i = 0; i < num_gpu; ++i) {
+      const Buffer& b = gpu[static_cast<size_t>(i)];
+      if (!is_state(b)) continue;
+      if (b.phases & kForward) at[0] = checked_add(at[0], b.bytes);
+      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::End) at[1] = checked_add(at[1], b.bytes);
+      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::Start) at[2] = checked_add(at[2], b.bytes);
+      if (b.phases & kStep) at[3] = checked_add(at[3], b.bytes);
+    }
+    model_states_max = *std::max_element(at.begin(), at.end());
+  }
   const Buffer::Moment dropped = end > start ? Buffer::Moment::Start : Buffer::Moment::End;
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];

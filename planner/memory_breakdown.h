@@ -72,6 +72,10 @@ struct MemoryBreakdown {
   // `with_host`: add the host buffers of that category (the CPU runtime, where host and "device"
   // memory are the same process memory).
   int64_t after_step_bytes(Category c, bool with_host = false) const;
+  // Parameters + gradients + optimizer states at their largest moment (filled by finalize()): the
+  // peak moment can be one that holds no gradients yet (the backward's start), so model_states()
+  // below, the states in the peak phase, can be smaller.
+  int64_t model_states_max = 0;
   int64_t model_states() const {
     return category(Category::Parameters) + category(Category::Gradients) +
            category(Category::OptimizerStates);

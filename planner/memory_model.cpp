@@ -185,9 +185,12 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                       "engine grad_slot/grad_ready: each bf16 grad is added to the fp32 buffer and freed")
               .after_step = false;
         } else {
-          out.add_gpu("16-bit gradients (until backward epilogue)", Category::Gradients,
-                      checked_mul(pe, psi_t), kept ? kAllPhases : kBackward,
-                      "bf16 param.grad, accumulated into fp32 at the end of backward")
+          // Alive into the step: DeepSpeed frees them in step(), not in the epilogue (recorded
+          // model_states_before_step of llama-gqa_s1_n{1,2,4}_bf16_gaccfp32, 0.18.9 and 0.19.8: 6Psi
+          // of gradient storages = the fp32 buffer + these).
+          out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
+                      kept ? kAllPhases : engine ? kBackward : uint8_t(kBackward | kStep),
+                      "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()")
               .after_step = kept;
           if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
         }
@@ -229,18 +232,51 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       }
       if (path.wrapper == OptimizerWrapper::Unsupported) break;  // the plan is refused upstream (reasons)
       // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
-      // accumulation boundary; stage 2 keeps only its partition (stage_1_and_2.py: grads_in_partition
-      // of partition size, dtype self.dtype). Both are freed at the end of step().
-      if (stage == 1)
-        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
-                    full_grad_phases, "stage 1: full gradients (ZeRO paper 2Psi)")
+      // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
+      // the rank's gradient partition, freed at the end of step():
+      //  - grads_in_partition (copy_grads_in_partition), in the model dtype, holding every parameter
+      //    that overlaps the rank's partition WHOLE (params_in_partition, get_partition_info), so a
+      //    rank holding a parameter that straddles a partition boundary holds more than 2Psi/N;
+      //    recorded (model_states_before_step, issue 23 items 3 and 4): llama-gqa at N = 2 / 4
+      //    2,360,320 / 1,179,648 B where 2Psi/N is 2,229,504 / 1,114,752 B, at stage 1 as at 2.
+      //  - with grad_accum_dtype fp32 over 16-bit weights (_use_compact_grad_partition_buffer), instead
+      //    an fp32 buffer of exactly the partition (_build_compact_grad_partition_buffer:
+      //    torch.zeros(partition_size, fp32)); recorded llama-gqa_s2_n{1,2,4}_bf16_gaccfp32: 4 x padded
+      //    Psi / N.
+      // DeepSpeed's engine only (zeroplan's native engine keeps its own rules below).
+      // (_use_compact_grad_partition_buffer is new in 0.19: 0.16.9 and 0.18.9 keep grads_in_partition in
+      // the model dtype, recorded in fixtures-other-versions/*/llama-gqa_s2_n*_bf16_gaccfp32.)
+      const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
+                           w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
+      const PartitionHoldings& held = m.params_in_partition;
+      const int64_t held_numel =
+          !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
+      const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
+      const char* gip_name = compact ? "fp32 gradient partition (compact)"
+                             : fp32  ? "fp32 gradient partition"
+                                     : "16-bit gradient partition";
+      if (stage == 1) {
+        // DeepSpeed: the full gradients live until the boundary's reduction, which copies each into
+        // the IPG bucket (or reduces it in place) and keeps only the partition for the step. The
+        // step phase is the boundary's step.
+        // With optimizer offload the reduction copies the partition to the host instead
+        // (async_inplace_copy_grad_to_fp32_buffer_from_gpu; host buffers below); recorded
+        // llama-gqa_s1_n2_bf16_offloadopt: no 16-bit gradients left when the step begins.
+        const bool ds = !engine;
+        const uint8_t phases = !ds ? full_grad_phases : z.grad_accum > 1 ? uint8_t(kForward | kBackward) : uint8_t(kBackward);
+        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t), phases,
+                    "stage 1: full gradients (ZeRO paper 2Psi)")
             .after_step = false;
-      if (stage == 1)
         out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
-      else if (!off_opt)
-        out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
-                    checked_mul(pe, part_t), full_grad_phases, "stage 2: grads_in_partition, 2Psi/N")
+        if (ds && !off_opt)
+          out.add_gpu(gip_name, Category::Gradients, gip_bytes, kStep,
+                      "stage 1: grads_in_partition after the boundary reduction, parameters in the partition whole")
+              .after_step = false;
+      } else if (!off_opt) {
+        out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
+                    "stage 2: grads_in_partition, the parameters overlapping the partition whole")
             .after_step = false;
+      }
       if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
                     checked_mul(pe, part_t), uint8_t(kBackward | kStep),
@@ -257,18 +293,34 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
                     kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
         // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
-        // re-creates it from the 16-bit partition for the optimizer step.
-        out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
-                    "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
-            .after_step = false;
+        // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
+        // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
+        // grads_in_partition, in the model dtype), then `.to(fp32)` while that copy is alive. The
+        // compact fp32 buffer (0.19) is used as it is (_get_preflattened_grad_partition, `.to` of an
+        // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
+        // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
+        // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
+        if (!compact)
+          out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
+                      "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
+              .after_step = false;
+        if (!engine && !compact && !fp32)
+          out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
+                      "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
+              .after_step = false;
       }
       // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
       if (z.contiguous_gradients || off_opt) {
         // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
         // with overlap_comm; released after the reduction (_release_ipg_buffers).
         const int64_t nbuf = z.overlap_comm ? 2 : 1;
+        // Stage 1 with accumulation: setup_buckets allocates it from the first micro-step's gradient
+        // hooks and only the boundary's reduction releases it, so it stays through the micro-steps in
+        // between (recorded llama-gqa_s1_n2_bf16_ga2: the second micro-step's forward peaks at the
+        // bucket's 1 GB above the activations).
+        const uint8_t ipg_phases = stage == 1 && z.grad_accum > 1 && !engine ? uint8_t(kAllPhases) : uint8_t(kBackward);
         out.add_gpu("gradient bucket (IPG)", Category::Buffers,
-                    checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), kBackward,
+                    checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), ipg_phases,
                     z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
                                    : "reduce_bucket_size elements")
             .after_step = false;
@@ -606,13 +658,28 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   out.host_load_per_node = checked_mul(load_per_rank, ranks_per_node);
 
   // What lives only at the start of the backward: the saved activations (freed layer by layer as
-  // the backward proceeds) and the loss and first parameter gradients.
+  // the backward proceeds) and the loss gradients. What DeepSpeed allocates only once gradients
+  // arrive belongs to its end (issue 23 item 5): the largest parameter gradient (the LM head's, made
+  // after log_softmax's backward has freed its saved output), the stage-1/2 IPG bucket
+  // (stage_1_and_2.py setup_buckets, from the first gradient hook) and stage 2's grads_in_partition
+  // (allocated at the first bucket flush, copy_grads_in_partition). Recorded:
+  // llama-gqa_s2_n4_bf16_nomultirank_rbs50k's backward peak is its start, log_softmax's backward:
+  // saved activations + the fp32 gradients of the log-probabilities and logits, none of the three.
   for (int i = 0; i < out.num_gpu; ++i) {
     Buffer& buf = out.gpu[static_cast<size_t>(i)];
     const std::string_view nm = buf.name;
+    // Stage 3 keeps the transient gradient at the start: recorded small-bucket runs
+    // (llama-gqa_s3_n{2,4}_bf16_*rbs50k) peak there, 4-5% above the start without it (not yet traced
+    // term by term).
     if (buf.category == Category::Activations || nm == "loss gradients (fp32)" ||
-        nm == "largest parameter gradient (transient)")
+        (stage == 3 && nm == "largest parameter gradient (transient)"))
       buf.backward_moment = Buffer::Moment::Start;
+    const bool arrives_with_gradients =
+        stage <= 2 && !engine &&
+        (nm == "largest parameter gradient (transient)" || nm == "gradient bucket (IPG)" ||
+         std::string_view(buf.note).rfind("stage 2: grads_in_partition", 0) == 0);
+    if (arrives_with_gradients && buf.backward_moment == Buffer::Moment::Whole && !(buf.phases & kForward))
+      buf.backward_moment = Buffer::Moment::End;
   }
   apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
   out.finalize(ranks_per_node);

@@ -84,8 +84,19 @@ struct ActivationStats {
   int64_t stage3_frozen_head_input_per_sample = 0;
 };
 
+// Stage 1/2's grads_in_partition, in elements (stage_1_and_2.py copy_grads_in_partition: `total_size
+// += param_in_partition.numel()` over params_in_partition, every trainable parameter overlapping the
+// rank's slice of the padded flat buffer, each counted whole; get_partition_info). Filled by
+// compute_model_stats from the module.parameters() order (planner/ds_runtime_collectives.h).
+struct PartitionHoldings {
+  bool valid = false;
+  int64_t rank0 = 0;    // rank 0's
+  int64_t largest = 0;  // the largest over the data-parallel ranks
+};
+
 struct MemoryStats {
   bool params_only = false;
+  PartitionHoldings params_in_partition;
 
   int64_t total_params = 0;      // Psi
   int64_t trainable_params = 0;  // full: Psi; LoRA/QLoRA: adapter parameters (PEFT semantics)

@@ -15,8 +15,8 @@ struct ModelStats {
   ComputeStats compute;
 };
 
-inline ModelStats compute_model_stats(const Workload& w) {
-  return ModelStats{compute_memory_stats(w), compute_compute_stats(w)};
-}
+// Memory and compute stats, then the stage-1/2 partition holdings (which need the parameter order of
+// planner/ds_runtime_collectives.cpp). model_stats.cpp.
+ModelStats compute_model_stats(const Workload& w);
 
 }  // namespace zeroplan::planner

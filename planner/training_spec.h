@@ -74,6 +74,12 @@ struct TrainingSpec {
   // runtime/zero/config.py): under stage 3, zero.Init swaps torch.nn.functional.linear for
   // zero3_linear_wrap (runtime/zero/linear.py). false keeps torch's own linear, as PyTorch FSDP does.
   bool memory_efficient_linear = true;
+  // Which data-parallel rank's memory is modelled. DeepSpeed's partitions are not equal: stage 1/2's
+  // grads_in_partition holds every parameter that overlaps the rank's partition whole
+  // (stage_1_and_2.py copy_grads_in_partition sums params_in_partition), so ranks holding a parameter
+  // that straddles a partition boundary hold more. Unset: the rank holding the most (the one that runs
+  // out of memory first); 0: rank 0, which the conformance harness records (tests/deepspeed).
+  std::optional<int> modelled_rank;
 };
 
 struct Workload {

@@ -143,7 +143,9 @@ TEST(MemoryModelProperties, RealModelStatesNeverGrowWithMoreGpus) {
         w.model = llama2_7b_spec();
         w.train.method = method;
         w.cluster = cluster(n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
-        const int64_t ms = estimate(w, stage).model_states();
+        // Model states at their largest moment: the peak moment (the backward's start when activations
+        // dominate) may hold no gradients yet, so the states in the peak phase are not monotone.
+        const int64_t ms = estimate(w, stage).model_states_max;
         EXPECT_LE(ms, prev) << to_string(method) << " stage " << stage << " N " << n;
         prev = ms;
       }
@@ -153,8 +155,8 @@ TEST(MemoryModelProperties, RealModelStatesNeverGrowWithMoreGpus) {
 TEST(MemoryModelProperties, HigherStagesHoldFewerModelStates) {
   for (int n : {1, 4, 16, 64}) {
     const Workload w = params_workload(7'500'000'000, n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
-    const int64_t s0 = estimate(w, 0).model_states(), s1 = estimate(w, 1).model_states(),
-                  s2 = estimate(w, 2).model_states(), s3 = estimate(w, 3).model_states();
+    const int64_t s0 = estimate(w, 0).model_states_max, s1 = estimate(w, 1).model_states_max,
+                  s2 = estimate(w, 2).model_states_max, s3 = estimate(w, 3).model_states_max;
     EXPECT_LE(s3, s2) << n;
     EXPECT_LE(s2, s1) << n;
     EXPECT_LE(s1, s0) << n;
@@ -224,7 +226,7 @@ TEST(MemoryModelProperties, ActivationsAreLinearInMicroBatch) {
         a4 += four.gpu[static_cast<size_t>(i)].bytes;
     EXPECT_GT(a1, 0);
     EXPECT_EQ(a4, 4 * a1) << to_string(ck);
-    EXPECT_EQ(one.model_states(), four.model_states());
+    EXPECT_EQ(one.model_states_max, four.model_states_max);
   }
 }
 
@@ -237,7 +239,14 @@ TEST(MemoryModelProperties, CheckpointingOrdersActivationMemory) {
   auto act = [&](Checkpointing ck) {
     ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
     z.checkpointing = ck;
-    return estimate_memory(w, s, z).category(Category::Activations);
+    // The activations the forward saves (the peak phase may be another one: the step, or the
+    // backward's end once DeepSpeed's gradient buffers are counted there).
+    const MemoryBreakdown m = estimate_memory(w, s, z);
+    int64_t a = 0;
+    for (int i = 0; i < m.num_gpu; ++i)
+      if (m.gpu[static_cast<size_t>(i)].category == Category::Activations && (m.gpu[static_cast<size_t>(i)].phases & kForward))
+        a += m.gpu[static_cast<size_t>(i)].bytes;
+    return a;
   };
   EXPECT_LT(act(Checkpointing::Full), act(Checkpointing::Selective));
   EXPECT_LT(act(Checkpointing::Selective), act(Checkpointing::None));
@@ -256,8 +265,8 @@ TEST(MemoryModelProperties, RealModelStagesOrderedFromTwoGpus) {
     w.model = llama2_7b_spec();
     w.cluster = cluster(n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
     w.train.precision = Precision::FP16;
-    const int64_t s0 = estimate(w, 0).model_states(), s1 = estimate(w, 1).model_states(),
-                  s2 = estimate(w, 2).model_states(), s3 = estimate(w, 3).model_states();
+    const int64_t s0 = estimate(w, 0).model_states_max, s1 = estimate(w, 1).model_states_max,
+                  s2 = estimate(w, 2).model_states_max, s3 = estimate(w, 3).model_states_max;
     EXPECT_LT(s3, s2) << n;
     EXPECT_LT(s2, s1) << n;
     EXPECT_LT(s1, s0) << n;
@@ -398,12 +407,17 @@ TEST(MemoryModelBuffers, LargestGradientIsTransientInStages2And3) {
   Workload w;
   w.model = llama2_7b_spec();
   w.cluster = cluster(1, 4);
+  // Stage 2: DeepSpeed makes it once gradients arrive (issue 23 item 5: the LM head's, after
+  // log_softmax's backward), so it belongs to the backward's end moment, which finalize() drops from the
+  // phase when the start (activations) is larger; stage 3 keeps it at the start (recorded small-bucket
+  // runs). Never in the forward or the step.
   for (int stage : {2, 3}) {
     const auto m = estimate(w, stage);  // find_buffer points into it: keep it alive
     const Buffer* b = find_buffer(m, "largest parameter gradient (transient)");
     ASSERT_NE(b, nullptr) << stage;
     EXPECT_EQ(b->bytes, 262'144'000);
-    EXPECT_EQ(b->phases, kBackward);
+    EXPECT_EQ(b->phases & ~kBackward, 0) << stage;
+    EXPECT_EQ(b->backward_moment, stage == 2 ? Buffer::Moment::End : Buffer::Moment::Start) << stage;
   }
   const auto m1 = estimate(w, 1);
   EXPECT_EQ(find_buffer(m1, "largest parameter gradient (transient)"), nullptr);
@@ -457,7 +471,10 @@ TEST(MemoryModelLora, GradientsAndOptimizerOnlyForAdapters) {
   // LoRA r = 16 on all seven Llama-2-7B projections: 39,976,960 adapter params, stage 2 on N = 4.
   // parameters = 2 * 39,976,960 (adapters) + 2 * 6,738,415,616 (frozen base, replicated)
   //            = 79,953,920 + 13,476,831,232 = 13,556,785,152
-  // gradients = 2 * ceil(39,976,960 / 4) = 19,988,480; optimizer = 12 * 9,994,240 = 119,930,880.
+  // gradients: grads_in_partition holds each adapter overlapping the rank's partition whole (issue 23
+  // item 3), so between 2 * ceil(39,976,960 / 4) = 19,988,480 and that plus two whole adapters at its
+  // ends, the largest being down_proj's lora_A or gate/up's lora_B, 16 x 11,008 = 176,128 elements:
+  // 19,988,480 + 2 x 2 x 176,128 = 20,693,000; optimizer = 12 * 9,994,240 = 119,930,880.
   Workload w;
   w.model = llama2_7b_spec();
   w.train.method = Method::LoRA;
@@ -465,7 +482,10 @@ TEST(MemoryModelLora, GradientsAndOptimizerOnlyForAdapters) {
   w.cluster = cluster(1, 4);
   const auto m = estimate(w, 2);
   EXPECT_EQ(m.category(Category::Parameters), 13'556'785'152);
-  EXPECT_EQ(m.category(Category::Gradients), 19'988'480);
+  const Buffer* g = find_buffer(m, "16-bit gradient partition");
+  ASSERT_NE(g, nullptr);
+  EXPECT_GE(g->bytes, 19'988'480);
+  EXPECT_LE(g->bytes, 20'693'000);
   EXPECT_EQ(m.category(Category::OptimizerStates), 119'930'880);
 }
 

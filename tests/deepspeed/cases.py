@@ -250,6 +250,14 @@ def _build():
     add(family="qwen3_moe", stage=3, world=2, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
     add(family="qwen3_moe", stage=3, world=2, zero=dict({"reduce_bucket_size": 50000}, **no_leaf),
         tag="rbs50k_leafoff")
+    # 16. Issue 23: reductions where a gradient is larger than the bucket (extra_large_param_to_reduce)
+    # and straddles a partition boundary (average_tensor cuts it into one slice per owner;
+    # allreduce_and_scatter flushes when the running numel exceeds the bucket), at 4 ranks; stage 1
+    # with overlap_comm, which reduces from the gradient hooks in backward order. (A 0-element bucket is
+    # refused: runtime/zero/config.py reduce_bucket_size Field(gt=0); tests/deepspeed_configs records it.)
+    for stage in (1, 2):
+        add(stage=stage, world=4, zero={"reduce_bucket_size": 50000}, tag="rbs50k")
+    add(stage=1, world=4, zero={"overlap_comm": True, "reduce_bucket_size": 50000}, tag="overlap_rbs50k")
     # 15. DeepSpeed AutoEP expert parallelism (ds_config "expert_parallel", module_inject/auto_ep*.py:
     # the HF MoE block replaced by AutoEPMoELayer, experts split over autoep_size ranks, the expert
     # parameters in their own expert-data-parallel ZeRO group, all_to_all_single dispatch/combine).
