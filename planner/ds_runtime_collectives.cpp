@@ -268,6 +268,36 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
   return o;
 }
 
+// param_order builds the model's tensor inventory (strings per tensor): the search prices many
+// candidates of one workload, so the order is kept per (workload, leaf setting) on the calling thread.
+// The reference stays valid until this thread's next call (the cache may then move its entries).
+const ParamOrder& cached_param_order(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
+  struct Entry {
+    const void* stats;
+    int64_t total, trainable;
+    std::string model;
+    int leaf;  // -1 below stage 3, else the effective MoeLeaf
+    int version, method;
+    int64_t lora_rank;
+    std::vector<std::string> targets;
+    ParamOrder order;
+  };
+  thread_local std::vector<Entry> cache;
+  const int leaf = z.stage == 3 ? static_cast<int>(effective_moe_leaf(w, z)) : -1;
+  const std::string model = w.model.name + "/" + w.model.model_type;
+  for (const Entry& e : cache)
+    if (e.stats == &s && e.total == s.mem.total_params && e.trainable == s.mem.trainable_params && e.model == model &&
+        e.leaf == leaf && e.version == static_cast<int>(w.train.deepspeed_version) &&
+        e.method == static_cast<int>(w.train.method) && e.lora_rank == w.train.lora_rank &&
+        e.targets == w.train.lora_targets)
+      return e.order;
+  if (cache.size() >= 8) cache.erase(cache.begin());
+  cache.push_back({&s, s.mem.total_params, s.mem.trainable_params, model, leaf,
+                   static_cast<int>(w.train.deepspeed_version), static_cast<int>(w.train.method),
+                   w.train.lora_rank, w.train.lora_targets, param_order(w, s, z)});
+  return cache.back().order;
+}
+
 // Greedy bucketing shared by stages 1-3: flush when the next gradient would overflow the bucket
 // (and the bucket is not empty). Returns the indices (into grads_in_order) of each flush, in order.
 std::vector<std::vector<size_t>> bucket_flush_members(const std::vector<int64_t>& grads_in_order, int64_t bucket) {
@@ -344,14 +374,16 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   if (path.wrapper == OptimizerWrapper::Unsupported) return out;
   // engine.py communication_data_type: the config's value, else fp16/bf16 when enabled, else fp32.
   const int64_t comm = elem_bytes_of(w.train.precision);
+  int micro_step = -1;  // set inside the per-micro-step loops below; -1: once per step
   auto add = [&](Phase ph, CollectiveKind k, int64_t bytes, int64_t eb, const char* caller) {
     out.push_back(CollectiveCall{ph, k, bytes, eb, n, caller});
+    out.back().micro_step = micro_step;
   };
 
   // module.parameters() order: DeepSpeed's flat buffers, the stage-0 all-reduce, stage 1's
   // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
   // persistent-parameter list. Stages 2 and 3 reduce from autograd hooks, in reverse execution order.
-  const ParamOrder order = param_order(w, s, z);
+  const ParamOrder& order = cached_param_order(w, s, z);
   const std::vector<int64_t>& all = order.numel;  // every parameter (stage 3 partitions frozen ones too)
   // The trainable ones (DeepSpeed's optimizer groups), in module.parameters() order.
   std::vector<int64_t> grads;
@@ -419,6 +451,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     const auto flushes = bucket_flush_members(reduce_order, z.reduce_bucket_size);
     for (int64_t m = 0; m < reductions; ++m)
       for (const auto& members : flushes) {
+        micro_step = stage == 2 ? static_cast<int>(m) : -1;  // stage 1: once, at the boundary
         if (!per_owner) {
           if (!z.reduce_scatter || N == 1) {
             // gradient_reduction_w_predivide: one all_reduce of the flush (a world of one: every slice
@@ -485,6 +518,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
           out.back().to_one_rank = true;
         }
       }
+    micro_step = -1;
     // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
     // Only in 0.19.8 (recorded: tests/deepspeed/fixtures-other-versions/0.16.9 and 0.18.9 issue the norm
     // all-reduce alone).
@@ -531,6 +565,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     for (size_t i = 0; i < P; ++i) available[i] = persistent(i);
     const size_t fwd_len = order.fwd_modules.size();
     for (int64_t micro = 0; micro < accum; ++micro) {
+      micro_step = static_cast<int>(micro);
       size_t queue = 0;  // position in param_trace
       std::vector<int64_t> recent(P, static_cast<int64_t>(-1e10));
       int64_t n_available = 0;
@@ -604,6 +639,7 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
     }
   }
+  micro_step = -1;
   // stage3.py _get_norm_groups: one norm all_reduce per sub-group (fp16_groups), fp64 from
   // get_grad_norm_direct, fp32 from complete_grad_norm_calculation_for_cpu_offload with optimizer
   // offload. Sub-groups (_create_fp16_sub_groups): parameters in order, a group closed once its

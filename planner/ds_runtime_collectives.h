@@ -26,6 +26,9 @@ struct CollectiveCall {
   // dist.reduce to one rank (stage_1_and_2.py allreduce_bucket with `rank=dst`): the bytes of an
   // all-reduce, the result kept by one rank (nccl-tests' reduce: bus factor 1).
   bool to_one_rank = false;
+  // The micro-step (0-based) of a call repeated every micro-step; -1 for a call issued once per
+  // optimizer step (the step's own calls, stage 0/1's boundary reduction).
+  int micro_step = -1;
 };
 
 // The op name the conformance harness records: "all_reduce", "reduce", "reduce_scatter", "all_gather".

@@ -71,6 +71,7 @@
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
+#include "planner/collective_families.h"
 #include "planner/expert_parallel.h"
 #include "planner/op_model.h"
 
@@ -392,7 +393,52 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   const int64_t reduce_bytes =
       bf16_optimizer && engine && engine_gradient_rules().bf16_optimizer_allreduces_fp32 ? 4 : grad_bytes;
   const Buckets b = buckets_of(trainable, z.reduce_bucket_size, reduce_bytes);
-  if (z.stage == 0 || z.stage == 1) {
+  // DeepSpeed's own runs: every collective from its per-call list (planner/collective_families.h),
+  // the one account `check --json`, `--json` and the report print. zeroplan's native engine, models
+  // known by size only and QLoRA (whose frozen NF4 gathers the list does not carry) keep the bucket
+  // arithmetic below.
+  const bool ds_calls = !engine && !w.model.params_only && w.train.method != Method::QLoRA;
+  CallFamilies fam;
+  if (ds_calls) fam = deepspeed_call_families(w, ms, z, topo);
+  auto add_family = [&](const char* name, CallFamilyId id) {
+    const CallFamily& f = fam[id];
+    if (f.calls <= 0 || n <= 1 || st.num_collectives >= kMaxCollectives) return 0.0;
+    st.collectives[st.num_collectives++] = {name, f.kind, f.calls, f.largest_bytes, f.bus_bytes_per_rank, f.time_s, 0};
+    return f.time_s;
+  };
+  auto set_exposed = [&](double e) {
+    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = e;
+  };
+  if (ds_calls) {
+    const CallFamily& g = fam[kGradientReduction];
+    if (z.stage <= 1) {
+      const char* nm = g.to_owner      ? "gradient reduce to owning ranks (accumulation boundary)"
+                       : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
+                                      : "bucketed gradient all-reduce (accumulation boundary)";
+      const double t = add_family(nm, kGradientReduction);
+      // Stage 1 with overlap_comm reduces from the gradient hooks during the boundary's backward.
+      const double e = z.stage == 1 && z.overlap_comm ? std::max(g.last_s, t - hideable(g.calls)) : t;
+      if (t > 0) set_exposed(e);
+      exposed += t > 0 ? e : 0.0;
+    } else if (z.stage == 2) {
+      const double t = add_family(g.to_owner ? "gradient reduce to owning ranks (every micro-step)"
+                                             : "bucketed gradient all-reduce (every micro-step)",
+                                  kGradientReduction);
+      const double per_micro = t / static_cast<double>(accum);
+      const int64_t calls_per_micro = g.calls / accum;
+      const double e = z.overlap_comm ? std::max(g.last_s, per_micro - hideable(calls_per_micro)) : per_micro;
+      if (t > 0) set_exposed(e * static_cast<double>(accum));
+      exposed += t > 0 ? e * static_cast<double>(accum) : 0.0;
+    }
+    // After the backward: the overflow check's and the gradient norm's scalar all-reduces, then the
+    // step; nothing hides them.
+    const double ts = add_family("step scalar all-reduces (overflow, grad norm)", kStepScalars);
+    if (ts > 0) set_exposed(ts);
+    exposed += ts;
+    const double tg = add_family("step-end parameter all-gather", kStepEndGather);
+    if (tg > 0) set_exposed(tg);
+    exposed += tg;
+  } else if (z.stage == 0 || z.stage == 1) {
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                   : "bucketed gradient all-reduce (accumulation boundary)";
     const double t =
@@ -417,7 +463,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     if (st.num_collectives > 0)
       st.collectives[st.num_collectives - 1].exposed_s = e * static_cast<double>(accum);
   }
-  if (z.stage == 1 || z.stage == 2 || bf16_optimizer) {
+  if (!ds_calls && (z.stage == 1 || z.stage == 2 || bf16_optimizer)) {
     // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer
     // (stage_1_and_2.py step and bf16_optimizer.py update_lp_params both call all_gather_dp_groups).
     const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
@@ -445,9 +491,20 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     const Stage3Fetches& d = s.comm.stage3_default;
     const bool use_default = cached && d.valid && d.persistence_threshold == z.param_persistence_threshold &&
                              d.max_reuse_distance == z.max_reuse_distance && d.elem_bytes == grad_bytes;
-    const Stage3Fetches f = use_default ? d
-                                        : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold,
-                                                                 z.max_reuse_distance, grad_bytes);
+    // The fetch passes of one micro-step: DeepSpeed's recorded-order fetches (one coalesced gather
+    // per fetch and per prefetch, partitioned_param_coordinator.py) averaged over the micro-steps, or
+    // the per-module estimate where the list does not apply.
+    const auto per_micro = [&](const CallFamily& c) {
+      const double a = static_cast<double>(accum);
+      return FetchPass{c.calls / accum, c.bus_bytes_per_rank / accum, c.largest_bytes, c.time_s / a, c.first_s,
+                       c.input_bytes / accum};
+    };
+    const Stage3Fetches f =
+        ds_calls ? Stage3Fetches{true, z.param_persistence_threshold, z.max_reuse_distance, grad_bytes,
+                                 per_micro(fam[kStage3ForwardGathers]), per_micro(fam[kStage3BackwardGathers])}
+        : use_default ? d
+                      : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold, z.max_reuse_distance,
+                                               grad_bytes);
     const FetchPass& pf = f.forward;
     const FetchPass& pb = f.backward;
     const bool prefetch = z.prefetch_bucket_size > 0;
@@ -485,19 +542,22 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     }
     const int rs_index = st.num_collectives;
     const double trs =
-        add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
-                       CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes) /
+        (ds_calls ? add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
+                  : add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
+                                   CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes)) /
         af;
-    const double last_rs = timer(CollectiveKind::ReduceScatter, rb.last_bytes);
+    const double last_rs =
+        ds_calls ? fam[kStage3ReduceScatter].last_s : timer(CollectiveKind::ReduceScatter, rb.last_bytes);
+    const int64_t rs_calls = ds_calls ? fam[kStage3ReduceScatter].calls / accum : rb.count;
     // Backward: re-gathers are hidden by prefetch (except the first), the reduce-scatter by
     // overlap_comm (except the last bucket); what is hidden shares the backward's duration.
     double eb = 0;
     if (prefetch && z.overlap_comm) {
-      eb = std::max({pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro, trs - hideable(rb.count)});
+      eb = std::max({pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro, trs - hideable(rs_calls)});
     } else if (prefetch) {
       eb = trs + pb.first_s + std::max(0.0, tb - pb.first_s - bwd_micro);
     } else if (z.overlap_comm) {
-      eb = tb + (trs > 0 ? std::max(last_rs, trs - hideable(rb.count)) : 0.0);
+      eb = tb + (trs > 0 ? std::max(last_rs, trs - hideable(rs_calls)) : 0.0);
     } else {
       eb = tb + trs;
     }
@@ -524,7 +584,12 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // DeepSpeedZeroOptimizer_Stage3._post_step -> persistent_parameters[0].all_gather(...). One
     // coalesced call per step over every rank's padded partitions (ceil(numel/N) per tensor); nothing
     // runs after the step, so it is exposed.
-    {
+    if (ds_calls) {
+      // partition_parameters.py _allgather_params_coalesced: one all-gather per persistent parameter.
+      const double tp = add_family("stage-3 persistent-parameter all-gathers after step", kPersistentGathers);
+      exposed += tp;
+      if (tp > 0) set_exposed(tp);
+    } else {
       const int64_t t = z.param_persistence_threshold;
       const int64_t per_rank = ms.mem.trainable_tensors.partition_numel_at_or_below(t, n) +
                                ms.mem.frozen_tensors.partition_numel_at_or_below(t, n);

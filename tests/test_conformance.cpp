@@ -37,6 +37,7 @@
 #include "planner/ds_runtime_collectives.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
+#include "planner/time_model.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -294,6 +295,32 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
       CONFORM(check.c_str(), ds == zp, "DeepSpeed " << ds.size() << " calls: " << join(ds) << "\n  planner " << zp.size()
                                                     << " calls: " << join(zp));
     }
+  }
+
+  // ---- the collectives `check --json` and `--json` report (issue 23 items 7-9): the time model's
+  // families (planner/collective_families.h), priced on a real cluster of the fixture's size, must
+  // count the calls DeepSpeed made, per kind. The time model prices no collective on one rank.
+  if (fx.contains("collectives") && c.w.cluster.world_size() > 1) {
+    const json& ignored = exceptions().value("ignored_callers", json::object());
+    std::map<std::string, int64_t> ds_calls, zp_calls;
+    for (const auto& x : fx["collectives"]) {
+      if (ignored.contains(x.value("caller", ""))) continue;
+      std::string op = x["op"].get<std::string>();
+      if (op == "reduce") op = "all_reduce";  // dist.reduce to the owner: the all-reduce family's calls
+      if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") ++ds_calls[op];
+    }
+    Workload priced = c.w;
+    priced.cluster = hw::parse_cluster(std::to_string(c.w.cluster.world_size()) + "xA100");
+    const StepTime t = estimate_time(priced, stats, c.z);
+    for (int i = 0; i < t.num_collectives; ++i) {
+      const CollectiveCost& cc = t.collectives[static_cast<size_t>(i)];
+      if (cc.kind == CollectiveKind::AllToAll) continue;
+      zp_calls[collective_name(cc.kind)] += cc.count;
+    }
+    std::ostringstream a, b;
+    for (const auto& [k, v] : ds_calls) a << k << " " << v << "; ";
+    for (const auto& [k, v] : zp_calls) b << k << " " << v << "; ";
+    CONFORM("check_json_collectives", ds_calls == zp_calls, "DeepSpeed " << a.str() << "planner " << b.str());
   }
 
   // ---- saved activations (one micro-batch's forward)
