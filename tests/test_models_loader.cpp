@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/errors.h"
+#include "common/json_file.h"
 #include "models/model_spec.h"
 
 namespace zeroplan::models {
@@ -78,6 +79,26 @@ TEST(Loader, UserConfigFileAndFolder) {
   EXPECT_EQ(m.name, file);
   EXPECT_EQ(m.num_parameters(), 6'738'415'616);  // same shapes as Llama-2-7B (see test_models.cpp)
   EXPECT_EQ(load_model(dir.path() + "/llama").num_parameters(), 6'738'415'616);
+}
+
+// transformers writes config.json with Python's json (allow_nan=True): Granite-4's mamba
+// `time_step_limit` is `[0.0, Infinity]` in the released file (issue 29). Python reads it; so must we,
+// and a token inside a string stays text. A malformed file still reports the user's own position.
+TEST(Loader, PythonInfinityAndNaNTokensAreRead) {
+  TempDir dir;
+  std::string text = llama_config().dump(2);
+  text.insert(text.rfind('}'),
+              ",\n  \"time_step_limit\": [0.0, Infinity],\n  \"floor\": -Infinity,\n"
+              "  \"ratio\": NaN,\n  \"note\": \"NaN and Infinity in a string\"\n");
+  const auto m = load_model(dir.write("granite/config.json", text));
+  EXPECT_EQ(m.num_parameters(), 6'738'415'616);
+  const json j = read_json_file(dir.path() + "/granite/config.json", "model config");
+  EXPECT_GT(j["time_step_limit"][1].get<double>(), 1e308);
+  EXPECT_LT(j["floor"].get<double>(), -1e308);
+  EXPECT_TRUE(j["ratio"].is_null());
+  EXPECT_EQ(j["note"], "NaN and Infinity in a string");
+  expect_user_error([&] { load_model(dir.write("bad_inf.json", "{\"a\": Infinity,\n \"b\": }")); },
+                    {"not valid JSON at line 2"});
 }
 
 TEST(Loader, BadFiles) {
@@ -195,7 +216,8 @@ TEST(Loader, UnknownFamilyWithStructuralFieldsIsRefused) {
   moe["model_type"] = "mycorp_moe";
   moe["num_experts"] = 64;
   moe["moe_intermediate_size"] = 1024;
-  expect_user_error([&] { parse(moe); }, {"mycorp_moe", "'num_experts'", "'moe_intermediate_size'", "safetensors"});
+  expect_user_error([&] { parse(moe); },
+                    {"mycorp_moe", "'num_experts'", "'moe_intermediate_size'", "safetensors"});
   json mla = llama_config();
   mla["model_type"] = "mycorp_mla";
   mla["kv_lora_rank"] = 512;
@@ -225,7 +247,8 @@ TEST(Loader, UnknownFamilyWithStructuralFieldsIsRefused) {
 }
 
 TEST(Loader, VisionLanguageConfigPlansItsTextTower) {
-  json j = {{"model_type", "llava"}, {"text_config", llama_config()}, {"vision_config", {{"hidden_size", 1024}}}};
+  json j = {
+      {"model_type", "llava"}, {"text_config", llama_config()}, {"vision_config", {{"hidden_size", 1024}}}};
   const auto m = parse(j);
   EXPECT_EQ(m.model_type, "llama");
   EXPECT_EQ(m.text_config_of, "llava");
@@ -241,10 +264,10 @@ TEST(Loader, VisionLanguageConfigPlansItsTextTower) {
 // Qwen3-MoE layer selection by hand: 4 layers, h=64, 8 heads of 8 (head_dim given), 2 kv heads,
 // dense MLP 128, experts 4 x 32 wide, 2 per token, vocab 100, untied.
 TEST(Loader, QwenMoeSparseLayersByHand) {
-  json j = {{"model_type", "qwen3_moe"}, {"hidden_size", 64},          {"num_hidden_layers", 4},
-            {"num_attention_heads", 8},  {"num_key_value_heads", 2},  {"head_dim", 8},
+  json j = {{"model_type", "qwen3_moe"}, {"hidden_size", 64},           {"num_hidden_layers", 4},
+            {"num_attention_heads", 8},  {"num_key_value_heads", 2},    {"head_dim", 8},
             {"intermediate_size", 128},  {"moe_intermediate_size", 32}, {"num_experts", 4},
-            {"num_experts_per_tok", 2},  {"vocab_size", 100},         {"decoder_sparse_step", 2},
+            {"num_experts_per_tok", 2},  {"vocab_size", 100},           {"decoder_sparse_step", 2},
             {"mlp_only_layers", {3}}};
   const auto m = parse(j);
   // sparse: (i+1) % 2 == 0 and i not in {3} -> only layer 1.
@@ -263,18 +286,18 @@ TEST(Loader, QwenMoeSparseLayersByHand) {
 // DeepSeek MLA + MoE by hand: 3 layers, first_k_dense_replace 1, h=64, 4 heads, q_lora 16, kv_lora 8,
 // rope 4, nope 8, v 6, dense MLP 96, 8 routed experts of 16, 2 shared (one MLP of 32), top-2.
 TEST(Loader, DeepseekMlaAndMoeByHand) {
-  json j = {{"model_type", "deepseek_v3"}, {"hidden_size", 64},       {"num_hidden_layers", 3},
-            {"num_attention_heads", 4},    {"num_key_value_heads", 4}, {"intermediate_size", 96},
-            {"vocab_size", 100},           {"q_lora_rank", 16},        {"kv_lora_rank", 8},
-            {"qk_rope_head_dim", 4},       {"qk_nope_head_dim", 8},    {"v_head_dim", 6},
-            {"n_routed_experts", 8},       {"num_experts_per_tok", 2}, {"n_shared_experts", 2},
+  json j = {{"model_type", "deepseek_v3"}, {"hidden_size", 64},         {"num_hidden_layers", 3},
+            {"num_attention_heads", 4},    {"num_key_value_heads", 4},  {"intermediate_size", 96},
+            {"vocab_size", 100},           {"q_lora_rank", 16},         {"kv_lora_rank", 8},
+            {"qk_rope_head_dim", 4},       {"qk_nope_head_dim", 8},     {"v_head_dim", 6},
+            {"n_routed_experts", 8},       {"num_experts_per_tok", 2},  {"n_shared_experts", 2},
             {"moe_intermediate_size", 16}, {"first_k_dense_replace", 1}};
   const auto m = parse(j);
   EXPECT_TRUE(m.mla);
   const int64_t attn = 64 * 16 + 16 + 16 * 4 * 12  // q_a_proj, q_a_layernorm, q_b_proj (nope+rope = 12)
-                       + 64 * (8 + 4) + 8           // kv_a_proj_with_mqa, kv_a_layernorm
-                       + 8 * 4 * (8 + 6)            // kv_b_proj
-                       + 4 * 6 * 64;                // o_proj
+                       + 64 * (8 + 4) + 8          // kv_a_proj_with_mqa, kv_a_layernorm
+                       + 8 * 4 * (8 + 6)           // kv_b_proj
+                       + 4 * 6 * 64;               // o_proj
   const int64_t norms = 2 * 64;
   const int64_t dense = 3 * 96 * 64;
   const int64_t moe = 8 * 64 + 8 * 3 * 16 * 64 + 3 * 32 * 64;  // router, routed, shared (2 x 16)
@@ -422,8 +445,9 @@ TEST(Lora, FusedAndTiedModules) {
 // PEFT counts on the new families' module names, by hand (r * (in + out) per targeted Linear).
 TEST(Lora, MoeAndMlaModuleNames) {
   // Qwen3-30B-A3B, attention only, r=8: q 2048->4096, k/v 2048->512, o 4096->2048; 48 layers.
-  EXPECT_EQ(lora_trainable_parameters(load_model("qwen3-30b-a3b"), 8, {"q_proj", "k_proj", "v_proj", "o_proj"}),
-            48LL * 8 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048)));
+  EXPECT_EQ(
+      lora_trainable_parameters(load_model("qwen3-30b-a3b"), 8, {"q_proj", "k_proj", "v_proj", "o_proj"}),
+      48LL * 8 * ((2048 + 4096) + 2 * (2048 + 512) + (4096 + 2048)));
   // DeepSeek-V3 MLA projections, r=8: q_a 7168->1536, q_b 1536->128*192, kv_a 7168->576, kv_b 512->128*256,
   // o 128*128->7168; 61 layers.
   EXPECT_EQ(lora_trainable_parameters(load_model("deepseek-v3"), 8,
