@@ -162,6 +162,11 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--attention", f.attention,
                  "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")
       ->group(t);
+  app.add_option("--kernels", f.kernels,
+                 "Comma list of the kernels the training script runs: sdpa | fa2 | flash (attention "
+                 "without the s^2 scores, the default) | eager (attention scores materialised) | liger "
+                 "(Liger-Kernel, use_liger_kernel=True: fused linear cross-entropy, no b*s*V logits)")
+      ->group(t);
   app.add_option("--deepspeed-version", f.deepspeed_version,
                  "DeepSpeed release whose runtime is modelled: 0.16.9 | 0.18.9 | 0.19.8 (default, newest)")
       ->group(t);
@@ -226,6 +231,25 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.attention = parse_choice<planner::Attention>(
       f.attention, "--attention",
       {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
+  if (!f.kernels.empty()) {
+    // --kernels refines --attention: sdpa/fa2/flash and eager pick the attention path, liger the loss.
+    size_t start = 0;
+    while (start <= f.kernels.size()) {
+      const size_t comma = f.kernels.find(',', start);
+      const std::string k =
+          f.kernels.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (k == "sdpa" || k == "fa2" || k == "flash")
+        t.attention = planner::Attention::Flash;
+      else if (k == "eager")
+        t.attention = planner::Attention::Eager;
+      else if (k == "liger")
+        t.liger = true;
+      else
+        throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, flash, eager, liger", k);
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  }
   t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
   t.moe_leaf = parse_choice<planner::MoeLeaf>(
       f.z3_leaf_moe, "--z3-leaf-moe",

@@ -293,6 +293,9 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
       s += "    gradient_checkpointing=False,\n";
       break;
   }
+  // --kernels liger: the Trainer applies Liger-Kernel to the model (transformers integrations/liger.py);
+  // the plan's loss memory assumed its fused linear cross-entropy.
+  if (w.train.liger) s += "    use_liger_kernel=True,\n";
   s += fmt::format("    deepspeed={},\n", py_string(config_path));
   s += ")\n";
   for (const auto& warning : emit_warnings(w, p))

@@ -189,7 +189,9 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
           // model_states_before_step of llama-gqa_s1_n{1,2,4}_bf16_gaccfp32, 0.18.9 and 0.19.8: 6Psi
           // of gradient storages = the fp32 buffer + these).
           out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
-                      kept ? kAllPhases : engine ? kBackward : uint8_t(kBackward | kStep),
+                      kept     ? kAllPhases
+                      : engine ? kBackward
+                               : uint8_t(kBackward | kStep),
                       "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()")
               .after_step = kept;
           if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
@@ -251,7 +253,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       const PartitionHoldings& held = m.params_in_partition;
       const int64_t held_numel =
           !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
-      const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
+      const int64_t gip_bytes =
+          compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
       const char* gip_name = compact ? "fp32 gradient partition (compact)"
                              : fp32  ? "fp32 gradient partition"
                                      : "16-bit gradient partition";
@@ -263,14 +266,17 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // (async_inplace_copy_grad_to_fp32_buffer_from_gpu; host buffers below); recorded
         // llama-gqa_s1_n2_bf16_offloadopt: no 16-bit gradients left when the step begins.
         const bool ds = !engine;
-        const uint8_t phases = !ds ? full_grad_phases : z.grad_accum > 1 ? uint8_t(kForward | kBackward) : uint8_t(kBackward);
-        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t), phases,
-                    "stage 1: full gradients (ZeRO paper 2Psi)")
+        const uint8_t phases = !ds                ? full_grad_phases
+                               : z.grad_accum > 1 ? uint8_t(kForward | kBackward)
+                                                  : uint8_t(kBackward);
+        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
+                    phases, "stage 1: full gradients (ZeRO paper 2Psi)")
             .after_step = false;
         out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
         if (ds && !off_opt)
           out.add_gpu(gip_name, Category::Gradients, gip_bytes, kStep,
-                      "stage 1: grads_in_partition after the boundary reduction, parameters in the partition whole")
+                      "stage 1: grads_in_partition after the boundary reduction, parameters in the partition "
+                      "whole")
               .after_step = false;
       } else if (!off_opt) {
         out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
@@ -305,8 +311,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                       "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
               .after_step = false;
         if (!engine && !compact && !fp32)
-          out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
-                      "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
+          out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t),
+                      kStep, "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
               .after_step = false;
       }
       // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
@@ -318,7 +324,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
         // hooks and only the boundary's reduction releases it, so it stays through the micro-steps in
         // between (recorded llama-gqa_s1_n2_bf16_ga2: the second micro-step's forward peaks at the
         // bucket's 1 GB above the activations).
-        const uint8_t ipg_phases = stage == 1 && z.grad_accum > 1 && !engine ? uint8_t(kAllPhases) : uint8_t(kBackward);
+        const uint8_t ipg_phases =
+            stage == 1 && z.grad_accum > 1 && !engine ? uint8_t(kAllPhases) : uint8_t(kBackward);
         out.add_gpu("gradient bucket (IPG)", Category::Buffers,
                     checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), ipg_phases,
                     z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
@@ -603,19 +610,50 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
       out.add_gpu(
           "rotary cos/sin + position ids", Category::Activations, a.rope_tables, kFwdBwd,
           "[1, s, head_dim] cos and sin + [1, s] int64 positions, shared by the layers (memory_stats.cpp)");
-    const int64_t emb_head = checked_mul(a.embedding_per_sample + a.head_per_sample, b);
+    // Liger's fused linear cross-entropy saves its input gradient instead of the head's input (below).
+    const bool liger = w.train.liger && !engine;
+    const int64_t emb_head =
+        checked_mul(a.embedding_per_sample + a.head_per_sample - (liger ? a.head_input_per_sample : 0), b);
     if (emb_head > 0)
       out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,
                   "final norm + lm_head input (and the embedding dropout mask of GPT-style models)");
-    out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
-                checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
-                "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)");
-    out.add_gpu("logits + fp32 upcast", Category::Buffers,
-                checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
-                "lm_head output b*s*V and `logits.float()` at the loss (transient)");
-    out.add_gpu("loss gradients (fp32)", Category::Buffers,
-                checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
-                "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");
+    if (liger) {
+      // Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py
+      // fused_linear_cross_entropy_forward): the forward walks the b*s tokens in chunks of
+      // next_power_of_2(ceil(BT / ceil(V / H))) rows, computes each chunk's logits (chunk x V in the
+      // input dtype), the loss and the logits' gradient in place, and accumulates grad_input (BT x H,
+      // input dtype) and, when the head trains, grad_weight (V x H, weight dtype) - both saved for the
+      // backward, which only scales them. No b*s*V logits, fp32 upcast or log-probabilities.
+      const int64_t bt = checked_mul(b, w.train.seq_len);
+      const int64_t h = std::max<int64_t>(1, w.model.hidden_size);
+      const int64_t v = w.model.vocab_size;
+      const int64_t inc = ceil_div(v, h);
+      int64_t chunk = 1;
+      while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
+      const int64_t ea =
+          a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.seq_len));  // input dtype
+      out.add_gpu("Liger FLCE input gradient (saved)", Category::Activations,
+                  checked_mul(checked_mul(bt, h), ea), kFwdBwd,
+                  "fused_linear_cross_entropy_forward grad_input: BT x H, saved for the backward");
+      if (w.train.method == Method::Full)  // LoRA: the head is frozen, weight_needs_grad is false
+        out.add_gpu("Liger FLCE lm_head weight gradient (saved)", Category::Activations,
+                    checked_mul(checked_mul(v, h), pe), kFwdBwd,
+                    "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved");
+      out.add_gpu(
+          "Liger FLCE logits chunk (transient)", Category::Buffers,
+          checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
+          "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient");
+    } else {
+      out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
+                  checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
+                  "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)");
+      out.add_gpu("logits + fp32 upcast", Category::Buffers,
+                  checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
+                  "lm_head output b*s*V and `logits.float()` at the loss (transient)");
+      out.add_gpu("loss gradients (fp32)", Category::Buffers,
+                  checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
+                  "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");
+    }
   } else {
     out.add_gpu("activations (architecture unknown)", Category::Activations, 0, kFwdBwd,
                 "--params gives no architecture: activations not modelled (use --model)");

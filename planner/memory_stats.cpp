@@ -569,6 +569,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
       m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
   act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
+  act.head_input_per_sample = head_trains ? checked_mul(e * h, s) : 0;
   // ZeRO-3: deepspeed.zero.Init (partition_parameters.py _enable_mem_efficient_linear, on with the
   // default zero_optimization.memory_efficient_linear = true, zero/config.py) sets
   // torch.nn.functional.linear = zero3_linear_wrap, and LinearFunctionForZeroStage3.setup_context

@@ -59,6 +59,8 @@ struct ActivationStats {
   int64_t head_per_sample = 0;
   // Logits in the activation dtype (the lm_head output) for one sample: s * V * elem.
   int64_t logits_per_sample = 0;
+  // The lm_head's saved input (part of head_per_sample when the head trains): e * h * s.
+  int64_t head_input_per_sample = 0;
   // fp32 log-probabilities saved by cross-entropy (log_softmax output): s * V * 4.
   int64_t logprobs_fp32_per_sample = 0;
   // fp32 upcast of the logits before the loss (transient in forward), s * V * 4.

@@ -87,6 +87,12 @@ std::string render_report(const Workload& w, const SearchResult& r) {
       c.nodes > 1 ? fmt::format("{}x{}", c.nodes, c.gpus_per_node) : fmt::format("{}", c.gpus_per_node),
       c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
       to_string(w.train.precision), to_string(w.train.method));
+  // The stack assumed (issue 24 item 6): attention path and loss kernels, DeepSpeed release.
+  out += fmt::format("assumed stack: DeepSpeed {}, attention {}, loss {} (--kernels, --deepspeed-version)\n",
+                     to_string(w.train.deepspeed_version),
+                     w.train.attention == Attention::Eager ? "eager (s^2 scores)" : "sdpa/flash",
+                     w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
+                                   : "transformers cross-entropy (fp32 logits)");
   out += fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage", r.candidates_evaluated);
   if (w.train.global_batch)
     out += fmt::format(" (global batch {} sequences)", *w.train.global_batch);
@@ -95,18 +101,19 @@ std::string render_report(const Workload& w, const SearchResult& r) {
   out += ":\n\n";
   // Step and tokens/s carry the calibration error band (StepTime::error_band); MFU and HFU as in
   // time_model.cpp (PaLM model FLOPs; HFU adds the recomputed forward).
-  out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10} {:>5} {:>5}\n", "stage",
-                     "fits", "peak/usable GB", "micro", "accum", "ckpt", "offload", "step", "comm (exposed)",
-                     "tokens/s", "MFU", "HFU");
+  out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10} {:>5} {:>5}\n",
+                     "stage", "fits", "peak/usable GB", "micro", "accum", "ckpt", "offload", "step",
+                     "comm (exposed)", "tokens/s", "MFU", "HFU");
   for (const Plan& p : r.best_per_stage) {
     const bool rec = r.recommendation && r.recommendation->zero.stage == p.zero.stage;
-    out += fmt::format("{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10.0f} {:>4.0f}% {:>4.0f}%\n",
-                       fmt::format("{}ZeRO-{}", rec ? "*" : " ", p.zero.stage), p.fits ? "yes" : "NO",
-                       fmt::format("{}/{}", gb(p.memory.peak), gb(p.capacity_bytes)), p.zero.micro_batch,
-                       p.zero.grad_accum, short_ckpt(p.zero.checkpointing), short_offload(p.zero),
-                       fmt::format("{} +-{:.0f}%", ms(p.time.step_s), p.time.error_band * 100),
-                       fmt::format("{} ({})", ms(p.time.communication_s), ms(p.time.exposed_communication_s)),
-                       p.tokens_per_s, p.mfu * 100, p.time.hfu * 100);
+    out += fmt::format(
+        "{:<6} {:<4} {:>15} {:>5} {:>5} {:>6} {:<17} {:>14} {:>17} {:>10.0f} {:>4.0f}% {:>4.0f}%\n",
+        fmt::format("{}ZeRO-{}", rec ? "*" : " ", p.zero.stage), p.fits ? "yes" : "NO",
+        fmt::format("{}/{}", gb(p.memory.peak), gb(p.capacity_bytes)), p.zero.micro_batch, p.zero.grad_accum,
+        short_ckpt(p.zero.checkpointing), short_offload(p.zero),
+        fmt::format("{} +-{:.0f}%", ms(p.time.step_s), p.time.error_band * 100),
+        fmt::format("{} ({})", ms(p.time.communication_s), ms(p.time.exposed_communication_s)),
+        p.tokens_per_s, p.mfu * 100, p.time.hfu * 100);
   }
   out +=
       "\nGPU memory at peak (P params, G grads, O optimizer, A activations, B buffers, X overhead, . free, "

@@ -80,6 +80,12 @@ struct TrainingSpec {
   // that straddles a partition boundary hold more. Unset: the rank holding the most (the one that runs
   // out of memory first); 0: rank 0, which the conformance harness records (tests/deepspeed).
   std::optional<int> modelled_rank;
+  // --kernels liger: the HF Trainer's `use_liger_kernel=True` (transformers integrations/liger.py ->
+  // liger_kernel.transformers apply_liger_kernel_to_<family>: fused linear cross-entropy, RMSNorm,
+  // SwiGLU, RoPE). What the planner models of it: the fused linear cross-entropy
+  // (liger_kernel/ops/fused_linear_cross_entropy.py), which never materialises the b*s*V logits nor
+  // their fp32 log-probabilities (issue 24 item 3). Off: transformers' own loss (fp32 logits).
+  bool liger = false;
 };
 
 struct Workload {

@@ -115,6 +115,7 @@ std::vector<BadInput> catalogue() {
        "--global-batch"},
       {"stage_out_of_range", with({"--stage", "5"}), "--stage"},
       {"precision_unknown", with({"--precision", "fp8"}), "--precision"},
+      {"kernels_unknown", with({"--kernels", "sdpa,triton"}), "--kernels"},
       {"method_typo", with({"--method", "lorra"}), "lora"},
       {"offload_unknown", with({"--offload-optimizer", "gpu"}), "--offload-optimizer"},
       {"offload_param_needs_stage3", with({"--stage", "2", "--offload-param", "cpu"}), "stage 3"},

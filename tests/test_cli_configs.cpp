@@ -13,6 +13,7 @@
 
 using nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using zeroplan::testing::run_cli;
 using zeroplan::testing::slurp;
 
@@ -228,6 +229,23 @@ TEST(CliCheck, HfAutoConfigIsResolvedFromTheFlags) {
   EXPECT_EQ(j["predicted"]["grad_accum"], 4);
   EXPECT_EQ(j["predicted"]["zero_stage"], 3);
   EXPECT_EQ(j["predicted"]["offload_optimizer"], "cpu");
+}
+
+// --kernels liger: the plan assumed Liger's fused linear cross-entropy, so the TrainingArguments
+// snippet must turn it on (use_liger_kernel=True), and the report names the assumption.
+TEST(CliEmit, LigerKernelsAreWrittenIntoTheTrainingArguments) {
+  Dir d;
+  auto r = run_cli({"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--checkpointing", "full",
+                    "--kernels", "fa2,liger", "--emit", "ds.json"},
+                   d.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(slurp(d.path + "/ds.training_args.py"), HasSubstr("use_liger_kernel=True"));
+  EXPECT_THAT(r.out, HasSubstr("Liger fused linear cross-entropy"));
+  r = run_cli(
+      {"--model", "7b", "--gpus", "4xA40", "--stage", "3", "--checkpointing", "full", "--emit", "ds2.json"},
+      d.path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(slurp(d.path + "/ds2.training_args.py"), Not(HasSubstr("use_liger_kernel")));
 }
 
 TEST(CliEmit, WritesFilesAndRefusesToOverwriteWithoutForce) {
