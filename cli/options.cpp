@@ -10,6 +10,7 @@
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
 #include "planner/ds_runtime.h"
+#include "planner/parallel.h"
 
 namespace zeroplan::cli {
 namespace {
@@ -138,6 +139,15 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--stage", f.stage, "Fix the ZeRO stage (0-3) instead of searching")->group(t);
   app.add_option("--ep", f.ep,
                  "Expert-parallel size (DeepSpeed AutoEP, MoE models; 1 = none; searched when absent)")
+      ->group(t);
+  app.add_option(
+         "--tp", f.tp,
+         "Tensor-parallel size (DeepSpeed AutoTP); checked against the model and GPUs, values above 1 "
+         "are refused until AutoTP is modelled")
+      ->group(t);
+  app.add_option("--sp", f.sp,
+                 "Sequence-parallel size (DeepSpeed Ulysses); checked against the heads and sequence, values "
+                 "above 1 are refused until Ulysses is modelled")
       ->group(t);
   app.add_option("--micro-batch", f.micro_batch, "Micro-batch per GPU (searched when absent)")->group(t);
   app.add_option("--seq-len", f.seq_len, "Sequence length in tokens (default 2048)")->group(t);
@@ -310,6 +320,18 @@ planner::Workload build_workload(const PlanFlags& f) {
   }
   if (t.method != planner::Method::Full)  // validates the target names against the model's modules
     (void)models::lora_trainable_parameters(w.model, t.lora_rank, t.lora_targets);
+  // The parallel layout (layout/parallel_layout.h): DP is what --tp and --sp leave. --ep keeps its
+  // refusals in DeepSpeed AutoEP's own terms (planner/expert_parallel.h expert_parallel_refusal).
+  const auto size_flag = [](const std::string& v, const char* flag) {
+    const bool digits = !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
+    return std::stoi(v);
+  };
+  layout::LayoutSizes sizes{size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
+
+  const std::vector<std::string> why =
+      layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes, planner::layout_facts(w));
+  if (!why.empty()) throw UserError(why.front());
   return w;
 }
 

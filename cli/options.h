@@ -25,7 +25,8 @@ struct PlanFlags {
   std::string offload_optimizer, offload_param;  // none|cpu|nvme (searched when absent)
   std::string checkpointing;                     // none|selective|full (searched when absent)
   std::string attention = "flash";               // flash|eager
-  std::string kernels;                           // comma list: sdpa|fa2|flash|eager|liger
+  std::string kernels;
+  std::string tp = "1", sp = "1";                // --tp / --sp (parallel layout; > 1 not modelled yet)                           // comma list: sdpa|fa2|flash|eager|liger
   std::string deepspeed_version = "0.19.8";      // modelled DeepSpeed release (planner/ds_runtime.h)
   std::string z3_leaf_moe = "auto";              // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
   std::string checkpoint_impl = "non-reentrant";  // use_reentrant: non-reentrant|reentrant

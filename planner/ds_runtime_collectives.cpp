@@ -30,8 +30,9 @@
 #include "common/checked.h"
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
-#include "planner/zero3_leaf.h"
 #include "planner/expert_parallel.h"
+#include "planner/parallel.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
 
@@ -40,7 +41,9 @@ namespace {
 // engine.py: MEMORY_OPT_ALLREDUCE_SIZE = 500000000 (allreduce_gradients' default bucket_size).
 constexpr int64_t kMemoryOptAllreduceSize = 500'000'000;
 
-int64_t elem_bytes_of(Precision p) { return p == Precision::FP32 ? 4 : 2; }
+int64_t elem_bytes_of(Precision p) {
+  return p == Precision::FP32 ? 4 : 2;
+}
 
 // HF decoder layers whose __init__ registers self_attn and mlp before their norms
 // (modeling_llama.py LlamaDecoderLayer.__init__: self_attn, mlp, input_layernorm,
@@ -107,7 +110,8 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
   // that order and run in that order (lora.Linear.forward: base_layer, lora_dropout, lora_A, lora_B).
   auto targeted = [&](const models::TensorSpec& t, bool in_layer) {
     if (!lora || !t.is_linear || t.is_bias || t.shape.size() != 2) return false;
-    return all_linear ? in_layer && t.module != "lm_head" : std::find(tg.begin(), tg.end(), t.module) != tg.end();
+    return all_linear ? in_layer && t.module != "lm_head"
+                      : std::find(tg.begin(), tg.end(), t.module) != tg.end();
   };
   auto module = [&](bool no_bwd = false) {
     o.fwd_modules.push_back({});
@@ -151,7 +155,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     struct T {
       const models::TensorSpec* spec;
       std::string owner;
-      size_t index = 0;              // parameter index of the tensor
+      size_t index = 0;                // parameter index of the tensor
       std::vector<size_t> adapters{};  // LoRA A, B parameter indices
     };
     std::vector<T> norms, attn, rest;
@@ -228,7 +232,8 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
           if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
     }
     for (const T& x : attn)
-      if (is_qk_norm(x) && std::find(attn_exec.begin(), attn_exec.end(), &x) == attn_exec.end()) attn_exec.push_back(&x);
+      if (is_qk_norm(x) && std::find(attn_exec.begin(), attn_exec.end(), &x) == attn_exec.end())
+        attn_exec.push_back(&x);
     for (const T* x : attn_exec) use(*x);
     last.clear();
     for (size_t i = 1; i < norms.size(); ++i) use(norms[i]);
@@ -236,7 +241,8 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     last.clear();
     if (!moe_prefix.empty()) {
       // (Leaf modules exist at stage 3 only: stages 1/2 reduce from per-parameter hooks.)
-      if (z.stage == 3 && moe_block_is_leaf(layer.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)) {
+      if (z.stage == 3 &&
+          moe_block_is_leaf(layer.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)) {
         // A leaf: fetched as one module with every parameter under it (partitioned_param_coordinator.py
         // fetch_sub_module: iter_params(sub_module, recurse=z3_leaf_module(sub_module))), sorted by ds_id
         // (registration order); its children run without hooks (parameter_offload.py
@@ -286,8 +292,8 @@ const ParamOrder& cached_param_order(const Workload& w, const ModelStats& s, con
   const int leaf = z.stage == 3 ? static_cast<int>(effective_moe_leaf(w, z)) : -1;
   const std::string model = w.model.name + "/" + w.model.model_type;
   for (const Entry& e : cache)
-    if (e.stats == &s && e.total == s.mem.total_params && e.trainable == s.mem.trainable_params && e.model == model &&
-        e.leaf == leaf && e.version == static_cast<int>(w.train.deepspeed_version) &&
+    if (e.stats == &s && e.total == s.mem.total_params && e.trainable == s.mem.trainable_params &&
+        e.model == model && e.leaf == leaf && e.version == static_cast<int>(w.train.deepspeed_version) &&
         e.method == static_cast<int>(w.train.method) && e.lora_rank == w.train.lora_rank &&
         e.targets == w.train.lora_targets)
       return e.order;
@@ -300,7 +306,8 @@ const ParamOrder& cached_param_order(const Workload& w, const ModelStats& s, con
 
 // Greedy bucketing shared by stages 1-3: flush when the next gradient would overflow the bucket
 // (and the bucket is not empty). Returns the indices (into grads_in_order) of each flush, in order.
-std::vector<std::vector<size_t>> bucket_flush_members(const std::vector<int64_t>& grads_in_order, int64_t bucket) {
+std::vector<std::vector<size_t>> bucket_flush_members(const std::vector<int64_t>& grads_in_order,
+                                                      int64_t bucket) {
   std::vector<std::vector<size_t>> flushes;
   std::vector<size_t> cur;
   int64_t elems = 0;
@@ -319,14 +326,16 @@ std::vector<std::vector<size_t>> bucket_flush_members(const std::vector<int64_t>
 }
 
 // reduce_scatter_coalesced pads every tensor to ceil(numel/N) per rank.
-int64_t padded_to_n(int64_t g, int64_t n) { return ceil_div(g, n) * n; }
+int64_t padded_to_n(int64_t g, int64_t n) {
+  return ceil_div(g, n) * n;
+}
 
 }  // namespace
 
 PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats& s) {
   PartitionHoldings h;
-  if (w.model.params_only || w.train.method == Method::QLoRA) return h;  // order unknown
-  const int64_t n = std::max(1, w.cluster.world_size());
+  if (w.model.params_only || w.train.method == Method::QLoRA) return h;      // order unknown
+  const int64_t n = layout_of(w, ZeroConfig::deepspeed_defaults(2)).zero();  // the ZeRO group
   const ParamOrder order = param_order(w, s, ZeroConfig::deepspeed_defaults(2));
   std::vector<int64_t> grads;
   for (size_t i = 0; i < order.numel.size(); ++i)
@@ -353,7 +362,8 @@ const char* call_op_name(const CollectiveCall& c) {
   return c.to_one_rank ? "reduce" : collective_name(c.kind);
 }
 
-std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
+std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s,
+                                                  const ZeroConfig& z) {
   if (z.ep_size > 1) {
     // AutoEP (planner/expert_parallel.h): its all_to_all_single calls after the ZeRO ones. Not modelled
     // here: the ZeRO calls of the separate `moe` parameter group over the expert-data-parallel group.
@@ -365,12 +375,14 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
     return calls;
   }
   std::vector<CollectiveCall> out;
-  const int n = std::max(1, w.cluster.world_size());
+  // Every ZeRO collective runs over the ZeRO group (SP x DP; planner/parallel.h).
+  const int n = layout_of(w, z).zero();
   const int64_t N = n;
   const int stage = std::clamp(z.stage, 0, 3);
   const int64_t accum = std::max<int64_t>(1, z.grad_accum);
   const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
-  const RuntimePath path = runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
+  const RuntimePath path =
+      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
   if (path.wrapper == OptimizerWrapper::Unsupported) return out;
   // engine.py communication_data_type: the config's value, else fp16/bf16 when enabled, else fp32.
   const int64_t comm = elem_bytes_of(w.train.precision);
@@ -410,11 +422,13 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
         numel = 0;
       }
     }
-    if (numel > 0) add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
+    if (numel > 0)
+      add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
     // Plain fp32 optimizer with gradient_clipping (HF Trainer default max_grad_norm 1.0; recorded runs
     // use 1.0): engine.py _take_model_step -> clip_fp32_gradients -> runtime/utils.py clip_grad_norm_,
     // one fp32 all_reduce of the norm (recorded in llama-gqa_s0_n*_fp32_default).
-    if (path.wrapper == OptimizerWrapper::Basic) add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
+    if (path.wrapper == OptimizerWrapper::Basic)
+      add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
     if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
       // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
       const int64_t part = ceil_div(ceil_div(s.mem.trainable_params, 2 * N) * 2 * N, N);
@@ -458,7 +472,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             // is rank 0's, merged into one below-or-above-bucket slice, one call either way).
             int64_t b = 0;
             for (size_t i : members) b += reduce_order[i];
-            add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+            add(kBackward, CollectiveKind::AllReduce, b * comm, comm,
+                "DeepSpeedZeroOptimizer.allreduce_bucket");
             continue;
           }
           // average_tensor with use_multi_rank_bucket_allreduce: the flush's gradients are cut at the
@@ -487,12 +502,14 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
           for (int64_t e : slices) {
             numel += e;
             if (numel > z.reduce_bucket_size) {
-              add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+              add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
+                  "DeepSpeedZeroOptimizer.allreduce_bucket");
               numel = 0;
             }
           }
           if (numel > 0)
-            add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+            add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
+                "DeepSpeedZeroOptimizer.allreduce_bucket");
           continue;
         }
         std::vector<int64_t> owners, numel;
@@ -514,7 +531,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
           }
         }
         for (int64_t e : numel) {
-          add(kBackward, CollectiveKind::AllReduce, e * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+          add(kBackward, CollectiveKind::AllReduce, e * comm, comm,
+              "DeepSpeedZeroOptimizer.allreduce_bucket");
           out.back().to_one_rank = true;
         }
       }
@@ -599,7 +617,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             }
           }
           n_available += numel;
-          if (ppart > 0 && gathers) add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
+          if (ppart > 0 && gathers)
+            add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
         }
         // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
         // execution order); a gradient that would overflow a non-empty bucket flushes it first.
@@ -610,7 +629,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
             const int64_t g = all[pi];
             if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
-              add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
+              add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
+                  "_torch_reduce_scatter_fn");
               bucket_elems = bucket_payload = 0;
             }
             bucket_elems += g;
@@ -636,7 +656,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
       }
       // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
       if (bucket_elems > 0)
-        add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
+        add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
+            "_torch_reduce_scatter_fn");
     }
   }
   micro_step = -1;
@@ -667,7 +688,8 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   }
   // _post_step: persistent parameters, one all_gather each (in module order).
   for (int64_t g : all)
-    if (gathers && g <= thr) add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");
+    if (gathers && g <= thr)
+      add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");
   return out;
 }
 

@@ -19,6 +19,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -60,7 +61,8 @@ constexpr int64_t kNvmeParamBufferSize = 100'000'000;
 MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
   const MemoryStats& m = stats.mem;
   MemoryBreakdown out;
-  const int64_t N = std::max(1, w.cluster.world_size());
+  // ZeRO partitions over its group (SP x DP; planner/parallel.h), not over the world.
+  const int64_t N = layout_of(w, z).zero();
   const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
   const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
   const bool fp32 = w.train.precision == Precision::FP32;

@@ -1,0 +1,26 @@
+// The plan's parallel layout; see parallel.h.
+#include "planner/parallel.h"
+
+#include <algorithm>
+
+namespace zeroplan::planner {
+
+layout::LayoutFacts layout_facts(const Workload& w) {
+  layout::LayoutFacts f;
+  if (!w.model.params_only) {
+    f.attention_heads = w.model.num_heads;
+    f.kv_heads = w.model.num_kv_heads;
+    f.routed_experts = w.model.num_experts;
+  }
+  f.seq_len = w.train.seq_len;
+  return f;
+}
+
+layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z) {
+  // Expert parallelism is validated with the model's facts by planner/expert_parallel.h, whose
+  // refusals name DeepSpeed's own rules; the layout only needs the group sizes here.
+  return layout::ParallelLayout(std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
+                                {1, 1, std::max(1, z.ep_size)}, layout::LayoutFacts{});
+}
+
+}  // namespace zeroplan::planner

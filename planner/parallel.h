@@ -1,0 +1,19 @@
+#pragma once
+// The plan's parallel layout (layout/parallel_layout.h) from the workload and the candidate's knobs:
+// today every rank is data-parallel except AutoEP's expert groups (z.ep_size); TP and SP stay 1 until
+// the AutoTP and Ulysses issues. The planner reads group sizes from here, never from the world size
+// (issue 25): ZeRO partitions over layout.zero(), expert states over layout.expert_dp().
+#include "layout/parallel_layout.h"
+#include "planner/training_spec.h"
+#include "planner/zero_config.h"
+
+namespace zeroplan::planner {
+
+// The facts a layout is validated against, from the model and the run.
+layout::LayoutFacts layout_facts(const Workload& w);
+
+// The layout a candidate runs on (throws UserError if z.ep_size breaks a rule; the search only
+// proposes valid ones).
+layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z);
+
+}  // namespace zeroplan::planner
