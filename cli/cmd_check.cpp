@@ -17,6 +17,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "cli/plan_json.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
@@ -154,7 +155,7 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
                     {"recommended_changes", json::array()},
                     {"knob_effects", json::array()},
                     {"exit_code", 1}});
-    fmt::print("{}\n", out.dump(2));
+    write_answer(out.dump(2) + "\n");
     return 1;
   }
   std::string s = header_line(path, w, rc);
@@ -162,7 +163,7 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
   s += fmt::format(
       "Prediction: none; {} refuses this config at start-up, so it never runs (fix the errors above)\n", who);
   s += "Verdict: DeepSpeed would refuse this config (see the errors above)\n";
-  fmt::print("{}", s);
+  write_answer(s);
   return 1;
 }
 
@@ -207,9 +208,11 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   std::optional<planner::Plan> with_ckpt;
   if (flags.checkpointing.empty()) {
     rc.issues.push_back(
-        {configs::Severity::Info, "",
+        {configs::Severity::Info,
+         "",
          "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-         "pass --checkpointing full if your script enables gradient_checkpointing", {}});
+         "pass --checkpointing full if your script enables gradient_checkpointing",
+         {}});
     if (!predicted.fits) {
       planner::ZeroConfig z = rc.zero;
       z.checkpointing = planner::Checkpointing::Full;
@@ -272,7 +275,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
                     {"exit_code", code}});
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
     if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
-    fmt::print("{}\n", out.dump(2));
+    write_answer(out.dump(2) + "\n");
     return code;
   }
 
@@ -326,7 +329,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
          std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
   }
   s += "Verdict: " + verdict + "\n";
-  fmt::print("{}", s);
+  write_answer(s);
   return code;
 }
 

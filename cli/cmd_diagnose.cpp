@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/json_file.h"
@@ -62,9 +63,9 @@ CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
     nlohmann::json j = diagnose::to_json(log, d);
     j["zeroplan_version"] = ZEROPLAN_VERSION;
     if (!flags.emit.empty()) j["emitted"] = flags.emit;
-    fmt::print("{}\n", j.dump(2, ' ', false, kReplace));
+    write_answer(j.dump(2, ' ', false, kReplace) + "\n");
   } else {
-    fmt::print("{}{}", diagnose::format_text(log, d), emitted);
+    write_answer(diagnose::format_text(log, d) + emitted);
   }
   return 0;
 }

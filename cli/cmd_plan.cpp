@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "cli/plan_json.h"
 #include "common/errors.h"
 #include "common/names.h"
@@ -57,7 +58,7 @@ CommandResult run_plan(const PlanFlags& flags) {
     for (const auto& p : r.best_per_stage) out["plans"].push_back(plan_to_json(w, p));
     for (const auto& warning : w.model.warnings) out["warnings"].push_back(warning);
     if (!emitted.empty()) out["emitted"] = {{"path", flags.emit}, {"summary", emitted}};
-    fmt::print("{}\n", out.dump(2));
+    write_answer(out.dump(2) + "\n");
   } else {
     for (const auto& warning : w.model.warnings) fmt::print(stderr, "zeroplan: warning: {}\n", warning);
     std::string text = planner::render_report(w, r);
@@ -69,7 +70,7 @@ CommandResult run_plan(const PlanFlags& flags) {
       text += "\n" + planner::render_explain_time(w, planner::compute_model_stats(w), *focus);
     if (!flags.compare.empty() && focus) text += "\n" + planner::render_deepspeed_comparison(w, *focus);
     if (!emitted.empty()) text += "\n" + emitted;
-    fmt::print("{}", text);
+    write_answer(text);
   }
   return chosen ? 0 : 1;
 }
