@@ -208,11 +208,9 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   std::optional<planner::Plan> with_ckpt;
   if (flags.checkpointing.empty()) {
     rc.issues.push_back(
-        {configs::Severity::Info,
-         "",
+        {configs::Severity::Info, "",
          "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-         "pass --checkpointing full if your script enables gradient_checkpointing",
-         {}});
+         "pass --checkpointing full if your script enables gradient_checkpointing", {}});
     if (!predicted.fits) {
       planner::ZeroConfig z = rc.zero;
       z.checkpointing = planner::Checkpointing::Full;

@@ -53,5 +53,5 @@ if [ ! -f build-asan/build.ninja ]; then
 fi
 cmake --build build-asan -j"$jobs"
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'test_cuda_'
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -E 'test_cuda_|python_wheel'
 
