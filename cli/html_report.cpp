@@ -167,7 +167,7 @@ el("div", {class:"legend"}, Object.keys(CAT).map(c => `<span><i style="backgroun
 // 2. Memory over the step.
 el("h2", {}, "Memory over one step (forward → backward → optimizer step), peak marked");
 {
-  const W = 1060, H = 260, L = 70, T = 14, B = 30, pw = W - L - 160, ph = H - T - B;
+  const W = 1060, H = 260, L = 70, T = 14, B = 30, pw = W - L - 260, ph = H - T - B;
   const max = nice(Math.max(...P.map(p => Math.max(...p.phase_total, p.usable))) * 1.05), sy = v => T + ph - ph*v/max;
   let s = axes(L, T, pw, ph, max, v => (v/1e9).toFixed(0) + " GB", 5);
   PH.forEach((n, k) => { s += `<text x="${L + pw*(k+0.5)/3}" y="${H-8}" text-anchor="middle">${n}</text>`; });

@@ -3,7 +3,8 @@
 # checkout (scikit-build-core + nanobind from PyPI; pip's cache is reused), then, from outside the tree,
 #   1. the quick start's plan from the wheel's console script, byte-identical to build/zeroplan's;
 #   2. the extension depends on no libfmt/libstdc++ shared library (manylinux-friendly);
-#   3. python/tests: the API's dicts equal the CLI's --json across a sweep, errors carry its messages.
+#   3. the --html report in headless chromium (python/tests/browser_html.py) when chromium is installed;
+#   4. python/tests: the API's dicts equal the CLI's --json across a sweep, errors carry its messages.
 # Usage: scripts/test_wheel.sh BUILD_DIR   (BUILD_DIR holds the reference ./zeroplan)
 # ZEROPLAN_PYTHON picks the interpreter (default python3); ZEROPLAN_WHEEL_JOBS the build's -j (2).
 set -euo pipefail
@@ -51,7 +52,18 @@ so=$(ls "$venv"/lib/python3*/site-packages/zeroplan/_core*.so)
 if ldd "$so" | grep -E 'libfmt|libstdc\+\+'; then echo "test_wheel: $so links the libraries above"; exit 1; fi
 [ -f "$(dirname "$so")/py.typed" ] || { echo "test_wheel: py.typed missing from the wheel"; exit 1; }
 
-# 3. The API against the CLI.
+# 3. The --html report in a headless browser: Debian's chromium driven by Playwright (PyPI) with the
+# system browser (no browser download). scripts/test.sh installs chromium; without it this part is
+# skipped, and says so.
+chromium=${ZEROPLAN_CHROMIUM:-/usr/bin/chromium}
+if [ -x "$chromium" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check playwright
+  ZEROPLAN_CHROMIUM="$chromium" "$venv/bin/python" "$src/python/tests/browser_html.py" "$ref"
+else
+  echo "test_wheel: SKIPPED the browser test of --html ($chromium not found; apt-get install chromium)"
+fi
+
+# 4. The API against the CLI.
 ZEROPLAN_CLI="$ref" "$venv/bin/python" -m unittest discover -s "$src/python/tests" -t "$src/python/tests" -v 2>&1 | tail -n 25
 test "${PIPESTATUS[0]}" = 0
 echo "test_wheel: ok ($(( $(date +%s) - t0 )) s in all)"
