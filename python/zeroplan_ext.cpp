@@ -7,6 +7,7 @@
 #include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
+#include <mutex>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -23,8 +24,12 @@ NB_MODULE(_core, m) {
       [](const std::vector<std::string>& args) {
         zeroplan::cli::CapturedRun r;
         {
-          // The planner touches no Python object: other Python threads may run meanwhile.
+          // The planner touches no Python object: other Python threads may run meanwhile. Commands run
+          // one at a time, though: the CLI code was written for one command per process (e.g. the
+          // static --json flags of `models`/`gpus`, cli/cmd_list.cpp).
           nb::gil_scoped_release release;
+          static std::mutex one_at_a_time;
+          const std::lock_guard<std::mutex> lock(one_at_a_time);
           r = zeroplan::cli::run_zeroplan_captured(args);
         }
         return std::make_tuple(r.exit_code, r.out, r.error);

@@ -65,6 +65,9 @@ def _unconvert(value: Any) -> Any:
     return copy.deepcopy(value)
 
 
+_FIELDS: Dict[type, Dict[str, Any]] = {}  # per record class: field name -> resolved type
+
+
 @dataclass
 class Record:
     """Base of every typed answer: ``from_dict`` / ``to_dict`` round-trip the CLI's JSON exactly."""
@@ -74,8 +77,12 @@ class Record:
 
     @classmethod
     def _fields(cls) -> Dict[str, Any]:
-        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-        return {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in ("extra", "_absent")}
+        cached = _FIELDS.get(cls)
+        if cached is None:
+            hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+            cached = {f.name: hints[f.name] for f in dataclasses.fields(cls) if f.name not in ("extra", "_absent")}
+            _FIELDS[cls] = cached
+        return cached
 
     @classmethod
     def from_dict(cls, d: Dict[str, Any]):
