@@ -105,5 +105,43 @@ class TrainerCallbackTest(unittest.TestCase):
             check_accelerator(acc, self.model, gpus="1xA40", seq_len=32, micro_batch=2, gpu_mem="0.55GB", strict=True)
 
 
+HAVE_DS = HAVE_HF and importlib.util.find_spec("deepspeed") is not None
+
+
+@unittest.skipUnless(HAVE_DS, "needs deepspeed (CPU accelerator) besides torch and transformers")
+class DeepSpeedTrainerTest(unittest.TestCase):
+    """2 ranks of a real Trainer + DeepSpeed ZeRO-2 on CPU (DS_ACCELERATOR=cpu, gloo), "auto" values
+    resolved by the Trainer: a fitting run trains its 2 steps; on 0.55 GB GPUs (less than the CUDA
+    context once the margin is kept) both ranks stop before their first step."""
+
+    def run_ranks(self, mode, port):
+        import subprocess
+        import sys
+
+        import zeroplan
+
+        env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1",
+                   PYTHONPATH=os.path.dirname(os.path.dirname(zeroplan.__file__)))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "ds_trainer_run.py")
+        with tempfile.TemporaryDirectory() as out:
+            p = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2",
+                                "--master_port", str(port), script, mode, out],
+                               capture_output=True, text=True, env=env, timeout=600)
+        import json
+
+        results = [json.loads(l.split("RESULT ", 1)[1]) for l in p.stdout.splitlines() if l.startswith("RESULT ")]
+        self.assertEqual(len(results), 2, p.stdout[-2000:] + p.stderr[-3000:])
+        return sorted(results, key=lambda r: r["rank"])
+
+    def test_fitting_run_trains(self):
+        for r in self.run_ranks("fit", 29631):
+            self.assertEqual((r["world"], r["steps"], r["verdict"], r["refused"]), (2, 2, "fits", False))
+            self.assertEqual(r["resolved_micro"], 2)  # the Trainer's resolved config reached the check
+
+    def test_non_fitting_run_stops_on_every_rank(self):
+        for r in self.run_ranks("nofit", 29632):
+            self.assertEqual((r["steps"], r["verdict"], r["refused"]), (0, "does_not_fit", True))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -197,6 +197,20 @@ def plan(model: ModelLike = None, gpus: Any = None, **knobs: Any) -> PlanResult:
     return PlanResult.from_dict(answer)
 
 
+def _json_safe(value: Any) -> Any:
+    """A config dict as strict JSON: accelerate sets ``steps_per_print = float("inf")`` ("this will
+    stop deepspeed from logging", accelerate/utils/dataclasses.py, DeepSpeedPlugin), which json.dump
+    would write as the non-JSON token ``Infinity``; the largest int64 means the same to DeepSpeed
+    (``steps % steps_per_print`` is never 0)."""
+    if isinstance(value, float) and value == float("inf"):
+        return 2**63 - 1
+    if isinstance(value, Mapping):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def check(config: Union[str, os.PathLike, Mapping[str, Any]], model: ModelLike = None, gpus: Any = None,
           **knobs: Any) -> CheckResult:
     """``zeroplan check CONFIG --model MODEL --gpus GPUS [knobs]``: judge an existing DeepSpeed config.
@@ -211,7 +225,7 @@ def check(config: Union[str, os.PathLike, Mapping[str, Any]], model: ModelLike =
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="zeroplan-"))
             path = os.path.join(tmp, "ds_config.json")
             with open(path, "w") as f:
-                json.dump(dict(config), f)
+                json.dump(_json_safe(dict(config)), f)
         m = _ModelArg(model, stack)
         _, answer = run_json(["check", os.fspath(path)] + _model_args(m, gpus) + knob_args(knobs))
         m.fix_names(answer)

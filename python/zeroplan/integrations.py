@@ -124,7 +124,8 @@ def summarize(result: Union[CheckResult, PlanResult]) -> str:
         p = result.predicted
         verdict = result.verdict
         first = result.first_issue
-        issue = f"; first issue: {first.severity}: {first.message}" if first else ""
+        where = f"{first.key}: " if first and first.key else ""
+        issue = f"; first issue: {first.severity}: {where}{first.message}" if first else ""
     else:
         p = result.plans[0] if result.plans else None
         verdict = "fits" if result.recommended is not None else "does_not_fit"
