@@ -136,8 +136,8 @@ std::string header_line(const std::string& path, const planner::Workload& w, con
 
 // --html for check: the plans shown (none for a refused config), the issues and the changes as reasons.
 void write_check_report(const PlanFlags& flags, const std::string& path, const planner::Workload& w,
-                        const configs::ReadConfig& rc, const json& answer, const std::vector<ReportPlan>& shown,
-                        const std::vector<std::string>& more = {}) {
+                        const configs::ReadConfig& rc, const json& answer,
+                        const std::vector<ReportPlan>& shown, const std::vector<std::string>& more = {}) {
   std::vector<std::string> reasons;
   for (const auto& i : rc.issues) reasons.push_back(configs::format_issue(i));
   reasons.insert(reasons.end(), more.begin(), more.end());
