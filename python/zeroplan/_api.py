@@ -41,8 +41,7 @@ class ZeroplanInternalError(RuntimeError):
 
 
 def _value(v: Any) -> str:
-    if isinstance(v, bool):  # bools are flags, handled by the caller
-        raise TypeError("bool")
+    """A flag's value as the CLI reads it (bools are flags without a value: knob_args)."""
     if isinstance(v, float) and v.is_integer() and abs(v) < 1e15:
         return str(int(v))  # 4.0 -> "4": the CLI's counts are integers
     if isinstance(v, (list, tuple)):
