@@ -141,6 +141,7 @@ el("h1", {}, esc(D.title));
 el("div", {class:"sub"}, esc(`${A.model ? A.model.name : ""} · ${A.cluster ? A.cluster.nodes*A.cluster.gpus_per_node + "× " + A.cluster.gpu : ""} · zeroplan ${A.zeroplan_version} · ${D.kind}`));
 const rec = P.find(p => p.recommended);
 if (D.kind === "plan") el("div", {class: rec ? "rec" : "rec bad", id:"verdict"}, rec ? `<b>Recommended: ${esc(rec.label)}</b>, micro-batch ${rec.micro_batch} × grad-accum ${rec.grad_accum}, checkpointing ${esc(rec.checkpointing)}, offload ${esc(rec.offload)}: peak <b>${gb(rec.peak)}</b> of ${gb(rec.usable)} usable, step ${rec.step_s.toFixed(2)} s, <b>${Math.round(rec.tokens_per_s)} tokens/s</b>` : `<b>Nothing fits.</b> ${esc(A.reason || "")}`);
+else if (D.kind === "diagnose") el("div", {class: A.causes.length ? "rec bad" : "rec", id:"verdict"}, `<b>${A.causes.length} cause(s) found</b>` + (A.predicted ? ` — predicted step ${A.predicted.step_ms.toFixed(0)} ms` + (A.predicted_after_fix_ms !== null ? `, ${A.predicted_after_fix_ms.toFixed(0)} ms with every fix` : "") : " (pass --model and --gpus for the predicted step)"));
 else el("div", {class: A.exit_code === 0 ? "rec" : "rec bad", id:"verdict"}, `<b>Verdict: ${esc(A.verdict)}</b>` + (P[0] ? ` — peak ${gb(P[0].peak)} of ${gb(P[0].usable)} usable, step ${P[0].step_s.toFixed(2)} s, ${Math.round(P[0].tokens_per_s)} tokens/s` : ""));
 
 // 1. Memory at the peak, per plan, stacked by buffer (a refused config has no prediction: no charts).
@@ -215,13 +216,14 @@ if (main) {
 }
 
 // 5. Reasons (plan) or issues (check).
-el("h2", {}, D.kind === "plan" ? "Why" : "Issues and reasons");
+el("h2", {}, D.kind === "plan" ? "Why" : D.kind === "check" ? "Issues and reasons" : "Causes, observations, what the log lacked");
 el("ul", {class:"reasons", id:"reasons"}, D.reasons.map(r => `<li>${esc(r)}</li>`).join("") || "<li>none</li>");
 
 // 6. The DeepSpeed config, with a copy button.
-if (main) {
-  el("h2", {}, `ds_config.json of ${esc(main.label)}`);
-  const text = JSON.stringify(main.deepspeed_config, null, 2);
+const shownConfig = D.kind === "diagnose" ? A.fixed_config : (main ? main.deepspeed_config : null);
+if (shownConfig) {
+  el("h2", {}, D.kind === "diagnose" ? "ds_config.json with every fix applied" : `ds_config.json of ${esc(main.label)}`);
+  const text = JSON.stringify(shownConfig, null, 2);
   const b = el("button", {id:"copy"}, "Copy");
   const pre = el("pre", {id:"config"}); pre.textContent = text;
   b.addEventListener("click", () => {

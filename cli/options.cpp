@@ -204,7 +204,7 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option(
          "--html", f.html,
          "Also write a self-contained HTML report (memory by buffer, memory over the step, micro-batch "
-         "sweep, collectives, reasons, ds_config) to this path; plan and check")
+         "sweep, collectives, reasons, ds_config) to this path; plan, check and diagnose")
       ->group(o);
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }

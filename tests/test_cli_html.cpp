@@ -120,3 +120,30 @@ TEST(CliHtml, CheckReportShowsTheConfigAndTheRefusal) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(CliHtml, DiagnoseReportShowsTheRunAndItsCauses) {
+  const fs::path d = temp_dir();
+  const std::string log = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/diagnose/z2_tiny_buckets.log";
+  const std::string path = (d / "diagnose.html").string();
+  const auto r = run_cli({"diagnose", log, "--model", "7b", "--gpus", "4xA40", "--html", path});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json data = embedded(read(path));
+  const auto j = run_cli({"diagnose", log, "--model", "7b", "--gpus", "4xA40", "--json"});
+  ASSERT_EQ(j.exit_code, 0);
+  EXPECT_EQ(data["kind"], "diagnose");
+  EXPECT_EQ(data["answer"], nlohmann::json::parse(j.out));
+  ASSERT_EQ(data["plans"].size(), 1u);  // the run as its config runs it
+  EXPECT_EQ(data["plans"][0]["peak"], data["answer"]["predicted"]["peak_bytes"]);
+  // Every ranked cause is among the reasons, in order, with its fix.
+  ASSERT_FALSE(data["answer"]["causes"].empty());  // this log has a cause (tiny buckets)
+  ASSERT_GE(data["reasons"].size(), data["answer"]["causes"].size());
+  for (size_t i = 0; i < data["answer"]["causes"].size(); ++i)
+    EXPECT_EQ(data["reasons"][i].get<std::string>().rfind(
+                  data["answer"]["causes"][i]["title"].get<std::string>(), 0),
+              0u);
+  fs::remove_all(d);
+}
+
+}  // namespace

@@ -99,6 +99,20 @@ with tempfile.TemporaryDirectory() as d, sync_playwright() as pw:
     expect(canswer["verdict"] in page.inner_text("#verdict"), "check report shows the verdict")
     expect(gb(canswer["predicted"]["memory"]["gpu"]["peak"]) in page.text_content("#membars"),
            "check report shows the config's predicted peak")
+
+    # ---- diagnose report
+    diag_html = os.path.join(d, "diagnose.html")
+    log = os.path.join(SRC, "tests", "diagnose", "z2_tiny_buckets.log")
+    danswer = report(["diagnose", log, "--model", "7b", "--gpus", "4xA40"], diag_html)
+    page, errors, requests = open_page(browser, diag_html)
+    expect(errors == [], f"diagnose report: no console/page errors ({errors[:3]})")
+    expect(requests == ["file://" + diag_html], "diagnose report: loads nothing else")
+    expect(f"{len(danswer['causes'])} cause(s) found" in page.inner_text("#verdict"), "diagnose report counts the causes")
+    expect(f"predicted step {danswer['predicted']['step_ms']:.0f} ms" in page.inner_text("#verdict"),
+           "diagnose report shows the predicted step")
+    expect(danswer["fixed_config"] is not None and json.loads(page.inner_text("#config")) == danswer["fixed_config"],
+           "diagnose report shows the corrected config")
+    expect(danswer["causes"][0]["title"] in page.inner_text("#reasons"), "diagnose report lists the first cause")
     browser.close()
 
 print("browser test:", "FAILED" if failures else "ok", f"({len(failures)} failures)")
