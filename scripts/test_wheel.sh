@@ -4,7 +4,8 @@
 #   1. the quick start's plan from the wheel's console script, byte-identical to build/zeroplan's;
 #   2. the extension depends on no libfmt/libstdc++ shared library (manylinux-friendly);
 #   3. the --html report in headless chromium (python/tests/browser_html.py) when chromium is installed;
-#   4. python/tests: the API's dicts equal the CLI's --json across a sweep, errors carry its messages.
+#   4. mypy sees the wheel's types (python/tests/typing);
+#   5. python/tests: the API's dicts equal the CLI's --json across a sweep, errors carry its messages.
 # Usage: scripts/test_wheel.sh BUILD_DIR   (BUILD_DIR holds the reference ./zeroplan)
 # ZEROPLAN_PYTHON picks the interpreter (default python3); ZEROPLAN_WHEEL_JOBS the build's -j (2).
 set -euo pipefail
@@ -63,7 +64,16 @@ else
   echo "test_wheel: SKIPPED the browser test of --html ($chromium not found; apt-get install chromium)"
 fi
 
-# 4. The API against the CLI.
+# 4. Type information (py.typed, the records' annotations, _core.pyi) reaches a type checker: a correct
+# use checks clean and a wrong one is caught.
+"$venv/bin/pip" install -q --disable-pip-version-check mypy
+"$venv/bin/mypy" --no-incremental "$src/python/tests/typing/ok_usage.py"
+if "$venv/bin/mypy" --no-incremental "$src/python/tests/typing/wrong_usage.py" >mypy.txt 2>&1 ||
+   [ "$(grep -c 'Incompatible types in assignment' mypy.txt)" != 2 ]; then
+  echo "test_wheel: mypy did not catch both wrong types:"; cat mypy.txt; exit 1
+fi
+
+# 5. The API against the CLI.
 ZEROPLAN_CLI="$ref" "$venv/bin/python" -m unittest discover -s "$src/python/tests" -t "$src/python/tests" -v 2>&1 | tail -n 25
 test "${PIPESTATUS[0]}" = 0
 echo "test_wheel: ok ($(( $(date +%s) - t0 )) s in all)"

@@ -219,14 +219,15 @@ def check(config: Union[str, os.PathLike, Mapping[str, Any]], model: ModelLike =
     ``.ok`` is the CLI's exit code 0 (DeepSpeed accepts it and it fits).
     """
     with ExitStack() as stack:
-        path = config
         if isinstance(config, Mapping):
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="zeroplan-"))
             path = os.path.join(tmp, "ds_config.json")
             with open(path, "w") as f:
                 json.dump(_json_safe(dict(config)), f)
+        else:
+            path = os.fspath(config)
         m = _ModelArg(model, stack)
-        _, answer = run_json(["check", os.fspath(path)] + _model_args(m, gpus) + knob_args(knobs))
+        _, answer = run_json(["check", path] + _model_args(m, gpus) + knob_args(knobs))
         m.fix_names(answer)
         if isinstance(config, Mapping) and answer.get("config_path") == path:
             answer["config_path"] = "<dict>"

@@ -105,8 +105,8 @@ class Record:
         return out
 
 
-def _gb(n: Optional[float]) -> str:
-    return "?" if n is None else f"{n / 1e9:.1f} GB"
+def _gb(n: float) -> str:
+    return f"{n / 1e9:.1f} GB"
 
 
 @dataclass
@@ -136,8 +136,8 @@ class HostMemory(Record):
 
 @dataclass
 class Memory(Record):
-    gpu: Optional[GpuMemory] = None
-    cpu: Optional[HostMemory] = None
+    gpu: GpuMemory = field(default_factory=GpuMemory)
+    cpu: HostMemory = field(default_factory=HostMemory)
 
 
 @dataclass
@@ -211,26 +211,24 @@ class Plan(Record):
     method: str = ""
     deepspeed_version: str = ""
     fits: bool = False
-    zero: Optional[ZeroKnobs] = None
-    memory: Optional[Memory] = None
-    time: Optional[StepTime] = None
-    communication: Optional[Communication] = None
-    throughput: Optional[Throughput] = None
+    zero: ZeroKnobs = field(default_factory=ZeroKnobs)
+    memory: Memory = field(default_factory=Memory)
+    time: StepTime = field(default_factory=StepTime)
+    communication: Communication = field(default_factory=Communication)
+    throughput: Throughput = field(default_factory=Throughput)
     deepspeed_config: Dict[str, Any] = field(default_factory=dict)
 
     @property
     def peak_bytes(self) -> int:
-        return self.memory.gpu.peak if self.memory and self.memory.gpu else 0
+        return self.memory.gpu.peak
 
     def __str__(self) -> str:
-        gpu = self.memory.gpu if self.memory else None
-        t = self.time.step_s if self.time else 0.0
-        tps = self.throughput.tokens_per_s if self.throughput else 0.0
+        gpu = self.memory.gpu
         return (
             f"ZeRO-{self.zero_stage}, micro-batch {self.micro_batch} x grad-accum {self.grad_accum}, "
             f"checkpointing {self.activation_checkpointing}, offload optimizer {self.offload_optimizer} / "
-            f"params {self.offload_param}: peak {_gb(gpu.peak if gpu else None)} of "
-            f"{_gb(gpu.usable if gpu else None)} usable, step {t:.2f} s, {tps:.0f} tokens/s"
+            f"params {self.offload_param}: peak {_gb(gpu.peak)} of {_gb(gpu.usable)} usable, "
+            f"step {self.time.step_s:.2f} s, {self.throughput.tokens_per_s:.0f} tokens/s"
             f"{'' if self.fits else ' (does not fit)'}"
         )
 
@@ -256,8 +254,8 @@ class PlanResult(Record):
     """``zeroplan --model M --gpus G --json``: the best plan of each stage and the recommendation."""
 
     zeroplan_version: str = ""
-    model: Optional[Model] = None
-    cluster: Optional[Cluster] = None
+    model: Model = field(default_factory=Model)
+    cluster: Cluster = field(default_factory=Cluster)
     recommendation: Optional[Plan] = None
     reasons: List[str] = field(default_factory=list)
     plans: List[Plan] = field(default_factory=list)
@@ -304,8 +302,8 @@ class CheckResult(Record):
     config_path: str = ""
     config: Dict[str, Any] = field(default_factory=dict)
     resolved: Any = None
-    model: Optional[Model] = None
-    cluster: Optional[Cluster] = None
+    model: Model = field(default_factory=Model)
+    cluster: Cluster = field(default_factory=Cluster)
     issues: List[Issue] = field(default_factory=list)
     errors: int = 0
     warnings: int = 0
