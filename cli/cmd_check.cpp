@@ -17,6 +17,8 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/html_report.h"
+#include "cli/output.h"
 #include "cli/plan_json.h"
 #include "common/atomic_file.h"
 #include "common/bounded_file.h"
@@ -132,13 +134,27 @@ std::string header_line(const std::string& path, const planner::Workload& w, con
                      rc.runner_assumed ? ", assumed" : "");
 }
 
+// --html for check: the plans shown (none for a refused config), the issues and the changes as reasons.
+void write_check_report(const PlanFlags& flags, const std::string& path, const planner::Workload& w,
+                        const configs::ReadConfig& rc, const json& answer,
+                        const std::vector<ReportPlan>& shown, const std::vector<std::string>& more = {}) {
+  std::vector<std::string> reasons;
+  for (const auto& i : rc.issues) reasons.push_back(configs::format_issue(i));
+  reasons.insert(reasons.end(), more.begin(), more.end());
+  const std::string title = fmt::format("zeroplan check {}: {} on {}", path, w.model.name, flags.gpus);
+  write_file_atomically(flags.html,
+                        render_html_report(report_data("check", title, answer, reasons, shown,
+                                                       build_search_options(flags).memory_margin)),
+                        flags.force);
+}
+
 // A config DeepSpeed refuses never runs: no memory or time is predicted for it (a prediction from
 // refused values, e.g. reduce_bucket_size 0, would be meaningless).
 CommandResult report_refused(const PlanFlags& flags, const std::string& path, const planner::Workload& w,
                              const configs::ReadConfig& rc) {
   const std::string who =
       rc.runner == configs::Runner::DeepSpeed ? "DeepSpeed" : "DeepSpeed (via the runner)";
-  if (flags.json) {
+  const auto answer = [&] {
     json issues = json::array();
     for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
     json out = json_head("refused", path, rc);
@@ -154,7 +170,11 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
                     {"recommended_changes", json::array()},
                     {"knob_effects", json::array()},
                     {"exit_code", 1}});
-    fmt::print("{}\n", out.dump(2));
+    return out;
+  };
+  if (!flags.html.empty()) write_check_report(flags, path, w, rc, answer(), {});
+  if (flags.json) {
+    write_answer(answer().dump(2) + "\n");
     return 1;
   }
   std::string s = header_line(path, w, rc);
@@ -162,7 +182,7 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
   s += fmt::format(
       "Prediction: none; {} refuses this config at start-up, so it never runs (fix the errors above)\n", who);
   s += "Verdict: DeepSpeed would refuse this config (see the errors above)\n";
-  fmt::print("{}", s);
+  write_answer(s);
   return 1;
 }
 
@@ -244,7 +264,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
                               : predicted.fits ? "fits"
                                                : "does not fit in GPU memory";
 
-  if (flags.json) {
+  const auto answer = [&] {
     json issues = json::array();
     for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
     json ch = json::array();
@@ -272,7 +292,17 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
                     {"exit_code", code}});
     if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
     if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
-    fmt::print("{}\n", out.dump(2));
+    return out;
+  };
+  if (!flags.html.empty()) {
+    std::vector<ReportPlan> shown{{"your config", &wc, &predicted, false}};
+    if (sr.recommendation && improves) shown.push_back({"zeroplan's plan", &ws, &*sr.recommendation, true});
+    std::vector<std::string> lines;
+    for (const auto& c : changes) lines.push_back("zeroplan's plan changes " + configs::format_change(c));
+    write_check_report(flags, path, w, rc, answer(), shown, lines);
+  }
+  if (flags.json) {
+    write_answer(answer().dump(2) + "\n");
     return code;
   }
 
@@ -326,7 +356,7 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
          std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
   }
   s += "Verdict: " + verdict + "\n";
-  fmt::print("{}", s);
+  write_answer(s);
   return code;
 }
 

@@ -6,11 +6,14 @@
 // Exit codes: 0 diagnosed (whether or not causes were found); 2 user error (missing file, not a log,
 // bad flag): one line on stderr, nothing on stdout, no file written.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <memory>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/html_report.h"
+#include "cli/output.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/json_file.h"
@@ -58,13 +61,33 @@ CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
                                     d.predicted->time.step_s * 1000, d.fixed->time.step_s * 1000)
                       : fmt::format("Wrote {} (pass --model/--gpus for its predicted step)\n", flags.emit);
   }
-  if (flags.json) {
+  const auto answer = [&] {
     nlohmann::json j = diagnose::to_json(log, d);
     j["zeroplan_version"] = ZEROPLAN_VERSION;
     if (!flags.emit.empty()) j["emitted"] = flags.emit;
-    fmt::print("{}\n", j.dump(2, ' ', false, kReplace));
+    return j;
+  };
+  if (!flags.html.empty()) {
+    // The run as its config runs it (when --model/--gpus let the planner predict it), the ranked causes
+    // with their fixes, what the log showed and what it lacked; the report shows the corrected config.
+    std::vector<ReportPlan> shown;
+    if (d.predicted && d.workload) shown.push_back({"the run as logged", &*d.workload, &*d.predicted, false});
+    std::vector<std::string> reasons;
+    for (const auto& c : d.causes) reasons.push_back(c.title + ": " + c.fix_text);
+    for (const auto& o : d.observations) reasons.push_back("observed: " + o);
+    for (const auto& m : d.missing) reasons.push_back("missing from the log: " + m);
+    // Log text may hold bytes that are not UTF-8 (kReplace above): round-trip through the same handler.
+    const nlohmann::json data = nlohmann::json::parse(answer().dump(-1, ' ', false, kReplace));
+    const std::string title = fmt::format("zeroplan diagnose {}", fmt::join(a.logs, " "));
+    write_file_atomically(
+        flags.html,
+        render_html_report(report_data("diagnose", title, data, reasons, shown, in.memory_margin)),
+        flags.force);
+  }
+  if (flags.json) {
+    write_answer(answer().dump(2, ' ', false, kReplace) + "\n");
   } else {
-    fmt::print("{}{}", diagnose::format_text(log, d), emitted);
+    write_answer(diagnose::format_text(log, d) + emitted);
   }
   return 0;
 }

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "hwprofiles/gpu_profile.h"
 #include "models/model_spec.h"
 
@@ -38,7 +39,7 @@ int list_models(bool json) {
         fmt::format("{:<{}} {:>18L} {:>17} {:>6} {:>6} {:>3}/{:<3}  {:<14} {}\n", e.name, name_w, n, active,
                     m.num_layers, m.hidden_size, m.num_heads, m.num_kv_heads, join(e.aliases), e.source);
   }
-  fmt::print("{}", json ? arr.dump(2) + "\n" : text);
+  write_answer(json ? arr.dump(2) + "\n" : text);
   return 0;
 }
 
@@ -57,7 +58,7 @@ int list_gpus(bool json) {
                         static_cast<double>(g.memory_bytes) / 1e9, g.bf16_tflops, g.hbm_GBps,
                         g.intra_node.name, join(g.aliases));
   }
-  fmt::print("{}", json ? arr.dump(2) + "\n" : text);
+  write_answer(json ? arr.dump(2) + "\n" : text);
   return 0;
 }
 
@@ -65,6 +66,8 @@ int list_gpus(bool json) {
 
 void register_lists(CLI::App& app, CommandResult& result) {
   static bool models_json = false, gpus_json = false;
+  // Reset on each registration: the Python module builds a fresh app per call in one process.
+  models_json = gpus_json = false;
   auto* m = app.add_subcommand("models", "List the model zoo with exact parameter counts");
   m->add_flag("--json", models_json, "JSON output");
   m->callback([&result] { result = list_models(models_json); });

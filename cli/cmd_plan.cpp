@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/html_report.h"
+#include "cli/output.h"
 #include "cli/plan_json.h"
+#include "common/atomic_file.h"
 #include "common/errors.h"
 #include "common/names.h"
 #include "configs/emit.h"
@@ -42,7 +45,8 @@ CommandResult run_plan(const PlanFlags& flags) {
     emitted = configs::emit_files(w, *chosen, eo);
   }
 
-  if (flags.json) {
+  // The JSON contract: printed with --json, and the data of the --html report.
+  const auto answer = [&] {
     nlohmann::json out = {{"zeroplan_version", ZEROPLAN_VERSION},
                           {"model", model_to_json(w)},
                           {"cluster", cluster_to_json(w)},
@@ -57,7 +61,27 @@ CommandResult run_plan(const PlanFlags& flags) {
     for (const auto& p : r.best_per_stage) out["plans"].push_back(plan_to_json(w, p));
     for (const auto& warning : w.model.warnings) out["warnings"].push_back(warning);
     if (!emitted.empty()) out["emitted"] = {{"path", flags.emit}, {"summary", emitted}};
-    fmt::print("{}\n", out.dump(2));
+    return out;
+  };
+  if (!flags.html.empty()) {
+    std::vector<ReportPlan> shown;
+    bool marked = false;
+    for (const auto& p : r.best_per_stage) {
+      const bool is_chosen =
+          chosen && p.zero.stage == chosen->zero.stage && p.tokens_per_s == chosen->tokens_per_s;
+      marked = marked || is_chosen;
+      shown.push_back({fmt::format("ZeRO-{}", p.zero.stage), &w, &p, is_chosen});
+    }
+    // A recommendation that is no stage's best row (e.g. a MoE plan with expert parallelism) still shows.
+    if (chosen && !marked) shown.insert(shown.begin(), {"recommended", &w, chosen, true});
+    const std::string title = fmt::format("zeroplan: {} on {}", w.model.name, flags.gpus);
+    write_file_atomically(
+        flags.html,
+        render_html_report(report_data("plan", title, answer(), r.reasons, shown, opts.memory_margin)),
+        flags.force);
+  }
+  if (flags.json) {
+    write_answer(answer().dump(2) + "\n");
   } else {
     for (const auto& warning : w.model.warnings) fmt::print(stderr, "zeroplan: warning: {}\n", warning);
     std::string text = planner::render_report(w, r);
@@ -69,7 +93,8 @@ CommandResult run_plan(const PlanFlags& flags) {
       text += "\n" + planner::render_explain_time(w, planner::compute_model_stats(w), *focus);
     if (!flags.compare.empty() && focus) text += "\n" + planner::render_deepspeed_comparison(w, *focus);
     if (!emitted.empty()) text += "\n" + emitted;
-    fmt::print("{}", text);
+    if (!flags.html.empty()) text += "\nWrote the HTML report " + flags.html + "\n";
+    write_answer(text);
   }
   return chosen ? 0 : 1;
 }

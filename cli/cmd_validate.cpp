@@ -14,6 +14,7 @@
 
 #include "cli/commands.h"
 #include "cli/plan_json.h"
+#include "cli/progress.h"
 #include "cli_exec/engine_run_config.h"
 #include "common/checked.h"
 #include "common/errors.h"
@@ -290,7 +291,20 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
   exec::RunResult res;
   try {
-    res = run_ranks(rc, *rt, mpi);
+    // A terminal sees the steps go by (cli/progress.h); piped output is unchanged. Under mpirun only
+    // global rank 0 reports, and the line is cleared before the answer is printed.
+    Progress progress("validate", "step", steps,
+                      fmt::format("{} {}", world,
+                                  multi                ? "processes"
+                                  : v.backend == "cpu" ? "thread ranks"
+                                                       : "ranks"));
+    exec::RunConfig shown = rc;
+    const bool reporter = !multi || mpi.rank() == 0;
+    if (reporter && progress.shown()) {
+      shown.on_step = [&progress](int done) { progress.update(done); };
+      progress.update(0);
+    }
+    res = run_ranks(shown, *rt, mpi);
   } catch (const exec::OutOfMemory& oom) {
     // An OOM is an answer, not a crash: where it happened against what the planner predicted.
     const std::string phase = oom.phase.empty() ? "setup" : oom.phase;

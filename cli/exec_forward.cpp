@@ -25,6 +25,11 @@ bool executable(const std::filesystem::path& p) {
 }
 
 [[noreturn]] void hand_over(const std::string& command) {
+  // In-process callers (the Python module, cli/app.h) record no command line: replacing the
+  // interpreter with zeroplan-exec would end the caller's program.
+  if (g_argv == nullptr)
+    throw_user_error("`{}` runs in the executor program {}; run `zeroplan {}` from a shell", command,
+                     kExecName, command);
   std::fflush(stdout);
   const auto prog = find_executor_program();
   if (!prog)

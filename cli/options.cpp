@@ -216,6 +216,11 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                "With --emit: add AdamW optimizer and WarmupLR scheduler sections (the HF Trainer fills them "
                "otherwise)")
       ->group(o);
+  app.add_option(
+         "--html", f.html,
+         "Also write a self-contained HTML report (memory by buffer, memory over the step, micro-batch "
+         "sweep, collectives, reasons, ds_config) to this path; plan, check and diagnose")
+      ->group(o);
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }
 

@@ -38,6 +38,7 @@ struct PlanFlags {
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan
   std::string compare;        // --compare deepspeed
   std::string emit;           // --emit ds_config.json
+  std::string html;           // --html report.html (cli/html_report.h)
   bool hf_auto = false;
   bool emit_optimizer = false;  // --emit-optimizer: add optimizer + scheduler sections
   bool force = false;

@@ -7,6 +7,7 @@
 #include <iostream>
 #include <new>
 
+#include "cli/output.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
 
@@ -18,6 +19,11 @@ namespace zeroplan::cli {
 namespace {
 
 int fail(int code, const std::string& msg) {
+  // In-process callers (the Python module) get the same one line as an exception message.
+  if (std::string* captured = captured_error()) {
+    *captured = one_line(msg);
+    return code;
+  }
   std::fflush(stdout);
   std::cerr << "zeroplan: error: " << one_line(msg) << "\n";
   return code;
@@ -61,6 +67,10 @@ std::string one_line(const std::string& msg) {
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
+  return run_parsed(app, argc, argv, run);
+}
+
+int run_parsed(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {

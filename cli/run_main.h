@@ -17,6 +17,10 @@ std::string version_line();
 // to the exit-code contract.
 int run_main(CLI::App& app, int argc, char** argv, const std::function<int()>& run);
 
+// run_main without the signal handlers: for a caller that is not its own process (the Python
+// module, whose interpreter owns SIGINT).
+int run_parsed(CLI::App& app, int argc, char** argv, const std::function<int()>& run);
+
 // Runs `body` under the same exception-to-exit-code mapping (for work done outside a parse).
 int run_guarded(const std::function<int()>& body);
 

@@ -1551,6 +1551,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
       backward(j + 1 == cfg_.grad_accum);
     }
     boundary(step);
+    if (r_ == 0 && cfg_.on_step) cfg_.on_step(step + 1);
   }
   enter_phase(StepPhase::Forward);  // attribute the step's collectives
   meas.comm_by_phase = comm_by_phase_;

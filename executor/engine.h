@@ -8,6 +8,7 @@
 // are independent).
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct RunConfig {
   const std::vector<float>* initial_params = nullptr;
   // Tests: record the averaged, unclipped fp32 gradient of the first step (world size 1, stage 0).
   bool capture_first_grads = false;
+  // Progress (issue 30, item 5): rank 0 calls it after each optimizer step with the number of steps
+  // done (cli/progress.h shows it on a terminal). Empty: nothing is called.
+  std::function<void(int steps_done)> on_step;
 };
 
 struct PhaseSeconds {

@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # libopenmpi-dev + openmpi-bin: multi-process runs under mpirun (optional at build time; CMake
 # uses MPI when it finds it, and tests/test_mpi_ranks.cpp runs mpirun).
 PKGS=(cmake ninja-build g++ libeigen3-dev libfmt-dev nlohmann-json3-dev libcli11-dev
-      libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin)
+      libgtest-dev libgmock-dev libbenchmark-dev libopenmpi-dev openmpi-bin
+      python3-venv python3-dev)  # python3-*: the wheel's test (scripts/test_wheel.sh)
 missing=()
 for p in "${PKGS[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -1,0 +1,55 @@
+// Progress of long work (issue 30, item 5; cli/progress.h): `validate` shows its steps, the ranks,
+// the elapsed time and an ETA on a terminal, and prints nothing extra when its output is piped. The
+// terminal is a pseudo-terminal from util-linux `script` (Debian's essential bsdutils package).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli_runner.h"
+
+namespace {
+
+using zeroplan::testing::run_cli;
+
+const std::vector<std::string> kValidate = {
+    "validate", "--backend",     "cpu",     "--model", "tiny-llama-micro",
+    "--gpus",   "2xCPU",         "--stage", "2",       "--seq-len",
+    "64",       "--micro-batch", "2",       "--steps", "3"};
+
+TEST(CliProgress, QuietWhenPiped) {
+  const auto r = run_cli(kValidate);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err.find("step 1/3"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+  EXPECT_EQ(r.out.find('\r'), std::string::npos);
+}
+
+TEST(CliProgress, ShownOnATerminal) {
+  std::string cmd = zeroplan::testing::shell_quote(ZEROPLAN_BINARY);
+  for (const auto& a : kValidate) cmd += " " + zeroplan::testing::shell_quote(a);
+  // script -q: no start/end banner; -e: its exit status is the command's; -c: the command; the
+  // transcript file is /dev/null, and what the terminal showed comes out on script's stdout.
+  const std::string wrapped =
+      "TERM=xterm script -qec " + zeroplan::testing::shell_quote(cmd) + " /dev/null </dev/null 2>&1";
+  FILE* p = ::popen(wrapped.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string shown;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) shown.append(buf, n);
+  const int status = ::pclose(p);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << shown;
+  for (const char* want : {"zeroplan validate: step 0/3 (2 thread ranks), elapsed",
+                           "zeroplan validate: step 1/3 (2 thread ranks), elapsed", ", ETA ",
+                           "zeroplan validate: step 3/3 (2 thread ranks), elapsed"})
+    EXPECT_NE(shown.find(want), std::string::npos) << want << "\n" << shown.substr(0, 600);
+  // The line is erased before the answer, which then reads as when piped.
+  const auto last = shown.find("step 3/3");
+  const auto answer = shown.find("zeroplan validate: tiny-llama-micro");
+  ASSERT_NE(answer, std::string::npos);
+  EXPECT_LT(last, answer);
+  EXPECT_NE(shown.find("\r\033[Kzeroplan validate: tiny-llama-micro"), std::string::npos);
+}
+
+}  // namespace
