@@ -21,6 +21,11 @@ sequence length and model size.
 --write with --fit: store the fitted factors and error_band (the 80th percentile of |error| over all
         rows, rounded up to a whole percent) in planner/data/time_model.json. Rebuild afterwards:
         the binary embeds the file.
+
+After the existing summary it also reports planner/data/calibration/deepspeed_runs.json (published
+DeepSpeed ZeRO runs, issue 24 item 5): same prediction path, plus each row's stage, gradient
+accumulation, offload and checkpoint implementation; errors by split (ds_fit / ds_held_out /
+reference), GPU generation, stage and offload. Those rows never enter the fit above.
 """
 import json
 import math
@@ -35,6 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS = ROOT / "planner/data/calibration/runs.json"
 LONG_CONTEXT_RUNS = ROOT / "planner/data/calibration/long_context_runs.json"
 DATA = ROOT / "planner/data/time_model.json"
+DEEPSPEED_RUNS = ROOT / "planner/data/calibration/deepspeed_runs.json"
 
 # Fraction of a full forward recomputed, per checkpointing label of runs.json.
 RECOMPUTE_FRACTION = {"none": 0.0, "full": 1.0, "every_2nd_layer": 0.5, "half_forward": 0.5}
@@ -194,6 +200,106 @@ def fit(z, rows):
     return best[2], best[1]
 
 
+# ---- DeepSpeed runs (deepspeed_runs.json, issue 24 item 5): reported after the summary, never fitted ----
+
+def ds_step_time(z, row, ckpt, env):
+    """step_time() for a deepspeed_runs.json row: the same CLI path, plus the row's offload devices and
+    checkpoint implementation (DeepSpeed rows run DeepSpeed's zero3_linear_wrap, so no
+    --memory-efficient-linear off)."""
+    model = row["model"]
+    if model.endswith(".json"):
+        model = str(ROOT / model)
+    gpus = f"{row['nodes']}x{row['gpus_per_node']}x{row['gpu']}" if row["nodes"] > 1 else \
+        f"{row['gpus_per_node']}x{row['gpu']}"
+    stage = row.get("stage", 3)
+    args = [z, "--model", model, "--gpus", gpus, "--seq-len", str(row["seq_len"]),
+            "--stage", str(stage), "--micro-batch", str(row["micro_batch"]),
+            "--grad-accum", str(row.get("grad_accum", 1)), "--checkpointing", ckpt,
+            "--precision", row.get("precision", "bf16"), "--attention", row.get("attention", "flash"),
+            "--offload-optimizer", row.get("offload_optimizer", "none")]
+    if stage == 3:
+        args += ["--offload-param", row.get("offload_param", "none")]
+    if "checkpoint_impl" in row:
+        args += ["--checkpoint-impl", row["checkpoint_impl"]]
+    args.append("--json")
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
+    plan = json.loads(p.stdout)["plans"][0]
+    return plan["time"]["step_s"], plan
+
+
+def ds_evaluate(z, rows, env):
+    out = []
+    for row in rows:
+        frac = RECOMPUTE_FRACTION[row["checkpointing"]]
+        t_none, plan = ds_step_time(z, row, "none", env) if frac < 1 else (None, None)
+        t_full = None
+        if frac > 0:
+            t_full, plan_full = ds_step_time(z, row, "full", env)
+            plan = plan if plan is not None else plan_full
+        t = t_none if frac == 0 else t_full if frac == 1 else t_none + frac * (t_full - t_none)
+        pred = row["micro_batch"] * row.get("grad_accum", 1) * row["seq_len"] / t
+        out.append((row, pred, pred / row["measured_tokens_per_s_per_gpu"] - 1, plan))
+    return out
+
+
+def gpu_generation(gpu):
+    g = gpu.upper()
+    if g.startswith(("B200", "B300", "GB200", "RTX5090")):
+        return "Blackwell"
+    if g.startswith(("H100", "H200", "H800", "H20", "GH200")):
+        return "Hopper"
+    if g.startswith(("A100", "A800", "A40", "A10", "RTX-A6000", "RTX3090")):
+        return "Ampere"
+    if g.startswith("V100"):
+        return "Volta"
+    return "other"
+
+
+def ds_offload_label(row):
+    o, p = row.get("offload_optimizer", "none"), row.get("offload_param", "none")
+    return "none" if o == "none" and p == "none" else f"opt:{o} param:{p}"
+
+
+def ds_report(ds_res):
+    print(f"\nDeepSpeed runs ({DEEPSPEED_RUNS.relative_to(ROOT)}; never fitted, error = predicted/measured - 1):")
+    print(f"{'run':<40} {'gpu':<10} {'st':>2} {'mb':>2} {'acc':>3} {'seq':>5} {'offload':<20} "
+          f"{'measured':>9} {'predicted':>9} {'error':>7} {'split':<11}")
+    for row, pred, err, plan in ds_res:
+        print(f"{row['id']:<40} {row['gpu']:<10} {row.get('stage', 3):>2} {row['micro_batch']:>2} "
+              f"{row.get('grad_accum', 1):>3} {row['seq_len']:>5} {ds_offload_label(row):<20} "
+              f"{row['measured_tokens_per_s_per_gpu']:>9.0f} {pred:>9.0f} {err*100:>+6.1f}% {row['split']:<11}")
+    groups = {}
+    for row, pred, err, plan in ds_res:
+        groups.setdefault(f"split={row['split']}", []).append(err)
+        if row["split"] == "reference":
+            continue
+        groups.setdefault("all (ds_fit+ds_held_out)", []).append(err)
+        groups.setdefault(f"gen={gpu_generation(row['gpu'])}", []).append(err)
+        groups.setdefault(f"stage={row.get('stage', 3)}", []).append(err)
+        groups.setdefault(f"offload={'yes' if ds_offload_label(row) != 'none' else 'no'}", []).append(err)
+    # The same breakdowns over the reference rows, apart (ambiguous configurations).
+    for row, pred, err, plan in ds_res:
+        if row["split"] != "reference":
+            continue
+        groups.setdefault(f"ref gen={gpu_generation(row['gpu'])}", []).append(err)
+        groups.setdefault(f"ref stage={row.get('stage', 3)}", []).append(err)
+        groups.setdefault(f"ref offload={'yes' if ds_offload_label(row) != 'none' else 'no'}", []).append(err)
+    print("\nDeepSpeed summary (error = predicted/measured - 1; 'all' and the gen/stage/offload groups: ds_fit + ds_held_out;"
+          " 'ref ...': reference rows only):")
+    order = ["all (ds_fit+ds_held_out)"] + sorted(k for k in groups if k.startswith("split=")) + \
+        sorted(k for k in groups if k.split("=")[0] in ("gen", "stage", "offload")) + \
+        sorted(k for k in groups if k.startswith("ref "))
+    for k in order:
+        if k in groups:
+            print(summarize(k, groups[k]))
+    for label, sel in (("ds_fit+ds_held_out", lambda r: r["split"] != "reference"),
+                       ("reference", lambda r: r["split"] == "reference")):
+        worst = sorted((x for x in ds_res if sel(x[0])), key=lambda x: -abs(x[2]))[:4]
+        print(f"  largest |error| ({label}): " + ", ".join(f"{r['id']} {e*100:+.1f}%" for r, _, e, _ in worst))
+
+
 def main():
     z = find_binary(sys.argv)
     rows = json.loads(RUNS.read_text())["runs"]
@@ -209,6 +315,9 @@ def main():
         tmpfile.close()
         env["ZEROPLAN_TIME_MODEL"] = tmpfile.name
     res = evaluate(z, rows, env)
+    # DeepSpeed rows (issue 24 item 5): predicted with the same environment, printed after everything else.
+    ds_res = ds_evaluate(z, json.loads(DEEPSPEED_RUNS.read_text())["runs"], env) \
+        if DEEPSPEED_RUNS.is_file() else None
     print(f"{'run':<26} {'gpu':<10} {'seq':>6} {'ckpt':<16} {'measured':>9} {'predicted':>9} {'error':>7} {'MFU':>5}")
     for row, pred, err, plan in res:
         print(f"{row['id']:<26} {row['gpu']:<10} {row['seq_len']:>6} {row['checkpointing']:<16} "
@@ -260,6 +369,8 @@ def main():
               f"error_band {band}")
     if tmpfile is not None:
         os.unlink(tmpfile.name)
+    if ds_res is not None:
+        ds_report(ds_res)
 
 
 if __name__ == "__main__":
