@@ -56,6 +56,15 @@ def find_binary(argv):
     sys.exit("calibrate_fit: no zeroplan binary (build it or pass its path)")
 
 
+def run_plan(args, env):
+    """One `zeroplan ... --json` run: its step time and plan (exit 1, does not fit, still prices it)."""
+    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
+    if p.returncode not in (0, 1):
+        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
+    plan = json.loads(p.stdout)["plans"][0]
+    return plan["time"]["step_s"], plan
+
+
 def step_time(z, row, ckpt, env):
     model = row["model"]
     if model.endswith(".json"):
@@ -78,19 +87,18 @@ def step_time(z, row, ckpt, env):
     # torchtitan wrap blocks with checkpoint_wrapper's default CheckpointImpl.NO_REENTRANT.
     if "FSDP" in row["parallelism"]:
         args[-1:-1] = ["--memory-efficient-linear", "off"]
-    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
-    if p.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
-    plan = json.loads(p.stdout)["plans"][0]
-    return plan["time"]["step_s"], plan
+    return run_plan(args, env)
 
 
-def predict(z, row, env):
+def predict(z, row, env, step=None):
+    """Tokens/s per GPU for a row: the step time with the row's recompute fraction between the
+    no-checkpointing and full-checkpointing plans. `step` prices one plan (default step_time)."""
+    step = step or step_time
     frac = RECOMPUTE_FRACTION[row["checkpointing"]]
-    t_none, plan = step_time(z, row, "none", env) if frac < 1 else (None, None)
+    t_none, plan = step(z, row, "none", env) if frac < 1 else (None, None)
     t_full = None
     if frac > 0:
-        t_full, plan_full = step_time(z, row, "full", env)
+        t_full, plan_full = step(z, row, "full", env)
         plan = plan if plan is not None else plan_full
     t = t_none if frac == 0 else t_full if frac == 1 else t_none + frac * (t_full - t_none)
     tokens = row["micro_batch"] * row.get("grad_accum", 1) * row["seq_len"]
@@ -222,24 +230,13 @@ def ds_step_time(z, row, ckpt, env):
     if "checkpoint_impl" in row:
         args += ["--checkpoint-impl", row["checkpoint_impl"]]
     args.append("--json")
-    p = subprocess.run(args, capture_output=True, text=True, env=env, timeout=120)
-    if p.returncode not in (0, 1):
-        raise RuntimeError(f"{' '.join(args)}: exit {p.returncode}: {p.stderr.strip()}")
-    plan = json.loads(p.stdout)["plans"][0]
-    return plan["time"]["step_s"], plan
+    return run_plan(args, env)
 
 
 def ds_evaluate(z, rows, env):
     out = []
     for row in rows:
-        frac = RECOMPUTE_FRACTION[row["checkpointing"]]
-        t_none, plan = ds_step_time(z, row, "none", env) if frac < 1 else (None, None)
-        t_full = None
-        if frac > 0:
-            t_full, plan_full = ds_step_time(z, row, "full", env)
-            plan = plan if plan is not None else plan_full
-        t = t_none if frac == 0 else t_full if frac == 1 else t_none + frac * (t_full - t_none)
-        pred = row["micro_batch"] * row.get("grad_accum", 1) * row["seq_len"] / t
+        pred, plan = predict(z, row, env, step=ds_step_time)
         out.append((row, pred, pred / row["measured_tokens_per_s_per_gpu"] - 1, plan))
     return out
 

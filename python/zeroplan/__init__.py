@@ -23,18 +23,9 @@ from . import _core
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "plan",
-    "check",
-    "diagnose",
-    "models",
-    "gpus",
-    "run_json",
-    "knob_args",
-    "ZeroplanError",
-    "ZeroplanInternalError",
-    "version",
-] + list(_records_all)
+from ._api import __all__ as _api_all
+
+__all__ = list(_api_all) + ["version"] + list(_records_all)
 
 
 def version() -> str:
