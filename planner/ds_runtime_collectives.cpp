@@ -581,6 +581,17 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
       for (size_t p : trace[k]) param_trace.push_back({p, static_cast<int64_t>(k)});
     std::vector<bool> available(P, false);
     for (size_t i = 0; i < P; ++i) available[i] = persistent(i);
+    // Elements traversed before each trace step, and the steps each parameter is used at (ascending).
+    std::vector<int64_t> prefix(trace.size() + 1, 0);
+    std::vector<std::vector<int64_t>> occurrences(P);
+    for (size_t k = 0; k < trace.size(); ++k) {
+      prefix[k + 1] = prefix[k];
+      for (size_t p : trace[k]) {
+        prefix[k + 1] += all[p];
+        if (occurrences[p].empty() || occurrences[p].back() != static_cast<int64_t>(k))
+          occurrences[p].push_back(static_cast<int64_t>(k));
+      }
+    }
     const size_t fwd_len = order.fwd_modules.size();
     for (int64_t micro = 0; micro < accum; ++micro) {
       micro_step = static_cast<int>(micro);
@@ -637,22 +648,23 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
             bucket_payload += padded_to_n(g, N);
           }
         }
-        // release_sub_module after the module ran (step id already advanced).
+        // release_sub_module after the module ran (step id already advanced): __params_to_release
+        // walks the trace from the next module, whole modules at a time, while fewer than
+        // stage3_max_reuse_distance elements are traversed, and keeps the parameters it meets. A
+        // parameter is therefore kept iff its first use at or after `next` starts within the window:
+        // found by its occurrence list and the trace's prefix sums (one lookup instead of a walk).
         const int64_t next = static_cast<int64_t>(step) + 1;
-        std::vector<size_t> release;
-        for (size_t p : params)
-          if (!persistent(p) && recent[p] <= next) release.push_back(p);
-        int64_t traversed = 0;
-        for (size_t k = static_cast<size_t>(next); k < trace.size() && traversed < z.max_reuse_distance; ++k)
-          for (size_t p : trace[k]) {
-            release.erase(std::remove(release.begin(), release.end(), p), release.end());
-            traversed += all[p];
-          }
-        for (size_t p : release)
-          if (available[p]) {
-            available[p] = false;
-            n_available -= all[p];
-          }
+        for (size_t p : params) {
+          if (persistent(p) || recent[p] > next || !available[p]) continue;
+          const std::vector<int64_t>& o = occurrences[p];
+          const auto it = std::lower_bound(o.begin(), o.end(), next);
+          const bool reused =
+              it != o.end() &&
+              prefix[static_cast<size_t>(*it)] - prefix[static_cast<size_t>(next)] < z.max_reuse_distance;
+          if (reused) continue;
+          available[p] = false;
+          n_available -= all[p];
+        }
       }
       // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
       if (bucket_elems > 0)
