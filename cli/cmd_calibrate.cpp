@@ -21,6 +21,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "common/atomic_file.h"
 #include "common/errors.h"
 #include "hwprofiles/gpu_profile.h"
@@ -91,6 +92,20 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
   int runtime_version = 0, driver_version = 0;
   cudaRuntimeGetVersion(&runtime_version);
   cudaDriverGetVersion(&driver_version);
+  // Progress on a terminal (issue 30 item 5; cli/progress.h): one measurement per GEMM shape, five
+  // bandwidths, and per collective kind its message sizes. Each result line is printed as before;
+  // the progress line is erased before it and drawn again after.
+  const auto shapes = calibration_gemm_shapes(f.quick);
+  const int coll_step = f.quick ? 4 : 2;  // message sizes 1 KiB .. 1 GiB, x16 or x4 apart
+  const bool collectives = dev.count >= 2 && nccl_available();
+  const int total = static_cast<int>(shapes.size()) + 5 + (collectives ? 3 * ((30 - 10) / coll_step + 1) : 0);
+  Progress progress("calibrate", "measurement", total,
+                    fmt::format("{}, {} GPU{}", info.name, dev.count, dev.count == 1 ? "" : "s"));
+  int done = 0;
+  auto measured = [&](int n = 1) {
+    std::fflush(stdout);
+    progress.update(done += n);
+  };
   fmt::print("calibrating {} ({} SMs, {:.1f} GiB) against the '{}' profile; CUDA runtime {}, driver {}\n",
              info.name, info.sm_count, static_cast<double>(mem0.total_bytes) / (1 << 30), g.name,
              runtime_version, driver_version);
@@ -100,16 +115,21 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
       "\nbf16 GEMM (fp32 accumulate), median of 5 batches:\n  {:>6} {:>6} {:>6} {:>3} {:>9} {:>9} {:>6}\n",
       "m", "n", "k", "op", "GFLOP", "TFLOP/s", "eff");
   std::vector<std::pair<double, double>> points;
-  for (const auto& s : calibration_gemm_shapes(f.quick)) {
+  std::fflush(stdout);
+  progress.update(done);
+  for (const auto& s : shapes) {
     const double gflop = s.flops() / 1e9;
     const int reps = std::max(3, static_cast<int>(std::min(200.0, 2000.0 / gflop)));
     const double sec = time_gemm(be, s, reps);
+    progress.clear();
     const double tflops = s.flops() / sec / 1e12;
     const double eff = tflops / g.bf16_tflops;
     points.emplace_back(gflop, eff);
     fmt::print("  {:>6} {:>6} {:>6} {:>3} {:>9.2f} {:>9.1f} {:>6.3f}\n", s.m, s.n, s.k,
                fmt::format("{}{}", s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N'), gflop, tflops, eff);
+    measured();
   }
+  progress.clear();
   const GemmEfficiencyFit fit = fit_gemm_efficiency(points);
   fmt::print(
       "  fit eff(f) = E f/(f+H): E = {:.3f} of {:.1f} TFLOP/s, H = {:.3f} GFLOP (rms relative residual "
@@ -117,12 +137,15 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
       fit.max_efficiency, g.bf16_tflops, fit.half_efficiency_gflop, fit.rms_relative_residual);
 
   // ---- memory bandwidths
+  std::fflush(stdout);
+  progress.update(done);
   const int64_t big = int64_t{1} << 30, host_bytes = int64_t{256} << 20;
   const double hbm = measure_device_copy_GBps(be, big, 10);
   const double pin_h2d = measure_host_copy_GBps(be, host_bytes, true, true, 5);
   const double pin_d2h = measure_host_copy_GBps(be, host_bytes, true, false, 5);
   const double pag_h2d = measure_host_copy_GBps(be, host_bytes, false, true, 3);
   const double pag_d2h = measure_host_copy_GBps(be, host_bytes, false, false, 3);
+  progress.clear();
   fmt::print("\ndevice copy (1 GiB, read+write): {:.0f} GB/s = {:.3f} of the datasheet {:.0f} GB/s\n", hbm,
              hbm / g.hbm_GBps, g.hbm_GBps);
   fmt::print(
@@ -131,6 +154,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
       pin_h2d, pin_d2h, pag_h2d, pag_d2h);
   fmt::print("device memory: {} bytes total, {} bytes in use after context + streams + cuBLASLt workspace\n",
              mem0.total_bytes, mem0.baseline_used_bytes);
+  measured(5);
 
   CalibrationMeasurements meas;
   meas.stamp = fmt::format("zeroplan calibrate on '{}' ({} SMs), {}, CUDA runtime {}, driver {}", info.name,
@@ -146,7 +170,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
   meas.gpus = dev.count;
 
   // ---- collectives (>= 2 GPUs)
-  if (dev.count >= 2 && nccl_available()) {
+  if (collectives) {
     std::vector<std::unique_ptr<CudaBackend>> owned;
     std::vector<CudaBackend*> bes{&be};
     for (int d = 1; d < dev.count; ++d) {
@@ -156,17 +180,20 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
     auto comms = make_local_nccl_communicators(bes);
     std::vector<exec::Communicator*> raw;
     for (auto& c : comms) raw.push_back(c.get());
+    progress.clear();
     fmt::print("\ncollectives over {} GPUs (nccl-tests definitions; fp32 data verified exactly):\n",
                dev.count);
     fmt::print("  {:>14} {:>12} {:>10} {:>10} {:>10} {:>8}\n", "collective", "bytes", "time us", "algbw",
                "busbw", "check");
-    const int step = f.quick ? 4 : 2;  // message sizes 1 KiB .. 1 GiB, x16 or x4 apart
+    std::fflush(stdout);
+    progress.update(done);
     for (exec::CollKind k :
          {exec::CollKind::AllReduce, exec::CollKind::ReduceScatter, exec::CollKind::AllGather}) {
-      for (int lg = 10; lg <= 30; lg += step) {
+      for (int lg = 10; lg <= 30; lg += coll_step) {
         const int64_t bytes = int64_t{1} << lg;
         const int reps = lg < 24 ? 50 : 10;
         const CollectiveSample c = measure_collective(bes, raw, k, bytes, reps);
+        progress.clear();
         fmt::print("  {:>14} {:>12} {:>10.1f} {:>10.2f} {:>10.2f} {:>8}\n", coll_name(k), c.bytes,
                    c.seconds * 1e6, c.algbw_GBps, c.busbw_GBps, c.verified ? "exact" : "WRONG");
         if (!c.verified)
@@ -175,6 +202,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
                           "working correctly, so no profile is written",
                           coll_name(k), c.bytes));
         if (k == exec::CollKind::AllReduce) meas.all_reduce.push_back(c);
+        measured();
       }
     }
   } else {
@@ -182,6 +210,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
                dev.count, dev.count >= 2 ? " but no NCCL in this build" : "");
   }
 
+  progress.clear();
   write_file_atomically(f.out, hw::gpu_to_json(calibrated_profile(g, meas)), force);
   fmt::print("\nwrote {} (use it as --gpus {}x{})\n", f.out, dev.count, f.out);
   return 0;

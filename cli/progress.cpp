@@ -28,8 +28,15 @@ Progress::Progress(std::string what, std::string unit, int total, std::string de
 }
 
 Progress::~Progress() {
+  clear();
+}
+
+void Progress::clear() {
   // "\r" + erase-in-line (ECMA-48 CSI K): the terminal line is left empty for what follows.
-  if (printed_) std::fputs("\r\033[K", stderr);
+  if (!printed_) return;
+  std::fputs("\r\033[K", stderr);
+  std::fflush(stderr);
+  printed_ = false;
 }
 
 void Progress::update(int done) {

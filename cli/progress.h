@@ -17,6 +17,9 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
 
   void update(int done);
+  // Erases the line (if shown) so that a line printed next on the same terminal starts clean; the
+  // next update() draws it again. `calibrate` prints each measurement as it goes.
+  void clear();
   bool shown() const { return enabled_; }
 
  private:

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/progress.h"
 #include "cli_runner.h"
 
 namespace {
@@ -50,6 +51,31 @@ TEST(CliProgress, ShownOnATerminal) {
   ASSERT_NE(answer, std::string::npos);
   EXPECT_LT(last, answer);
   EXPECT_NE(shown.find("\r\033[Kzeroplan validate: tiny-llama-micro"), std::string::npos);
+}
+
+// `calibrate` prints a result line per measurement between progress updates: clear() erases the line
+// (carriage return + ECMA-48 erase-in-line) once, and only if something was drawn; the next update draws
+// it again with the new count.
+TEST(CliProgress, ClearErasesTheLineOnceSoResultLinesStartClean) {
+  ::testing::internal::CaptureStderr();
+  {
+    zeroplan::cli::Progress p("calibrate", "measurement", 4, "GPU, 1 GPU", /*force=*/true);
+    p.clear();  // nothing drawn yet: nothing to erase
+    p.update(1);
+    p.clear();
+    p.clear();  // already erased
+    p.update(2);
+  }  // the destructor erases the last line
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string erase = "\r\033[K";
+  EXPECT_EQ(err.rfind(erase, 0), 0u) << "starts with update(1)'s own erase";
+  EXPECT_NE(err.find("zeroplan calibrate: measurement 1/4 (GPU, 1 GPU), elapsed"), std::string::npos) << err;
+  EXPECT_NE(err.find("zeroplan calibrate: measurement 2/4 (GPU, 1 GPU), elapsed"), std::string::npos) << err;
+  // update(1) + its clear + update(2) + the destructor's clear: four erases, none from the extra clears.
+  size_t n = 0;
+  for (size_t at = err.find(erase); at != std::string::npos; at = err.find(erase, at + 1)) ++n;
+  EXPECT_EQ(n, 4u) << err;
+  EXPECT_EQ(err.substr(err.size() - erase.size()), erase);
 }
 
 }  // namespace
