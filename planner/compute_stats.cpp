@@ -17,6 +17,7 @@
 #include "planner/compute_stats.h"
 
 #include <algorithm>
+#include <set>
 #include <string>
 
 #include "models/model_spec.h"
@@ -47,6 +48,48 @@ std::string module_path(const std::string& tensor_name) {
 
 bool is_expert_tensor(const models::TensorSpec& t) {
   return t.name.find(".experts.") != std::string::npos;
+}
+
+// Hooked module calls of one MoE decoder layer as transformers 5.24 builds it (ModelSpec::runtime_inventory:
+// the routed experts are ONE module holding two 3-D parameters, not E expert MLPs), with the block a
+// ZeRO-3 leaf and without. Counted from the layer's parameters: every module owning a parameter, every
+// module above one inside the layer (the layer, self_attn, the MoE block, a shared expert's MLP
+// container), and the parameter-less activation modules: the experts' act_fn (MixtralExperts,
+// Qwen2/3MoeExperts, OlmoeExperts, DeepseekV3NaiveMoe, Llama4TextExperts; GptOssExperts has none, its
+// GLU is inline) and one per shared expert MLP. Checked by forward pre-hooks on every module of tiny
+// configs with transformers 5.24: qwen3_moe 14, mixtral 12, qwen2_moe 18, olmoe 14, deepseek_v3 20,
+// gpt_oss 11 modules per layer, all called once per forward (tests/test_time_hooks.cpp).
+struct MoeLayerHooks {
+  int64_t all = 0, leaf = 0;
+};
+MoeLayerHooks moe_layer_hooks(const models::ModelSpec& m, const models::LayerInventory& l) {
+  std::set<std::string> owners, containers;
+  // The block is "model.layers.3.mlp"; the layer's own path is what precedes its last component.
+  const std::string& block = l.moe_block;
+  const std::string layer_path = block.substr(0, block.rfind('.'));
+  for (const auto& t : l.tensors) {
+    std::string path = module_path(t.name);
+    owners.insert(path);
+    while (path.size() > layer_path.size()) {
+      path = path.substr(0, path.rfind('.'));
+      containers.insert(path);
+    }
+  }
+  for (const auto& o : owners) containers.erase(o);
+  int64_t act = m.moe_style == models::MoeStyle::FusedGptOss ? 0 : 1;  // the experts' act_fn
+  for (const auto& c : containers) {
+    // A shared expert is a gated MLP with its own act_fn.
+    if (c.ends_with(".shared_expert") || c.ends_with(".shared_experts")) ++act;
+  }
+  MoeLayerHooks h;
+  h.all = static_cast<int64_t>(owners.size() + containers.size()) + act;
+  // As a leaf the block is hooked once and nothing inside it is.
+  const std::string inside = block + ".";
+  int64_t below = 0;
+  for (const auto& o : owners) below += o.rfind(inside, 0) == 0 ? 1 : 0;
+  for (const auto& c : containers) below += c.rfind(inside, 0) == 0 ? 1 : 0;
+  h.leaf = h.all - below - act;
+  return h;
 }
 
 // Parameter-less modules whose forward runs in one decoder layer of the HF module tree; stage 3
@@ -310,6 +353,20 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // one, 1 more per layer). The ModuleList holding the layers is never called.
   s.hooked_modules_outside_layers +=
       2 + (head_has_weight ? 0 : 1) + (m.position == models::PositionKind::Rotary ? 1 : 0);
+  s.hooked_modules_per_layer_moe_leaf = s.hooked_modules_per_layer;
+  // MoE layers run transformers 5's fused experts (the count above walks the checkpoint's per-expert
+  // modules, which is what LoRA's PEFT wrappers still see: kept for LoRA).
+  if (m.is_moe() && !s.frozen_base && !m.from_checkpoint()) {
+    int64_t index = -1;
+    for (const auto& layer : m.runtime_inventory()) {
+      if (!layer.is_decoder_layer || ++index != representative) continue;
+      if (layer.moe_block.empty() || layer.tensors.empty()) break;
+      const MoeLayerHooks h = moe_layer_hooks(m, layer);
+      s.hooked_modules_per_layer = h.all;
+      s.hooked_modules_per_layer_moe_leaf = h.leaf;
+      break;
+    }
+  }
   // The authoritative adapter count (tied heads targeted by name included) comes from the models
   // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
   s.trainable_params = s.frozen_base ? models::lora_trainable_parameters(m, r, targets) : trainable;

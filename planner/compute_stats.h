@@ -161,7 +161,11 @@ struct ComputeStats {
   // submodule reached through module.children(), with or without parameters, so every module whose
   // forward runs pays fetch_sub_module + release_sub_module (partitioned_param_coordinator.py).
   // Counted from the HF module tree (compute_stats.cpp); 0 for --params (no module tree known).
-  int64_t hooked_modules_per_layer = 0;       // one decoder layer
+  int64_t hooked_modules_per_layer = 0;  // one decoder layer
+  // The same when the layer's MoE block is a ZeRO-3 leaf module (DeepSpeed hooks the block, not its
+  // children: parameter_offload.py _register_deepspeed_module stops at z3_leaf_module); equal to
+  // hooked_modules_per_layer for dense models.
+  int64_t hooked_modules_per_layer_moe_leaf = 0;
   int64_t hooked_modules_outside_layers = 0;  // embeddings, final norm, head and the model wrappers
   // Tensors of 1-D/2-D weights quantized in QLoRA (bytes of NF4 weight read per forward).
   int64_t quantized_params = 0;

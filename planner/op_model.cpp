@@ -110,6 +110,7 @@ TimeModelData parse_data() {
   for (const auto& [arch, v] : j.at("calibrated").at("sustained_tensor_core_factor").items())
     d.sustained_tensor_core_factor.emplace_back(arch, v.get<double>());
   d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
+  d.stage3_hook_us_per_module_pass = j.at("stage3_hooks").at("us_per_module_pass").get<double>();
   d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
   d.error_band = j.at("calibrated").at("error_band").get<double>();
   d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);

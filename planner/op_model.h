@@ -66,6 +66,9 @@ struct TimeModelData {
   std::vector<std::pair<std::string, std::string>> architecture;  // GPU name -> "hopper", ...
   std::string default_architecture;
   double host_us_per_kernel = 0;
+  // time_model.json "stage3_hooks": host time DeepSpeed ZeRO-3 adds per module pass (forward or
+  // backward call of one hooked module), measured by scripts/measure_zero3_hooks.py.
+  double stage3_hook_us_per_module_pass = 0;
   double nccl_overlap_slowdown = 0;
   // Calibrated, per architecture: sustained tensor-core throughput / microbenchmark throughput.
   std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;

@@ -100,7 +100,7 @@ std::string step_sentence(const Plan& p) {
 constexpr double kHookReasonShare = 0.05;
 
 // DeepSpeed stage 3's per-module hooks, when they are a visible part of the step (time_model.cpp
-// kStage3HookHostSecondsPerModulePass): what they are and what hides or removes them.
+// "stage3_hooks" in planner/data/time_model.json): what they are and what hides or removes them.
 std::string hook_sentence(const Plan& p) {
   const StepTime& t = p.time;
   return fmt::format(

@@ -33,6 +33,10 @@ struct StepTime {
   int64_t hooked_module_calls = 0;  // module passes per step (forward + backward + recomputed forward)
   double hook_host_s = 0;           // their host (Python) time per step
   double hook_overhead_s = 0;       // the part not hidden behind GPU compute; counted in step_s
+  // Host time launching the compute's kernels per step (operator table: launches x
+  // time_model.json "host"), forward and backward + recompute: with the hooks, a stage-3 pass's host
+  // timeline.
+  double launch_host_forward_s = 0, launch_host_backward_s = 0;
   // Compute slowed by NCCL kernels running beside it (the hidden communication x the slowdown
   // fraction of planner/data/time_model.json); counted in step_s.
   double overlap_slowdown_s = 0;
@@ -40,10 +44,10 @@ struct StepTime {
   // Relative error band of step_s (and tokens/s) from the calibration spread: median |error| of the
   // held-out calibration runs (scripts/calibrate_fit.py), e.g. 0.12 for "1.84 s +- 12%".
   double error_band = 0;
-  double kernels_per_step = 0;           // GPU kernel launches of the compute (operator table)
-  double flops_per_step = 0;             // model FLOPs per GPU (PaLM: 6N or LoRA's 4N+6N_lora, + attention)
-  double hardware_flops_per_step = 0;    // + recomputed forward FLOPs (HFU numerator)
-  double mfu = 0, hfu = 0;               // over the GPU's dense peak for the precision
+  double kernels_per_step = 0;         // GPU kernel launches of the compute (operator table)
+  double flops_per_step = 0;           // model FLOPs per GPU (PaLM: 6N or LoRA's 4N+6N_lora, + attention)
+  double hardware_flops_per_step = 0;  // + recomputed forward FLOPs (HFU numerator)
+  double mfu = 0, hfu = 0;             // over the GPU's dense peak for the precision
   int64_t comm_bytes_per_rank = 0;
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;

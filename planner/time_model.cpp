@@ -41,10 +41,11 @@
 //    layers before the forward/backward turn); each parameter padded to a multiple of n; gradients
 //    reduce-scattered per micro-step in reduce_bucket_size buckets (__reduce_and_partition_ipg_grads);
 //    no step-end all-gather (the next forward gathers).
-//  - stage 3 host overhead: DeepSpeed's per-module hooks (kStage3HookHostSecondsPerModulePass below)
-//    on every module's forward and backward, counted on top of the collectives (whose per-call
-//    latency is already in each gather's time, comm_model.h), exposed where they exceed the compute
-//    and communication of their pass.
+//  - stage 3 host overhead: DeepSpeed's per-module hooks (time_model.json "stage3_hooks", measured
+//    with DeepSpeed 0.19.8 by scripts/measure_zero3_hooks.py) on every module's forward and backward,
+//    counted on top of the collectives (whose per-call latency is already in each gather's time,
+//    comm_model.h); with the pass's kernel launches they form the host timeline, exposed where it
+//    exceeds the pass's GPU timeline (compute and the communication it waits for).
 //  - LoRA/QLoRA: only trainable (adapter) gradients are reduced and only trainable params are
 //    all-gathered at the step end; stage 3 still gathers the frozen base weights.
 // Overlap: stage 0 and step-end all-gathers are exposed; stage 1/2 bucket reduction with
@@ -68,12 +69,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/collective_families.h"
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
-#include "planner/collective_families.h"
 #include "planner/expert_parallel.h"
 #include "planner/op_model.h"
+#include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -86,37 +88,6 @@ namespace {
 // with ZeRO offload on 2xA100-40GB and a 128-core host at 2383 ms per whole step, so its CPU Adam
 // runs at >= 1.3e9 parameters/s; same order. `zeroplan calibrate` should measure it.
 constexpr double kCpuAdamParamsPerSecPerNode = 2.0e9;
-
-// Host time of one stage-3 module pass: the pre+post hooks of one module's forward (or backward),
-// i.e. fetch_sub_module (trace bookkeeping, the all-gather launch, the wait, the prefetch scan) and
-// release_sub_module (partitioned_param_coordinator.py), called from the hooks parameter_offload.py
-// registers on every submodule. NO PUBLISHED PER-MODULE FIGURE EXISTS; DERIVED from one measurement:
-//  - DeepSpeed issue #1174 (zarzen, 2021): bing_bert 5.1B (64 layers, h 2560, DeepSpeedExamples
-//    bing_bert/nvidia/modelingpreln.py) on 8xA100 with NVSwitch, forward ~60 ms under ZeRO-2;
-//    DeepSpeed PR #1188 (same author, model and machine): forward ~270 ms under ZeRO-3 after that PR.
-//    Then every all-gather was synchronous (PR #1188: "the async version is not async at all,
-//    because each all_gather calls torch.cuda.synchronize()"), so hooks, gathers and kernels ran one
-//    after another: the difference is hook host time + gather time.
-//  - Gather time from this planner's nvlink3 curve (hwprofiles/links/nvlink3.json, 8 ranks, fp16):
-//    per layer 4 x 13.1 MB (0.112 ms each) + 2 x 52.4 MB (0.297 ms each) = 1.04 ms, x 64 = 66.7 ms;
-//    the word embedding twice (input, tied decoder: 2 x 0.77 ms), position embedding, pooler and
-//    transform (0.26 ms): ~68.5 ms in all.
-//  - Hooked module calls per forward, counted in modelingpreln.py: 18 per BertLayer (the layer,
-//    2 LayerNorms, BertAttention, BertSelfAttention + query/key/value + softmax + dropout,
-//    BertSelfOutput + dense + dropout, BertIntermediate + dense_act, BertOutput + dense + dropout)
-//    x 64 = 1152, plus 19 outside the layers (BertForPreTraining, BertModel, BertEmbeddings and its
-//    5 children, BertEncoder, FinalLayerNorm, BertPooler + dense_act, BertPreTrainingHeads,
-//    BertLMPredictionHead, transform + dense_act + LayerNorm, decoder, seq_relationship) = 1171.
-//  => (270 - 60 - 68.5) ms / 1171 = 0.121 ms per module pass. ASSUMPTIONS: both runs used the same
-//  micro-batch; a backward pass's hooks cost what a forward pass's cost; the 2021 (DeepSpeed 0.4)
-//  host cost still holds for v0.16 (later versions added per-hook work, e.g. fetch events, and
-//  removed some, e.g. debug-string evaluation, PR #3622). `zeroplan calibrate` does not measure it.
-// Cross-check, not a fit: HF blog "From DeepSpeed to FSDP and Back Again with Hugging Face
-// Accelerate" (2024), Granite-7B (Llama-2 architecture) on 4xA100, batch 8: ZeRO-3 10.6 s vs FSDP
-// 10.4 s per step. Even if all 0.2 s were hooks on 2 x 453 module passes (32 x 14 + 5, rotary per
-// layer in the transformers of then) that is <= 0.22 ms each, above 0.121; and at that step length
-// the model below hides the hooks behind compute, as the ~2% gap suggests.
-constexpr double kStage3HookHostSecondsPerModulePass = 0.121e-3;
 
 int64_t act_bytes(Precision p) {
   return p == Precision::FP32 ? 4 : 2;
@@ -375,6 +346,11 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   st.kernels_per_step =
       (ops.kernels[0] + ops.kernels[1] + ops.kernels[2]) * static_cast<double>(accum) + ops.kernels[3];
   const double bwd_micro = bwd + recompute;  // what backward-time communication can hide behind
+  const double launch_fwd = ops.host_s[static_cast<size_t>(OpPass::Forward)];
+  const double launch_bwd =
+      ops.host_s[static_cast<size_t>(OpPass::Backward)] + ops.host_s[static_cast<size_t>(OpPass::Recompute)];
+  st.launch_host_forward_s = launch_fwd * static_cast<double>(accum);
+  st.launch_host_backward_s = launch_bwd * static_cast<double>(accum);
   // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
   // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads reduces a bucket when full).
@@ -403,7 +379,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   auto add_family = [&](const char* name, CallFamilyId id) {
     const CallFamily& f = fam[id];
     if (f.calls <= 0 || n <= 1 || st.num_collectives >= kMaxCollectives) return 0.0;
-    st.collectives[st.num_collectives++] = {name, f.kind, f.calls, f.largest_bytes, f.bus_bytes_per_rank, f.time_s, 0};
+    st.collectives[st.num_collectives++] = {name,     f.kind, f.calls, f.largest_bytes, f.bus_bytes_per_rank,
+                                            f.time_s, 0};
     return f.time_s;
   };
   auto set_exposed = [&](double e) {
@@ -412,7 +389,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   if (ds_calls) {
     const CallFamily& g = fam[kGradientReduction];
     if (z.stage <= 1) {
-      const char* nm = g.to_owner      ? "gradient reduce to owning ranks (accumulation boundary)"
+      const char* nm = g.to_owner     ? "gradient reduce to owning ranks (accumulation boundary)"
                        : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                       : "bucketed gradient all-reduce (accumulation boundary)";
       const double t = add_family(nm, kGradientReduction);
@@ -475,16 +452,21 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   double offload = 0;
   const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
   if (z.stage == 3) {
-    // Per-module hook host time (kStage3HookHostSecondsPerModulePass). Every hooked module pays it
+    // Per-module hook host time (time_model.json "stage3_hooks"). Every hooked module pays it
     // in the forward and again in the backward; full checkpointing re-runs each decoder layer's
     // forward inside the backward, firing those modules' forward hooks again (selective
     // recomputation re-runs the attention core, a function, not a module: no hooks). What of it the
     // step shows is settled below, once the passes' exposed communication is known.
-    const int64_t per_pass = s.hooked_modules_per_layer * s.num_layers + s.hooked_modules_outside_layers;
-    const int64_t recomputed =
-        z.checkpointing == Checkpointing::Full ? s.hooked_modules_per_layer * s.num_layers : 0;
-    const double host_fwd = static_cast<double>(per_pass) * kStage3HookHostSecondsPerModulePass;
-    const double host_bwd = static_cast<double>(per_pass + recomputed) * kStage3HookHostSecondsPerModulePass;
+    // A MoE block that is a ZeRO-3 leaf is hooked as one module (planner/zero3_leaf.h).
+    const bool leaf =
+        s.hooked_modules_per_layer_moe_leaf != s.hooked_modules_per_layer &&
+        moe_block_is_leaf(ms.mem.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version);
+    const int64_t per_layer = leaf ? s.hooked_modules_per_layer_moe_leaf : s.hooked_modules_per_layer;
+    const int64_t per_pass = per_layer * s.num_layers + s.hooked_modules_outside_layers;
+    const int64_t recomputed = z.checkpointing == Checkpointing::Full ? per_layer * s.num_layers : 0;
+    const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6;
+    const double host_fwd = static_cast<double>(per_pass) * hook_s;
+    const double host_bwd = static_cast<double>(per_pass + recomputed) * hook_s;
     st.hooked_module_calls = (2 * per_pass + recomputed) * accum;
     st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
 
@@ -496,15 +478,19 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // the per-module estimate where the list does not apply.
     const auto per_micro = [&](const CallFamily& c) {
       const double a = static_cast<double>(accum);
-      return FetchPass{c.calls / accum, c.bus_bytes_per_rank / accum, c.largest_bytes, c.time_s / a, c.first_s,
-                       c.input_bytes / accum};
+      return FetchPass{c.calls / accum, c.bus_bytes_per_rank / accum, c.largest_bytes, c.time_s / a,
+                       c.first_s,       c.input_bytes / accum};
     };
-    const Stage3Fetches f =
-        ds_calls ? Stage3Fetches{true, z.param_persistence_threshold, z.max_reuse_distance, grad_bytes,
-                                 per_micro(fam[kStage3ForwardGathers]), per_micro(fam[kStage3BackwardGathers])}
-        : use_default ? d
-                      : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold, z.max_reuse_distance,
-                                               grad_bytes);
+    const Stage3Fetches f = ds_calls ? Stage3Fetches{true,
+                                                     z.param_persistence_threshold,
+                                                     z.max_reuse_distance,
+                                                     grad_bytes,
+                                                     per_micro(fam[kStage3ForwardGathers]),
+                                                     per_micro(fam[kStage3BackwardGathers])}
+                            : use_default
+                                ? d
+                                : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold,
+                                                         z.max_reuse_distance, grad_bytes);
     const FetchPass& pf = f.forward;
     const FetchPass& pb = f.backward;
     const bool prefetch = z.prefetch_bucket_size > 0;
@@ -567,13 +553,16 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // fetch event 3 fetches back, partitioned_param_coordinator.py __max_ongoing_fetch_events = 2).
     // The host waits only on the gather stream, so where communication is the bottleneck the hooks
     // run while gathers are in flight: host, compute and gathers form a pipeline, and a pass takes
-    // max(GPU timeline, host hook time), the GPU timeline being its compute plus the communication
-    // it waits for. The hooks show only beyond that (small modules, short sequences,
-    // small micro-batches: DeepSpeed issues #1174, #5047). ASSUMPTION: overlap per pass (forward;
-    // backward with its recomputation), not per module, which is optimistic where long and short
-    // modules alternate.
-    st.hook_overhead_s =
-        (std::max(0.0, host_fwd - (fwd + ef)) + std::max(0.0, host_bwd - (bwd_micro + eb))) * af;
+    // max(GPU timeline, host timeline), the GPU timeline being its compute plus the communication
+    // it waits for, the host timeline its hooks plus its kernel launches. The hooks show only beyond that
+    // (small modules, short sequences, small micro-batches: DeepSpeed issues #1174, #5047). ASSUMPTION:
+    // overlap per pass (forward; backward with its recomputation), not per module, which is optimistic where
+    // long and short modules alternate. The host timeline of a pass is its hooks plus its kernel launches
+    // (the op table's host time): the measured hook time is what stage 3 adds beyond stage 0's launches
+    // (time_model.json).
+    st.hook_overhead_s = (std::max(0.0, launch_fwd + host_fwd - (fwd + ef)) +
+                          std::max(0.0, launch_bwd + host_bwd - (bwd_micro + eb))) *
+                         af;
     // Attribute the backward exposure proportionally to the two families.
     if (tb + trs > 0) {
       if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
