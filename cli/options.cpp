@@ -10,6 +10,7 @@
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
 #include "planner/ds_runtime.h"
+#include "planner/op_model.h"
 #include "planner/parallel.h"
 
 namespace zeroplan::cli {
@@ -174,7 +175,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(t);
   app.add_option("--kernels", f.kernels,
                  "Comma list of the kernels the training script runs: sdpa | fa2 | flash (attention "
-                 "without the s^2 scores, the default) | eager (attention scores materialised) | liger "
+                 "without the s^2 scores, FlashAttention-2 kernels, the default) | fa3 "
+                 "(attn_implementation=flash_attention_3, Hopper only) | eager (attention scores "
+                 "materialised) | liger "
                  "(Liger-Kernel, use_liger_kernel=True: fused linear cross-entropy, no b*s*V logits)")
       ->group(t);
   app.add_option("--deepspeed-version", f.deepspeed_version,
@@ -253,14 +256,21 @@ planner::Workload build_workload(const PlanFlags& f) {
       const size_t comma = f.kernels.find(',', start);
       const std::string k =
           f.kernels.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (k == "sdpa" || k == "fa2" || k == "flash")
+      if (k == "sdpa" || k == "fa2" || k == "flash") {
         t.attention = planner::Attention::Flash;
-      else if (k == "eager")
+        t.flash_attention_3 = false;
+      } else if (k == "fa3") {
+        t.attention = planner::Attention::Flash;
+        t.flash_attention_3 = true;
+      } else if (k == "eager") {
         t.attention = planner::Attention::Eager;
-      else if (k == "liger")
+        t.flash_attention_3 = false;
+      } else if (k == "liger") {
         t.liger = true;
-      else
-        throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, flash, eager, liger", k);
+      } else {
+        throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, fa3, flash, eager, liger",
+                         k);
+      }
       if (comma == std::string::npos) break;
       start = comma + 1;
     }
@@ -296,6 +306,11 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (!f.nics.empty()) ov.nics_per_node = static_cast<int>(parse_positive_count(f.nics, "--nics", 64));
   if (!f.gpu_mem.empty()) ov.device_memory_bytes = parse_bytes(f.gpu_mem, "--gpu-mem");
   w.cluster = hw::parse_cluster(f.gpus, ov);
+  if (t.flash_attention_3 && !planner::flash_attention_3_available(w.cluster.gpu))
+    throw_user_error(
+        "--kernels fa3: FlashAttention-3 runs on Hopper GPUs only (H100, H200, H800, H20; Shah et al. 2024), "
+        "and {} is {}; use sdpa or fa2",
+        w.cluster.gpu.name, planner::gpu_architecture(w.cluster.gpu));
 
   const int64_t world = w.cluster.world_size();
   if (t.global_batch) {

@@ -1,8 +1,7 @@
 #include "cli/plan_json.h"
 
-#include "planner/ds_runtime.h"
-
 #include "configs/emit.h"
+#include "planner/ds_runtime.h"
 
 namespace zeroplan::cli {
 
@@ -56,53 +55,63 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
                            {"exposed_s", c.exposed_s}});
   }
   const auto& z = p.zero;
-  return json{
-      {"zero_stage", z.stage},
-      {"expert_parallel_size", z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
-      {"offload_optimizer", planner::to_string(z.offload_optimizer)},
-      {"offload_param", planner::to_string(z.offload_param)},
-      {"micro_batch", z.micro_batch},
-      {"grad_accum", z.grad_accum},
-      {"seq_len", p.seq_len},
-      {"global_batch", p.global_batch},
-      {"activation_checkpointing", planner::to_string(z.checkpointing)},
-      {"precision", planner::to_string(p.precision)},
-      {"method", planner::to_string(w.train.method)},
-      {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
-      {"fits", p.fits},
-      {"zero",
-       {{"reduce_bucket_size", z.reduce_bucket_size},
-        {"allgather_bucket_size", z.allgather_bucket_size},
-        {"overlap_comm", z.overlap_comm},
-        {"contiguous_gradients", z.contiguous_gradients},
-        {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
-        {"stage3_param_persistence_threshold", z.param_persistence_threshold},
-        {"stage3_max_live_parameters", z.max_live_parameters},
-        {"sub_group_size", z.sub_group_size}}},
-      {"memory",
-       {{"gpu", gpu},
-        {"cpu",
-         {{"per_node", mem.host_per_node},
-          {"pinned_per_node", mem.host_pinned_per_node},
-          {"load_per_node", mem.host_load_per_node},
-          {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}}},
-      {"time",
-       {{"step_s", p.time.step_s},
-        {"compute_s", p.time.compute_s},
-        {"communication_s", p.time.communication_s},
-        {"exposed_communication_s", p.time.exposed_communication_s},
-        {"offload_s", p.time.offload_s},
-        {"hook_overhead_s", p.time.hook_overhead_s},
-        {"hook_host_s", p.time.hook_host_s},
-        {"hooked_module_calls", p.time.hooked_module_calls},
-        {"overlap_slowdown_s", p.time.overlap_slowdown_s},
-        {"kernels_per_step", p.time.kernels_per_step},
-        {"error_band", p.time.error_band}}},
-      {"communication",
-       {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
-      {"throughput",
-       {{"tokens_per_s", p.tokens_per_s}, {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu}, {"mfu", p.mfu}, {"hfu", p.time.hfu}}},
-      {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
+  return json{{"zero_stage", z.stage},
+              {"expert_parallel_size",
+               z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
+              {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+              {"offload_param", planner::to_string(z.offload_param)},
+              {"micro_batch", z.micro_batch},
+              {"grad_accum", z.grad_accum},
+              {"seq_len", p.seq_len},
+              {"global_batch", p.global_batch},
+              {"activation_checkpointing", planner::to_string(z.checkpointing)},
+              {"precision", planner::to_string(p.precision)},
+              {"method", planner::to_string(w.train.method)},
+              {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
+              // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
+              // attn_implementation as transformers names it, and the loss.
+              {"kernels",
+               {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
+                              : w.train.flash_attention_3                    ? "flash_attention_3"
+                                                                             : "sdpa"},
+                {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"}}},
+              {"fits", p.fits},
+              {"zero",
+               {{"reduce_bucket_size", z.reduce_bucket_size},
+                {"allgather_bucket_size", z.allgather_bucket_size},
+                {"overlap_comm", z.overlap_comm},
+                {"contiguous_gradients", z.contiguous_gradients},
+                {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
+                {"stage3_param_persistence_threshold", z.param_persistence_threshold},
+                {"stage3_max_live_parameters", z.max_live_parameters},
+                {"sub_group_size", z.sub_group_size}}},
+              {"memory",
+               {{"gpu", gpu},
+                {"cpu",
+                 {{"per_node", mem.host_per_node},
+                  {"pinned_per_node", mem.host_pinned_per_node},
+                  {"load_per_node", mem.host_load_per_node},
+                  {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}}},
+              {"time",
+               {{"step_s", p.time.step_s},
+                {"compute_s", p.time.compute_s},
+                {"communication_s", p.time.communication_s},
+                {"exposed_communication_s", p.time.exposed_communication_s},
+                {"offload_s", p.time.offload_s},
+                {"hook_overhead_s", p.time.hook_overhead_s},
+                {"hook_host_s", p.time.hook_host_s},
+                {"hooked_module_calls", p.time.hooked_module_calls},
+                {"overlap_slowdown_s", p.time.overlap_slowdown_s},
+                {"kernels_per_step", p.time.kernels_per_step},
+                {"error_band", p.time.error_band}}},
+              {"communication",
+               {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
+              {"throughput",
+               {{"tokens_per_s", p.tokens_per_s},
+                {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+                {"mfu", p.mfu},
+                {"hfu", p.time.hfu}}},
+              {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
 }
 
 }  // namespace zeroplan::cli

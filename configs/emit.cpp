@@ -296,6 +296,12 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   // --kernels liger: the Trainer applies Liger-Kernel to the model (transformers integrations/liger.py);
   // the plan's loss memory assumed its fused linear cross-entropy.
   if (w.train.liger) s += "    use_liger_kernel=True,\n";
+  // --kernels fa3: the model must be loaded with FlashAttention-3 (a from_pretrained argument, not a
+  // TrainingArguments field); the plan's attention time assumed it.
+  if (w.train.flash_attention_3)
+    s += "    # The plan assumes FlashAttention-3: load the model with\n"
+         "    # AutoModelForCausalLM.from_pretrained(..., attn_implementation=\"flash_attention_3\")\n"
+         "    # (pip install flash_attn_3; Hopper GPUs only).\n";
   s += fmt::format("    deepspeed={},\n", py_string(config_path));
   s += ")\n";
   for (const auto& warning : emit_warnings(w, p))

@@ -92,6 +92,10 @@ TimeModelData parse_data() {
     AttentionCurve a;
     a.name = name;
     if (name.rfind("flash2_", 0) == 0) a.architecture = name.substr(7);
+    if (name.rfind("flash3_", 0) == 0) {
+      a.architecture = name.substr(7);
+      a.flash_version = 3;
+    }
     a.peak_tflops = c.at("peak_tflops").get<double>();
     a.seq = numbers(c, "seq");
     a.fwd = numbers(c, "fwd_tflops");
@@ -160,12 +164,20 @@ const std::string& architecture_of(const TimeModelData& d, const std::string& gp
   return d.default_architecture;
 }
 
-const AttentionCurve& curve_for(const TimeModelData& d, const std::string& gpu) {
+const AttentionCurve* find_curve(const TimeModelData& d, const std::string& arch, int version) {
+  for (const auto& c : d.curves)
+    if (c.architecture == arch && c.flash_version == version) return &c;
+  return nullptr;
+}
+
+// The FlashAttention-2 curve of the GPU's architecture (the default architecture's when it has none),
+// or with `fa3` its FlashAttention-3 curve (callers check flash_attention_3_available first).
+const AttentionCurve& curve_for(const TimeModelData& d, const std::string& gpu, bool fa3 = false) {
   const std::string& arch = architecture_of(d, gpu);  // no allocation: the search calls this per plan
-  for (const auto& c : d.curves)
-    if (c.architecture == arch) return c;
-  for (const auto& c : d.curves)
-    if (c.architecture == d.default_architecture) return c;
+  if (fa3)
+    if (const AttentionCurve* c = find_curve(d, arch, 3)) return *c;
+  if (const AttentionCurve* c = find_curve(d, arch, 2)) return *c;
+  if (const AttentionCurve* c = find_curve(d, d.default_architecture, 2)) return *c;
   return d.curves.front();
 }
 
@@ -347,9 +359,15 @@ double sustained_tensor_core_factor(const hw::GpuProfile& g) {
   return 1.0;
 }
 
-double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash) {
+bool flash_attention_3_available(const hw::GpuProfile& g) {
   const TimeModelData& d = time_model_data();
-  const AttentionCurve& c = curve_for(d, g.name);
+  return find_curve(d, architecture_of(d, g.name), 3) != nullptr;
+}
+
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
+                            bool fa3) {
+  const TimeModelData& d = time_model_data();
+  const AttentionCurve& c = curve_for(d, g.name, fa3 && flash);
   const double s = static_cast<double>(std::max<int64_t>(1, seq));
   double tflops = 0;
   if (!flash) {
@@ -429,6 +447,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     const double V = static_cast<double>(s.vocab);
     const double norms = static_cast<double>(s.norms_per_layer);
     const bool flash = w.train.attention == Attention::Flash && s.sdpa_supported;
+    const bool fa3 = flash && w.train.flash_attention_3;
     // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
     // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
     const double attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
@@ -511,7 +530,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
       c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
       c.bound = OpBound::Compute;
-      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, flash) * b.sustained;
+      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, flash, fa3) * b.sustained;
       if (s.attention_explicit_mask) {
         // An explicit mask (Falcon, compute_stats.cpp): SDPA's memory-efficient kernel computes every
         // tile of the s x s square (no causal skipping: twice the causal FLOPs) and reads the
@@ -591,7 +610,10 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
         b.memory("ZeRO-3 linear bias add (zero3_linear_wrap: output += bias)", pass,
                  s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
       peft_lora(pass, false, stop && s.recompute_early_stop_lora);
-      attention(pass, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
+      attention(pass, false,
+                fa3     ? "attention core (FlashAttention-3)"
+                : flash ? "attention core (SDPA flash)"
+                        : "attention core (eager)");
       if (s.rms_norm)
         b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
       else
@@ -631,7 +653,9 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
              OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
     peft_lora(OpPass::Backward, true);
     attention(OpPass::Backward, true,
-              flash ? "attention core backward (SDPA flash)" : "attention core backward (eager)");
+              fa3     ? "attention core backward (FlashAttention-3)"
+              : flash ? "attention core backward (SDPA flash)"
+                      : "attention core backward (eager)");
     if (s.rms_norm)
       b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
     else
@@ -685,7 +709,10 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // (Korthikanti et al. 2022 §4.2).
     if (ckpt == Checkpointing::Full) layer_forward(OpPass::Recompute);
     if (ckpt == Checkpointing::Selective)
-      attention(OpPass::Recompute, false, flash ? "attention core (SDPA flash)" : "attention core (eager)");
+      attention(OpPass::Recompute, false,
+                fa3     ? "attention core (FlashAttention-3)"
+                : flash ? "attention core (SDPA flash)"
+                        : "attention core (eager)");
   }
 
   // Optimizer step on the GPU (derivation in the header comment).

@@ -58,6 +58,7 @@ struct OpTable {
 struct AttentionCurve {
   std::string name;
   std::string architecture;  // "hopper" for "flash2_hopper" (the curve PyTorch SDPA runs)
+  int flash_version = 2;     // 3 for "flash3_<arch>" (attn_implementation="flash_attention_3")
   double peak_tflops = 0;
   std::vector<double> seq, fwd, fwd_causal, bwd, eager_fwd, eager_bwd;  // TFLOP/s at peak_tflops
 };
@@ -107,7 +108,11 @@ double peak_flops(const hw::GpuProfile& g, Precision p);
 // Achieved fraction of the GPU's dense peak for the attention kernel of one sequence length
 // (flash: FlashAttention-2/3 curves; eager: the 'standard attention' curve), before the sustained
 // clock factor. Interpolated linearly in log2(seq), flat beyond the measured range.
-double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash);
+// `fa3`: FlashAttention-3's curve (Hopper only: flash_attention_3_available(g)).
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
+                            bool fa3 = false);
+// Whether time_model.json has a FlashAttention-3 curve for the GPU's architecture (FA3 is Hopper-only).
+bool flash_attention_3_available(const hw::GpuProfile& g);
 
 // Tile and wave quantization of one GEMM launch with an [m x n] output (NVIDIA Deep Learning
 // Performance docs, "Matrix Multiplication Background User's Guide", Dimension Quantization Effects):

@@ -90,7 +90,9 @@ std::string render_report(const Workload& w, const SearchResult& r) {
   // The stack assumed (issue 24 item 6): attention path and loss kernels, DeepSpeed release.
   out += fmt::format("assumed stack: DeepSpeed {}, attention {}, loss {} (--kernels, --deepspeed-version)\n",
                      to_string(w.train.deepspeed_version),
-                     w.train.attention == Attention::Eager ? "eager (s^2 scores)" : "sdpa/flash",
+                     w.train.attention == Attention::Eager ? "eager (s^2 scores)"
+                     : w.train.flash_attention_3           ? "FlashAttention-3 (flash_attention_3)"
+                                                           : "sdpa/flash",
                      w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
                                    : "transformers cross-entropy (fp32 logits)");
   out += fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage", r.candidates_evaluated);

@@ -86,6 +86,13 @@ struct TrainingSpec {
   // (liger_kernel/ops/fused_linear_cross_entropy.py), which never materialises the b*s*V logits nor
   // their fp32 log-probabilities (issue 24 item 3). Off: transformers' own loss (fp32 logits).
   bool liger = false;
+  // --kernels fa3: attn_implementation="flash_attention_3" (transformers integrations/flash_attention.py
+  // with the flash_attn_3 package; FlashAttention-3 runs on Hopper only, Shah et al. 2024). Same saved
+  // tensors as FlashAttention-2 (output + logsumexp); its kernel rate is the paper's FA3 bars
+  // (planner/data/time_model.json "flash3_hopper"). Off: PyTorch SDPA's FlashAttention-2 kernels, what
+  // transformers' default attn_implementation "sdpa" runs on Hopper (torch's SDPA backend priority puts
+  // flash first).
+  bool flash_attention_3 = false;
 };
 
 struct Workload {

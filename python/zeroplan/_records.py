@@ -210,6 +210,8 @@ class Plan(Record):
     precision: str = ""
     method: str = ""
     deepspeed_version: str = ""
+    # attn_implementation ("sdpa", "flash_attention_3", "eager") and loss the plan assumed (--kernels)
+    kernels: Dict[str, Any] = field(default_factory=dict)
     fits: bool = False
     zero: ZeroKnobs = field(default_factory=ZeroKnobs)
     memory: Memory = field(default_factory=Memory)
