@@ -101,7 +101,8 @@ PythonTokens python_json_tokens_replaced(std::string_view text) {
 
 }  // namespace
 
-nlohmann::json parse_json_text(std::string_view text, std::string_view origin, std::string_view what) {
+nlohmann::json parse_json_text(std::string_view text, std::string_view origin, std::string_view what,
+                               PythonJsonTokens python_tokens) {
   if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
     throw_user_error("{} '{}' is empty; expected a JSON object", what, origin);
   try {
@@ -113,6 +114,10 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view origin, s
       // (its position is in the user's text).
       const PythonTokens python = python_json_tokens_replaced(text);
       if (python.text.empty()) throw;
+      if (python_tokens == PythonJsonTokens::Refuse)
+        throw UserError(describe_json_error(text, strict.byte, origin, what, /*caret=*/false) +
+                        " (Infinity, -Infinity and NaN are not JSON; only model configs, which Python's "
+                        "json writes and reads, may carry them)");
       try {
         j = nlohmann::json::parse(python.text);
       } catch (const nlohmann::json::parse_error& e) {
@@ -135,14 +140,14 @@ nlohmann::json parse_json_text(std::string_view text, std::string_view origin, s
   }
 }
 
-nlohmann::json read_json_file(const std::string& path, std::string_view what) {
+nlohmann::json read_json_file(const std::string& path, std::string_view what, PythonJsonTokens python) {
   namespace fs = std::filesystem;
   std::error_code ec;
   if (!fs::exists(path, ec)) throw_user_error("{} '{}' does not exist", what, path);
   if (fs::is_directory(path, ec))
     throw_user_error("{} '{}' is a directory; give the path of a JSON file", what, path);
   // A regular file of at most kMaxJsonBytes, checked before reading (common/bounded_file.h).
-  return parse_json_text(read_bounded_file(path, kMaxJsonBytes, what), path, what);
+  return parse_json_text(read_bounded_file(path, kMaxJsonBytes, what), path, what, python);
 }
 
 }  // namespace zeroplan

@@ -133,10 +133,10 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {"llama",       "mistral",     "mixtral",   "qwen2",      "qwen3",
-                                       "qwen2_moe",   "qwen3_moe",   "gemma",     "gemma2",     "gemma3_text",
-                                       "phi3",        "olmo2",       "olmoe",     "granite",    "glm4",
-                                       "starcoder2",  "cohere",      "gpt_oss",   "llama4_text", "deepseek_v2",
+  static const char* const kTypes[] = {"llama",       "mistral",   "mixtral", "qwen2",       "qwen3",
+                                       "qwen2_moe",   "qwen3_moe", "gemma",   "gemma2",      "gemma3_text",
+                                       "phi3",        "olmo2",     "olmoe",   "granite",     "glm4",
+                                       "starcoder2",  "cohere",    "gpt_oss", "llama4_text", "deepseek_v2",
                                        "deepseek_v3", "phi"};
   for (const char* k : kTypes)
     if (t == k) return true;
@@ -157,12 +157,12 @@ std::vector<int64_t> opt_layer_list(const ConfigReader& r, const char* key, int6
   const json* v = r.find({key});
   if (!v) return out;
   if (!v->is_array())
-    throw_user_error("model config '{}': field '{}' must be a list of layer indices, found {}", r.origin(), key,
-                     v->dump());
+    throw_user_error("model config '{}': field '{}' must be a list of layer indices, found {}", r.origin(),
+                     key, v->dump());
   for (const auto& e : *v) {
     if (!e.is_number_integer() || e.get<int64_t>() < 0 || e.get<int64_t>() >= layers)
-      throw_user_error("model config '{}': field '{}' holds {}, not a layer index in [0, {})", r.origin(), key,
-                       e.dump(), layers);
+      throw_user_error("model config '{}': field '{}' holds {}, not a layer index in [0, {})", r.origin(),
+                       key, e.dump(), layers);
     out.push_back(e.get<int64_t>());
   }
   return out;
@@ -188,7 +188,8 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     m.moe_style = MoeStyle::PerExpert;
     m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(q2 ? 60 : 128);
     m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(q2 ? 4 : 8);
-    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(q2 ? 1408 : 768);
+    m.moe_intermediate_size =
+        r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(q2 ? 1408 : 768);
     m.norm_topk_prob = r.opt_bool("norm_topk_prob", false);  // both configs' default False
     if (q2) {
       m.shared_expert_intermediate_size =
@@ -217,7 +218,8 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     const bool v3 = type == "deepseek_v3";
     m.moe_style = MoeStyle::PerExpert;
     m.num_experts = r.opt_int({"n_routed_experts"}, kMaxExperts).value_or(v3 ? 256 : 64);
-    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(v3 ? 2048 : 1407);
+    m.moe_intermediate_size =
+        r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(v3 ? 2048 : 1407);
     m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(v3 ? 1 : 2);
     m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
     if (auto k = r.opt_int({"num_experts_per_tok"}, kMaxExperts)) {
@@ -234,11 +236,13 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     }
     const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(v3 ? 3 : 0);
     if (const auto freq = r.opt_int({"moe_layer_freq"}, kMaxLayers); freq && *freq != 1)
-      m.warnings.push_back(fmt::format(
-          "model config '{}': moe_layer_freq {} is ignored, as transformers' DeepSeek model ignores it (every "
-          "layer from first_k_dense_replace on is MoE); DeepSeek's own modeling code would make only every {}th "
-          "layer MoE",
-          r.origin(), *freq, *freq));
+      m.warnings.push_back(
+          fmt::format("model config '{}': moe_layer_freq {} is ignored, as transformers' DeepSeek model "
+                      "ignores it (every "
+                      "layer from first_k_dense_replace on is MoE); DeepSeek's own modeling code would make "
+                      "only every {}th "
+                      "layer MoE",
+                      r.origin(), *freq, *freq));
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = v3;
@@ -319,8 +323,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
                            type == "starcoder2" || type == "cohere";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
-  m.activation = r.opt_string({"hidden_activation", "hidden_act"},
-                              type.rfind("gemma", 0) == 0 || type == "starcoder2" ? "gelu_pytorch_tanh" : "silu");
+  m.activation =
+      r.opt_string({"hidden_activation", "hidden_act"},
+                   type.rfind("gemma", 0) == 0 || type == "starcoder2" ? "gelu_pytorch_tanh" : "silu");
   // Attention biases. Qwen2Attention: q/k/v Linear(bias=True), o_proj bias=False; Qwen2MoeConfig
   // qkv_bias (default True) with o_proj bias=False; Glm4Attention: q/k/v bias=attention_bias
   // (Glm4Config default True), o_proj bias=False; GptOssConfig attention_bias default True (q/k/v/o);
@@ -346,9 +351,12 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Gemma3TextConfig defaults both to None (configuration_gemma2.py / configuration_gemma3.py).
   if (type == "gemma2" || type == "gemma3_text") {
     const double dflt = type == "gemma2" ? 50.0 : 0.0;
-    m.attn_logit_softcapping = r.is_null("attn_logit_softcapping") ? 0.0 : r.opt_double({"attn_logit_softcapping"}, dflt);
+    m.attn_logit_softcapping =
+        r.is_null("attn_logit_softcapping") ? 0.0 : r.opt_double({"attn_logit_softcapping"}, dflt);
     m.final_logit_softcapping =
-        r.is_null("final_logit_softcapping") ? 0.0 : r.opt_double({"final_logit_softcapping"}, type == "gemma2" ? 30.0 : 0.0);
+        r.is_null("final_logit_softcapping")
+            ? 0.0
+            : r.opt_double({"final_logit_softcapping"}, type == "gemma2" ? 30.0 : 0.0);
   }
   if (type == "glm4") m.norm_placement = NormPlacement::Glm4;
   if (type == "olmo2") m.norm_placement = NormPlacement::PostOnly;
@@ -612,11 +620,13 @@ std::vector<std::string> structural_fields_present(const json& j) {
 }  // namespace
 
 ModelSpec model_from_hf_config(const std::string& origin, const std::string& json_text) {
-  return model_from_hf_json(origin, parse_json_text(json_text, origin, "model config"));
+  return model_from_hf_json(origin,
+                            parse_json_text(json_text, origin, "model config", PythonJsonTokens::Accept));
 }
 
 ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j, bool with_checkpoint) {
-  if (!j.is_object()) throw_user_error("model config '{}' must be a JSON object, found {}", origin, j.type_name());
+  if (!j.is_object())
+    throw_user_error("model config '{}' must be a JSON object, found {}", origin, j.type_name());
   const ConfigReader r(j, origin);
   const std::string outer_type = r.opt_string({"model_type"}, "");
   // Vision-language configs (Gemma-3, Llama-4, Mistral-3, LLaVA, ...): the language tower is the
@@ -659,20 +669,26 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
   } else {
     const auto fields = structural_fields_present(j);
     if (!fields.empty() && with_checkpoint) {
-      m.warnings.push_back(fmt::format(
-          "model config '{}': model_type '{}' with fields zeroplan does not model ({} in all, e.g. '{}'): parameter "
-          "counts come from the safetensors headers; activations and FLOPs from the config's standard fields as a "
-          "dense Llama-style decoder (approximate)",
-          origin, t, fields.size(), fields.front()));
+      m.warnings.push_back(
+          fmt::format("model config '{}': model_type '{}' with fields zeroplan does not model ({} in all, "
+                      "e.g. '{}'): parameter "
+                      "counts come from the safetensors headers; activations and FLOPs from the config's "
+                      "standard fields as a "
+                      "dense Llama-style decoder (approximate)",
+                      origin, t, fields.size(), fields.front()));
     } else if (!fields.empty()) {
       std::string names;
       for (const auto& f : fields) names += (names.empty() ? "'" : ", '") + f + "'";
       throw_user_error(
-          "model config '{}': {} is not a family zeroplan models, and it has fields that change the module tree "
-          "({}: mixture-of-experts, latent attention or other structure); zeroplan will not guess its parameter "
-          "count. Give --model the folder of the checkpoint (config.json with its *.safetensors files) for an exact "
+          "model config '{}': {} is not a family zeroplan models, and it has fields that change the module "
+          "tree "
+          "({}: mixture-of-experts, latent attention or other structure); zeroplan will not guess its "
+          "parameter "
+          "count. Give --model the folder of the checkpoint (config.json with its *.safetensors files) for "
+          "an exact "
           "tensor inventory",
-          origin, t.empty() ? std::string("a config without model_type") : fmt::format("model_type '{}'", t), names);
+          origin, t.empty() ? std::string("a config without model_type") : fmt::format("model_type '{}'", t),
+          names);
     }
     // A plain dense config: accept it when it has Llama's standard fields, and say what we assumed.
     read_llama_family(r, "llama", m);

@@ -83,7 +83,8 @@ ModelSpec load_model(const std::string& name_or_path) {
     for (const auto& f : zoo_files()) {
       if (f.name != e.name) continue;
       const std::string origin = std::string(kZooDir) + e.name + ".json";
-      ModelSpec m = model_from_hf_json(origin, parse_json_text(f.content, origin, "model config"));
+      ModelSpec m = model_from_hf_json(
+          origin, parse_json_text(f.content, origin, "model config", PythonJsonTokens::Accept));
       m.name = e.name;
       return m;
     }
@@ -106,7 +107,8 @@ ModelSpec load_model(const std::string& name_or_path) {
             "*.safetensors files for an exact inventory) or of its config.json",
             name_or_path);
     }
-    ModelSpec m = model_from_hf_json(path, read_json_file(path, "model config"), safetensors);
+    ModelSpec m =
+        model_from_hf_json(path, read_json_file(path, "model config", PythonJsonTokens::Accept), safetensors);
     m.name = name_or_path;
     if (safetensors) read_safetensors_folder(name_or_path, m);
     return m;

@@ -92,13 +92,20 @@ TEST(Loader, PythonInfinityAndNaNTokensAreRead) {
               "  \"ratio\": NaN,\n  \"note\": \"NaN and Infinity in a string\"\n");
   const auto m = load_model(dir.write("granite/config.json", text));
   EXPECT_EQ(m.num_parameters(), 6'738'415'616);
-  const json j = read_json_file(dir.path() + "/granite/config.json", "model config");
+  const json j =
+      read_json_file(dir.path() + "/granite/config.json", "model config", PythonJsonTokens::Accept);
   EXPECT_GT(j["time_step_limit"][1].get<double>(), 1e308);
   EXPECT_LT(j["floor"].get<double>(), -1e308);
   EXPECT_TRUE(j["ratio"].is_null());
   EXPECT_EQ(j["note"], "NaN and Infinity in a string");
   expect_user_error([&] { load_model(dir.write("bad_inf.json", "{\"a\": Infinity,\n \"b\": }")); },
                     {"not valid JSON at line 2"});
+  // Elsewhere (a DeepSpeed config for `diagnose`, GPU profiles) they stay refused: DeepSpeed reads its
+  // config with hjson, where `Infinity` is a quoteless string, not a number.
+  const std::string ds = dir.write("ds_config.json", "{\"gradient_clipping\": Infinity}");
+  expect_user_error([&] { read_json_file(ds, "DeepSpeed config"); },
+                    {"DeepSpeed config", "not valid JSON at line 1, column 23",
+                     "Infinity, -Infinity and NaN are not JSON"});
 }
 
 TEST(Loader, BadFiles) {
