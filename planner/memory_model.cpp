@@ -10,6 +10,12 @@
 // Runtime buffers follow DeepSpeed v0.16 (deepspeed/runtime/zero/stage_1_and_2.py, stage3.py,
 // partition_parameters.py, partitioned_param_coordinator.py; bf16_optimizer.py and
 // fp16/fused_optimizer.py for stage 0).
+//
+// Shape (issue 25): estimate_memory computes the plan's sizes once (StatesContext) and hands them to
+// one policy per DeepSpeed runtime path -- add_plain_optimizer, add_fp16_optimizer, add_bf16_optimizer,
+// add_zero12_optimizer (+ add_zero12_offload_host), add_stage3_states -- each adding the named buffers
+// with their lifetimes; activations (add_activations) and overhead (add_overhead) plug in beside them,
+// and estimate_memory then settles the phases' moments and the totals.
 #include "planner/memory_model.h"
 
 #include <algorithm>
@@ -56,448 +62,427 @@ constexpr int64_t kNvmeOptimizerBufferCount = 4;
 constexpr int64_t kNvmeParamBufferCount = 5;
 constexpr int64_t kNvmeParamBufferSize = 100'000'000;
 
-}  // namespace
+// What the model-state policies below read: the plan's sizes and its DeepSpeed runtime path, computed
+// once by estimate_memory.
+struct StatesContext {
+  const Workload& w;
+  const MemoryStats& m;
+  const ZeroConfig& z;
+  int64_t N;   // ZeRO partition degree (planner/parallel.h)
+  int64_t pe;  // bytes of a parameter element: 2 (16-bit), 4 (fp32 training)
+  bool fp32;
+  int64_t psi_t;  // trainable parameters
+  int stage;
+  bool off_opt, off_param, pinned;
+  int64_t frozen16, frozen_q;  // LoRA's frozen 16-bit elements, QLoRA's NF4 bytes
+  int64_t padded_t, part_t;    // stage 1/2 flat buffer padded to 2N, and its 1/N
+  RuntimePath path;
+  bool engine;  // zeroplan's native engine (planner/engine_runtime.h), not DeepSpeed
+  EngineGradientRules engine_rules;
+  uint8_t full_grad_phases;
+  Buffer::Moment full_grad_moment;
+};
 
-MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
-  const MemoryStats& m = stats.mem;
-  MemoryBreakdown out;
-  // ZeRO partitions over its group (SP x DP; planner/parallel.h), not over the world.
-  const int64_t N = layout_of(w, z).zero();
-  const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
-  const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
-  const bool fp32 = w.train.precision == Precision::FP32;
-  const int64_t psi_t = m.trainable_params;
-  const int stage = std::clamp(z.stage, 0, 3);
-  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
-  const bool off_param = stage == 3 && z.offload_param != Offload::None;
-  const bool pinned = z.pin_memory;
+// Stage 0's all-reduce of the 16-bit gradients (plain and FP16_Optimizer paths): engine.py flattens a
+// bucket of them first.
+void add_stage0_allreduce_copy(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  if (stage == 0 && N > 1 && (!engine || engine_rules.allreduce_copies_gradients) &&
+      (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer)) {
+    // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
+    // a bucket (allreduce_no_retain: up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements plus the
+    // parameter that crosses it) in their dtype, alive during the all-reduce at the end of backward.
+    // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
+    const int64_t grad_elem = pe;
+    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
+                checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))), kBackward,
+                "engine.py allreduce_bucket: flatten(bucket) of the gradients")
+        .after_step = false;
+    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+  }
+}
 
-  // ---------------------------------------------------------------- model states
-  // Frozen base weights (LoRA/QLoRA): no gradients, no optimizer states; replicated on every rank in
-  // stages 0-2 (DeepSpeed only flattens requires_grad parameters into its groups:
-  // stage_1_and_2.py `trainable_parameters = [param for param in param_group['params'] if
-  // param.requires_grad]`), partitioned by zero.Init in stage 3.
-  const int64_t frozen16 = m.frozen_16bit_params;
-  const int64_t frozen_q = m.frozen_quantized_bytes;
+// No wrapper: fp32 training without ZeRO, the optimizer on the module's own fp32 parameters.
+void add_plain_optimizer(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  if (engine && engine_rules.stage0_flat_grads_persistent) {
+    out.add_gpu("fp32 gradients (flat, allocated once)", Category::Gradients, checked_mul(4, padded_t),
+                kAllPhases, "engine setup(): param.grad of every parameter in one padded flat buffer");
+  } else {
+    out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
+                "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
+        .after_step = false;
+    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+  }
+  out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
+              "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
+}
 
-  // Stage 1/2 and BF16_Optimizer flatten the trainable params padded to a multiple of
-  // nccl_start_alignment_factor (2) x dp_world_size elements and give each rank 1/N of that
-  // (stage_1_and_2.py __init__ `alignment = self.nccl_start_alignment_factor * dist.get_world_size(...)`;
-  // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
-  const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
-  const int64_t part_t = padded_t / N;
-  // Bytes this rank swaps to NVMe (ZeRO-Infinity: swap_tensor/ writes the offloaded fp32 master,
-  // Adam states and, with offload_param, the 16-bit parameter partition to files on the drive).
+// runtime/bf16_optimizer.py BF16_Optimizer (stage 0/1 with fp32 gradient accumulation).
+void add_bf16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  // bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer: fp32_groups_gradients_flat (fp32
+  // gradients of the whole padded flat, every rank), fp32_groups_flat_partition (this rank's
+  // fp32 master, padded/N) and the inner optimizer's exp_avg/exp_avg_sq on that partition.
+  // No IPG bucket: gradients go straight into the fp32 buffer (DeepSpeed 0.16: stage 0 default
+  // bf16; >= 0.18: stage 0/1 with grad_accum_dtype fp32).
+  out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, padded_t), kAllPhases,
+              "BF16_Optimizer fp32_groups_gradients_flat: 4 x padded Psi")
+      .ds_name = "optimizer.fp32_groups_gradients_flat";
+  out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), kAllPhases,
+              "BF16_Optimizer fp32_groups_flat_partition: 4 x padded Psi / N")
+      .ds_name = "optimizer.fp32_groups_flat_partition";
+  out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+              kAllPhases, "inner optimizer exp_avg + exp_avg_sq on the fp32 partition");
+  // bfloat16 config immediate_grad_update defaults to False (precision_config.py), so autograd's
+  // bf16 param.grad live through the whole backward and are added into the fp32 buffer only in
+  // BF16_Optimizer.backward_epilogue (engine.py _backward_epilogue).
+  // DeepSpeed 0.16.9 at stage 0 keeps them after the step as well (recorded in
+  // tests/deepspeed/fixtures-other-versions/0.16.9/llama-gqa_s0_*_bf16_*: gradient storages
+  // 13,377,024 B = fp32 buffer + bf16 grads before and after the step); its stage 1 and 0.19.8
+  // free them (recorded: 8,918,016 B after the step).
+  const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
+  if (engine && stage == 0 && engine_rules.stage0_immediate_grad_update) {
+    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    out.add_gpu("16-bit gradient (immediate update, one at a time)", Category::Gradients,
+                checked_mul(pe, largest), kBackward,
+                "engine grad_slot/grad_ready: each bf16 grad is added to the fp32 buffer and freed")
+        .after_step = false;
+  } else {
+    // Alive into the step: DeepSpeed frees them in step(), not in the epilogue (recorded
+    // model_states_before_step of llama-gqa_s1_n{1,2,4}_bf16_gaccfp32, 0.18.9 and 0.19.8: 6Psi
+    // of gradient storages = the fp32 buffer + these).
+    out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
+                kept     ? uint8_t(kAllPhases)
+                : engine ? uint8_t(kBackward)
+                         : uint8_t(kBackward | kStep),
+                "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()")
+        .after_step = kept;
+    if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+  }
+  if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still
+                                                             // calls all_reduce (recorded in
+                                                             // llama-gqa_s1_n1_bf16_gaccfp32)
+    // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
+    // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
+    // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
+    // end of backward. Recorded: llama-gqa_s1_n{2,4}_bf16_gaccfp32 backward peak = baseline + 2 x 2Psi.
+    out.add_gpu("gradient all-reduce 16-bit copy", Category::Buffers, checked_mul(pe, psi_t), kBackward,
+                "engine.py allreduce_bucket: fp32 gradients cast to the communication dtype")
+        .after_step = false;
+    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+  }
+}
+
+// runtime/fp16/fused_optimizer.py FP16_Optimizer (stage 0 in 16 bits).
+void add_fp16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  // fp16/fused_optimizer.py FP16_Optimizer.__init__: fp16_groups_flat (the 16-bit params, whose
+  // .data become views of it) and fp32_groups_flat = fp16_groups_flat.clone().float(), both
+  // unpartitioned; FusedAdam's exp_avg/exp_avg_sq on the fp32 flat. The engine all-reduces the
+  // 16-bit param.grad (engine.py buffered_allreduce_fallback); DeepSpeed >= 0.18 runs bf16
+  // without ZeRO here too (DDP_BFLOAT16).
+  out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), full_grad_phases,
+              "param.grad in the model dtype, 2Psi (freed by step: zero_grad)")
+      .after_step = false;
+  out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+  out.add_gpu("fp32 master params", Category::OptimizerStates, checked_mul(4, psi_t), kAllPhases,
+              "FP16_Optimizer fp32_groups_flat: 4Psi, every rank")
+      .ds_name = "optimizer.fp32_groups_flat";
+  out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
+              "FusedAdam exp_avg + exp_avg_sq on the fp32 flat: 8Psi, every rank");
+  // FP16_Optimizer.step: `p.grad.to(fp32)` for every parameter, then _flatten_dense_tensors of that
+  // list: two fp32 copies of all gradients exist together.
+  out.add_gpu("fp32 gradient copies at step", Category::Buffers, checked_mul(8, psi_t), kStep,
+              "FP16_Optimizer.step: per-param fp32 grads + their flat copy (8Psi)")
+      .after_step = false;
+}
+
+// runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer, ZeRO stages 1 and 2 (GPU side).
+void add_zero12_optimizer(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
+  // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
+  // the rank's gradient partition, freed at the end of step():
+  //  - grads_in_partition (copy_grads_in_partition), in the model dtype, holding every parameter
+  //    that overlaps the rank's partition WHOLE (params_in_partition, get_partition_info), so a
+  //    rank holding a parameter that straddles a partition boundary holds more than 2Psi/N;
+  //    recorded (model_states_before_step, issue 23 items 3 and 4): llama-gqa at N = 2 / 4
+  //    2,360,320 / 1,179,648 B where 2Psi/N is 2,229,504 / 1,114,752 B, at stage 1 as at 2.
+  //  - with grad_accum_dtype fp32 over 16-bit weights (_use_compact_grad_partition_buffer), instead
+  //    an fp32 buffer of exactly the partition (_build_compact_grad_partition_buffer:
+  //    torch.zeros(partition_size, fp32)); recorded llama-gqa_s2_n{1,2,4}_bf16_gaccfp32: 4 x padded
+  //    Psi / N.
+  // DeepSpeed's engine only (zeroplan's native engine keeps its own rules below).
+  // (_use_compact_grad_partition_buffer is new in 0.19: 0.16.9 and 0.18.9 keep grads_in_partition in
+  // the model dtype, recorded in fixtures-other-versions/*/llama-gqa_s2_n*_bf16_gaccfp32.)
+  const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
+                       w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
+  const PartitionHoldings& held = m.params_in_partition;
+  const int64_t held_numel =
+      !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
+  const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
+  const char* gip_name = compact ? "fp32 gradient partition (compact)"
+                         : fp32  ? "fp32 gradient partition"
+                                 : "16-bit gradient partition";
+  if (stage == 1) {
+    // DeepSpeed: the full gradients live until the boundary's reduction, which copies each into
+    // the IPG bucket (or reduces it in place) and keeps only the partition for the step. The
+    // step phase is the boundary's step.
+    // With optimizer offload the reduction copies the partition to the host instead
+    // (async_inplace_copy_grad_to_fp32_buffer_from_gpu; host buffers below); recorded
+    // llama-gqa_s1_n2_bf16_offloadopt: no 16-bit gradients left when the step begins.
+    const bool ds = !engine;
+    const uint8_t phases = !ds                ? full_grad_phases
+                           : z.grad_accum > 1 ? uint8_t(kForward | kBackward)
+                                              : uint8_t(kBackward);
+    out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
+                phases, "stage 1: full gradients (ZeRO paper 2Psi)")
+        .after_step = false;
+    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+    if (ds && !off_opt)
+      out.add_gpu(gip_name, Category::Gradients, gip_bytes, kStep,
+                  "stage 1: grads_in_partition after the boundary reduction, parameters in the partition "
+                  "whole")
+          .after_step = false;
+  } else if (!off_opt) {
+    out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
+                "stage 2: grads_in_partition, the parameters overlapping the partition whole")
+        .after_step = false;
+  }
+  if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
+    out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
+                checked_mul(pe, part_t), uint8_t(kBackward | kStep),
+                "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step")
+        .after_step = false;
+    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+  }
+  if (!off_opt) {
+    // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
+    // fp32 training) + Adam exp_avg, exp_avg_sq.
+    out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
+                kAllPhases, "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
+        .ds_name = "optimizer.single_partition_of_fp32_groups";
+    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+                kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
+    // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
+    // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
+    // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
+    // grads_in_partition, in the model dtype), then `.to(fp32)` while that copy is alive. The
+    // compact fp32 buffer (0.19) is used as it is (_get_preflattened_grad_partition, `.to` of an
+    // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
+    // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
+    // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
+    if (!compact)
+      out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
+                  "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
+          .after_step = false;
+    if (!engine && !compact && !fp32)
+      out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
+                  "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
+          .after_step = false;
+  }
+  // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
+  if (z.contiguous_gradients || off_opt) {
+    // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
+    // with overlap_comm; released after the reduction (_release_ipg_buffers).
+    const int64_t nbuf = z.overlap_comm ? 2 : 1;
+    // Stage 1 with accumulation: setup_buckets allocates it from the first micro-step's gradient
+    // hooks and only the boundary's reduction releases it, so it stays through the micro-steps in
+    // between (recorded llama-gqa_s1_n2_bf16_ga2: the second micro-step's forward peaks at the
+    // bucket's 1 GB above the activations).
+    const uint8_t ipg_phases =
+        stage == 1 && z.grad_accum > 1 && !engine ? uint8_t(kAllPhases) : uint8_t(kBackward);
+    out.add_gpu("gradient bucket (IPG)", Category::Buffers,
+                checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), ipg_phases,
+                z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
+                               : "reduce_bucket_size elements")
+        .after_step = false;
+  }
+}
+
+// runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3 with partition_parameters.py and the parameter
+// coordinator: partitions, gathered parameters, and what offload moves to the host. Returns the
+// bytes this rank swaps to NVMe.
+int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   int64_t nvme_rank = 0;
-  const RuntimePath path =
-      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
-  // zeroplan validate's native engine (planner/engine_runtime.h): DeepSpeed 0.16.9's paths with the
-  // documented differences below.
-  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
-  const EngineGradientRules engine_rules = engine_gradient_rules();
-  if (stage <= 2) {
-    // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
-    // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
-    // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
-    const bool padded =
-        path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
-    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2  ? "optimizer.bit16_groups_flat"
-                            : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
-                            : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
-                                                                              : nullptr;
-    out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
-                checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
-                fp32 ? "4 bytes x trainable params (fp32 training)"
-                     : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
-        .ds_name = flat_name;
-    if (frozen16 > 0)
-      out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
-                  "LoRA: frozen weights replicated on every rank below stage 3");
-    if (frozen_q > 0)
-      out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
-                  "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
+  // partition_parameters.py Init._partition_param: each parameter is padded to a multiple of N
+  // (_padding_size) and split; parameters with numel <= stage3_param_persistence_threshold are
+  // marked ds_persist (parameter_offload.py mark_persistent_parameters) and stay gathered on every
+  // rank in addition to their partition.
+  const int64_t thr = z.param_persistence_threshold;
+  const int64_t t_part = m.trainable_tensors.partition_numel_above(thr, N) +
+                         m.trainable_tensors.partition_numel_at_or_below(thr, N);
+  const int64_t f_part =
+      m.frozen_tensors.partition_numel_above(thr, N) + m.frozen_tensors.partition_numel_at_or_below(thr, N);
+  const int64_t persist =
+      m.trainable_tensors.numel_at_or_below(thr) + m.frozen_tensors.numel_at_or_below(thr);
+  // QLoRA weights are stored in NF4 (the frozen table counts them as elements): replace their
+  // 16-bit partition by the NF4 bytes / N.
+  const int64_t q_elems = m.frozen_quantized_params;
+  const int64_t pers_part = m.trainable_tensors.partition_numel_at_or_below(thr, N) +
+                            m.frozen_tensors.partition_numel_at_or_below(thr, N);
+  // The subtraction assumes the NF4 weights are non-persistent (true for any real model: a
+  // quantized linear has more than the 1e5-element default threshold). In a tiny test model they
+  // are persistent and already in pers_part: the 16-bit non-persistent part is then empty, not
+  // negative (tiny-llama-micro --method qlora on 4 GPUs failed an internal check here).
+  const int64_t param_part_bytes = checked_add(
+      checked_mul(
+          pe, std::max<int64_t>(0, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part)),
+      ceil_div(frozen_q, N));
+  // Without frozen or quantized weights the partitions of all parameters (persistent ones
+  // included) are exactly stage3.py's fp16_partitioned_groups_flat.
+  // With frozen weights (LoRA) the flat holds the trainable parameters' partitions only (stage3.py
+  // builds it from trainable_param_groups); the frozen partitions are their own ds_tensors.
+  const bool plain = frozen_q == 0;
+  const int64_t frozen_part_bytes = checked_add(
+      checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
+  if (!off_param) {
+    out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
+                checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes, kAllPhases,
+                "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
+        .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
+    if (frozen_part_bytes > 0)
+      out.add_gpu("frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
+                  "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
   }
-
-  // Full (unpartitioned) gradients of stages 0/1: autograd produces them during the backward while
-  // the saved activations are freed, so they coexist with the step's buffers, not with the
-  // activations; the backward phase holds the largest one (added below). With accumulation they
-  // persist from the first micro-step on (engine.py: reduction only at the boundary).
-  // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
-  // allreduce_gradients), so there they are counted in the backward too.
-  const uint8_t full_grad_phases = z.grad_accum > 1 ? uint8_t(kAllPhases) : uint8_t(kBackward | kStep);
-  const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
-  switch (stage) {
-    case 0:
-    case 1:
-    case 2: {
-      if (stage == 0 && N > 1 && (!engine || engine_rules.allreduce_copies_gradients) &&
-          (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer)) {
-        // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
-        // a bucket (allreduce_no_retain: up to MEMORY_OPT_ALLREDUCE_SIZE = 5e8 elements plus the
-        // parameter that crosses it) in their dtype, alive during the all-reduce at the end of backward.
-        // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
-        const int64_t grad_elem = pe;
-        const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
-        out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
-                    checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))), kBackward,
-                    "engine.py allreduce_bucket: flatten(bucket) of the gradients")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-      }
-      if (path.wrapper == OptimizerWrapper::Basic && engine && engine_rules.stage0_flat_grads_persistent) {
-        out.add_gpu("fp32 gradients (flat, allocated once)", Category::Gradients, checked_mul(4, padded_t),
-                    kAllPhases, "engine setup(): param.grad of every parameter in one padded flat buffer");
-      } else if (path.wrapper == OptimizerWrapper::Basic) {
-        out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
-                    "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
-      }
-      if (path.wrapper == OptimizerWrapper::Basic) {
-        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
-                    "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
-        break;
-      }
-      if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
-        // bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer: fp32_groups_gradients_flat (fp32
-        // gradients of the whole padded flat, every rank), fp32_groups_flat_partition (this rank's
-        // fp32 master, padded/N) and the inner optimizer's exp_avg/exp_avg_sq on that partition.
-        // No IPG bucket: gradients go straight into the fp32 buffer (DeepSpeed 0.16: stage 0 default
-        // bf16; >= 0.18: stage 0/1 with grad_accum_dtype fp32).
-        out.add_gpu("fp32 gradient accumulation buffer", Category::Gradients, checked_mul(4, padded_t),
-                    kAllPhases, "BF16_Optimizer fp32_groups_gradients_flat: 4 x padded Psi")
-            .ds_name = "optimizer.fp32_groups_gradients_flat";
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
-                    kAllPhases, "BF16_Optimizer fp32_groups_flat_partition: 4 x padded Psi / N")
-            .ds_name = "optimizer.fp32_groups_flat_partition";
-        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
-                    kAllPhases, "inner optimizer exp_avg + exp_avg_sq on the fp32 partition");
-        // bfloat16 config immediate_grad_update defaults to False (precision_config.py), so autograd's
-        // bf16 param.grad live through the whole backward and are added into the fp32 buffer only in
-        // BF16_Optimizer.backward_epilogue (engine.py _backward_epilogue).
-        // DeepSpeed 0.16.9 at stage 0 keeps them after the step as well (recorded in
-        // tests/deepspeed/fixtures-other-versions/0.16.9/llama-gqa_s0_*_bf16_*: gradient storages
-        // 13,377,024 B = fp32 buffer + bf16 grads before and after the step); its stage 1 and 0.19.8
-        // free them (recorded: 8,918,016 B after the step).
-        const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
-        if (engine && stage == 0 && engine_rules.stage0_immediate_grad_update) {
-          const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
-          out.add_gpu("16-bit gradient (immediate update, one at a time)", Category::Gradients,
-                      checked_mul(pe, largest), kBackward,
-                      "engine grad_slot/grad_ready: each bf16 grad is added to the fp32 buffer and freed")
-              .after_step = false;
-        } else {
-          // Alive into the step: DeepSpeed frees them in step(), not in the epilogue (recorded
-          // model_states_before_step of llama-gqa_s1_n{1,2,4}_bf16_gaccfp32, 0.18.9 and 0.19.8: 6Psi
-          // of gradient storages = the fp32 buffer + these).
-          out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
-                      kept     ? kAllPhases
-                      : engine ? kBackward
-                               : uint8_t(kBackward | kStep),
-                      "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()")
-              .after_step = kept;
-          if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-        }
-        if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still
-                                                                   // calls all_reduce (recorded in
-                                                                   // llama-gqa_s1_n1_bf16_gaccfp32)
-          // The engine all-reduces the fp32 gradient buffer (get_grads_for_reduction: one flat tensor,
-          // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
-          // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
-          // end of backward. Recorded: llama-gqa_s1_n{2,4}_bf16_gaccfp32 backward peak = baseline + 2 x 2Psi.
-          out.add_gpu("gradient all-reduce 16-bit copy", Category::Buffers, checked_mul(pe, psi_t), kBackward,
-                      "engine.py allreduce_bucket: fp32 gradients cast to the communication dtype")
-              .after_step = false;
-          out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-        }
-        break;
-      }
-      if (path.wrapper == OptimizerWrapper::FP16Optimizer) {
-        // fp16/fused_optimizer.py FP16_Optimizer.__init__: fp16_groups_flat (the 16-bit params, whose
-        // .data become views of it) and fp32_groups_flat = fp16_groups_flat.clone().float(), both
-        // unpartitioned; FusedAdam's exp_avg/exp_avg_sq on the fp32 flat. The engine all-reduces the
-        // 16-bit param.grad (engine.py buffered_allreduce_fallback); DeepSpeed >= 0.18 runs bf16
-        // without ZeRO here too (DDP_BFLOAT16).
-        out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), full_grad_phases,
-                    "param.grad in the model dtype, 2Psi (freed by step: zero_grad)")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
-        out.add_gpu("fp32 master params", Category::OptimizerStates, checked_mul(4, psi_t), kAllPhases,
-                    "FP16_Optimizer fp32_groups_flat: 4Psi, every rank")
-            .ds_name = "optimizer.fp32_groups_flat";
-        out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
-                    "FusedAdam exp_avg + exp_avg_sq on the fp32 flat: 8Psi, every rank");
-        // FP16_Optimizer.step: `p.grad.to(fp32)` for every parameter, then _flatten_dense_tensors of that
-        // list: two fp32 copies of all gradients exist together.
-        out.add_gpu("fp32 gradient copies at step", Category::Buffers, checked_mul(8, psi_t), kStep,
-                    "FP16_Optimizer.step: per-param fp32 grads + their flat copy (8Psi)")
-            .after_step = false;
-        break;
-      }
-      if (path.wrapper == OptimizerWrapper::Unsupported) break;  // the plan is refused upstream (reasons)
-      // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
-      // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
-      // the rank's gradient partition, freed at the end of step():
-      //  - grads_in_partition (copy_grads_in_partition), in the model dtype, holding every parameter
-      //    that overlaps the rank's partition WHOLE (params_in_partition, get_partition_info), so a
-      //    rank holding a parameter that straddles a partition boundary holds more than 2Psi/N;
-      //    recorded (model_states_before_step, issue 23 items 3 and 4): llama-gqa at N = 2 / 4
-      //    2,360,320 / 1,179,648 B where 2Psi/N is 2,229,504 / 1,114,752 B, at stage 1 as at 2.
-      //  - with grad_accum_dtype fp32 over 16-bit weights (_use_compact_grad_partition_buffer), instead
-      //    an fp32 buffer of exactly the partition (_build_compact_grad_partition_buffer:
-      //    torch.zeros(partition_size, fp32)); recorded llama-gqa_s2_n{1,2,4}_bf16_gaccfp32: 4 x padded
-      //    Psi / N.
-      // DeepSpeed's engine only (zeroplan's native engine keeps its own rules below).
-      // (_use_compact_grad_partition_buffer is new in 0.19: 0.16.9 and 0.18.9 keep grads_in_partition in
-      // the model dtype, recorded in fixtures-other-versions/*/llama-gqa_s2_n*_bf16_gaccfp32.)
-      const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
-                           w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
-      const PartitionHoldings& held = m.params_in_partition;
-      const int64_t held_numel =
-          !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
-      const int64_t gip_bytes =
-          compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
-      const char* gip_name = compact ? "fp32 gradient partition (compact)"
-                             : fp32  ? "fp32 gradient partition"
-                                     : "16-bit gradient partition";
-      if (stage == 1) {
-        // DeepSpeed: the full gradients live until the boundary's reduction, which copies each into
-        // the IPG bucket (or reduces it in place) and keeps only the partition for the step. The
-        // step phase is the boundary's step.
-        // With optimizer offload the reduction copies the partition to the host instead
-        // (async_inplace_copy_grad_to_fp32_buffer_from_gpu; host buffers below); recorded
-        // llama-gqa_s1_n2_bf16_offloadopt: no 16-bit gradients left when the step begins.
-        const bool ds = !engine;
-        const uint8_t phases = !ds                ? full_grad_phases
-                               : z.grad_accum > 1 ? uint8_t(kForward | kBackward)
-                                                  : uint8_t(kBackward);
-        out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
-                    phases, "stage 1: full gradients (ZeRO paper 2Psi)")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
-        if (ds && !off_opt)
-          out.add_gpu(gip_name, Category::Gradients, gip_bytes, kStep,
-                      "stage 1: grads_in_partition after the boundary reduction, parameters in the partition "
-                      "whole")
-              .after_step = false;
-      } else if (!off_opt) {
-        out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
-                    "stage 2: grads_in_partition, the parameters overlapping the partition whole")
-            .after_step = false;
-      }
-      if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
-        out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
-                    checked_mul(pe, part_t), uint8_t(kBackward | kStep),
-                    "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step")
-            .after_step = false;
-        out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
-      }
-      if (!off_opt) {
-        // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
-        // fp32 training) + Adam exp_avg, exp_avg_sq.
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
-                    kAllPhases, "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
-            .ds_name = "optimizer.single_partition_of_fp32_groups";
-        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
-                    kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
-        // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
-        // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
-        // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
-        // grads_in_partition, in the model dtype), then `.to(fp32)` while that copy is alive. The
-        // compact fp32 buffer (0.19) is used as it is (_get_preflattened_grad_partition, `.to` of an
-        // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
-        // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
-        // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
-        if (!compact)
-          out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
-                      "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
-              .after_step = false;
-        if (!engine && !compact && !fp32)
-          out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t),
-                      kStep, "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
-              .after_step = false;
-      }
-      // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
-      if (z.contiguous_gradients || off_opt) {
-        // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
-        // with overlap_comm; released after the reduction (_release_ipg_buffers).
-        const int64_t nbuf = z.overlap_comm ? 2 : 1;
-        // Stage 1 with accumulation: setup_buckets allocates it from the first micro-step's gradient
-        // hooks and only the boundary's reduction releases it, so it stays through the micro-steps in
-        // between (recorded llama-gqa_s1_n2_bf16_ga2: the second micro-step's forward peaks at the
-        // bucket's 1 GB above the activations).
-        const uint8_t ipg_phases =
-            stage == 1 && z.grad_accum > 1 && !engine ? uint8_t(kAllPhases) : uint8_t(kBackward);
-        out.add_gpu("gradient bucket (IPG)", Category::Buffers,
-                    checked_mul(checked_mul(pe, z.reduce_bucket_size), nbuf), ipg_phases,
-                    z.overlap_comm ? "2 x reduce_bucket_size elements (overlap_comm double buffer)"
-                                   : "reduce_bucket_size elements")
-            .after_step = false;
-      }
-      break;
-    }
-    default: {  // stage 3
-      // partition_parameters.py Init._partition_param: each parameter is padded to a multiple of N
-      // (_padding_size) and split; parameters with numel <= stage3_param_persistence_threshold are
-      // marked ds_persist (parameter_offload.py mark_persistent_parameters) and stay gathered on every
-      // rank in addition to their partition.
-      const int64_t thr = z.param_persistence_threshold;
-      const int64_t t_part = m.trainable_tensors.partition_numel_above(thr, N) +
-                             m.trainable_tensors.partition_numel_at_or_below(thr, N);
-      const int64_t f_part = m.frozen_tensors.partition_numel_above(thr, N) +
-                             m.frozen_tensors.partition_numel_at_or_below(thr, N);
-      const int64_t persist =
-          m.trainable_tensors.numel_at_or_below(thr) + m.frozen_tensors.numel_at_or_below(thr);
-      // QLoRA weights are stored in NF4 (the frozen table counts them as elements): replace their
-      // 16-bit partition by the NF4 bytes / N.
-      const int64_t q_elems = m.frozen_quantized_params;
-      const int64_t pers_part = m.trainable_tensors.partition_numel_at_or_below(thr, N) +
-                                m.frozen_tensors.partition_numel_at_or_below(thr, N);
-      // The subtraction assumes the NF4 weights are non-persistent (true for any real model: a
-      // quantized linear has more than the 1e5-element default threshold). In a tiny test model they
-      // are persistent and already in pers_part: the 16-bit non-persistent part is then empty, not
-      // negative (tiny-llama-micro --method qlora on 4 GPUs failed an internal check here).
-      const int64_t param_part_bytes = checked_add(
-          checked_mul(pe, std::max<int64_t>(
-                              0, t_part + std::max<int64_t>(0, f_part - ceil_div(q_elems, N)) - pers_part)),
-          ceil_div(frozen_q, N));
-      // Without frozen or quantized weights the partitions of all parameters (persistent ones
-      // included) are exactly stage3.py's fp16_partitioned_groups_flat.
-      // With frozen weights (LoRA) the flat holds the trainable parameters' partitions only (stage3.py
-      // builds it from trainable_param_groups); the frozen partitions are their own ds_tensors.
-      const bool plain = frozen_q == 0;
-      const int64_t frozen_part_bytes = checked_add(
-          checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
-      if (!off_param) {
-        out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
-                    checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes, kAllPhases,
-                    "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
-            .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
-        if (frozen_part_bytes > 0)
-          out.add_gpu("frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
-                      "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
-      }
-      // Persistent parameters keep their partition on the GPU even with offload_param
-      // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
-      if (off_param && pers_part > 0)
-        out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
-                    kAllPhases, "ds_persist params keep their partition on the device with offload_param");
-      // With one rank a gathered parameter is a view of its partition: partition_parameters.py
-      // all_gather_coalesced / _allgather_params_coalesced return _no_gather_coalesced when every
-      // parameter's partition world size is 1, and NoGatherHandle sets `param.data =
-      // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
-      // the persistent parameters nor the fetched ones hold storage of their own (recorded:
-      // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
-      // With offload_param the partition of a fetched parameter is on the host and that `.to(device)`
-      // is a real copy: fetched parameters are then gathered storage as usual (persistent ones keep
-      // their partition on the device, see above, and stay views).
-      const bool views_of_partition = N == 1 && (!engine || engine_rules.single_rank_gathers_are_views);
-      const bool fetched_are_views = views_of_partition && !off_param;
-      if (persist > 0 && !views_of_partition)
-        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
-                    "params <= stage3_param_persistence_threshold stay whole on every rank")
-            .ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
-      // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
-      // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
-      // offloaded (self.device = cpu).
-      if (!off_opt)
-        out.add_gpu("gradient partition", Category::Gradients, checked_mul(pe, t_part), kAllPhases,
-                    "stage3.py grad_partitions_flat_buffer: 2Psi/N")
-            .ds_name = "optimizer.grad_partitions_flat_buffer";
-      if (!off_opt) {
-        out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
-                    kAllPhases, "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
-            .ds_name = "optimizer.fp32_partitioned_groups_flat";
-        out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
-                    kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
-        // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time.
-        out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers,
-                    checked_mul(4, std::min(z.sub_group_size, t_part)), kStep,
-                    "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
-      }
-      if (z.contiguous_gradients)
-        out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size),
-                    kAllPhases,
-                    "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
-            .ds_name =
-            w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
-                ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
-                : "optimizer.ipg_buckets";
-      // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
-      // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
-      // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
-      // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
-      // (__params_to_release); we bound that by half the reuse distance (the forward tail is
-      // reused in mirror order by the backward).
-      const int64_t nonpersist_total =
-          fetched_are_views ? 0
-                            : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
-      // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
-      const int64_t largest_fetch =
-          moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)
-              ? std::max(m.largest_module_numel, m.largest_moe_block_numel)
-              : m.largest_module_numel;
-      const int64_t in_flight = std::min(
-          {nonpersist_total, largest_fetch + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
-      const int64_t reuse = std::min(
-          {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
-      out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
-                  "largest module + stage3_prefetch_bucket_size, capped by max_live_parameters");
-      // zero_optimization.memory_efficient_linear false: torch's own F.linear saves W^T, a view of the
-      // gathered weight, and DeepSpeed releases a parameter by pointing param.data at an empty tensor
-      // (partition_parameters.py), so the view keeps every released decoder weight's gathered storage
-      // until its backward: by the end of the forward all of them are held besides the ones in flight
-      // (at most every non-persistent parameter). DeepSpeed's zero3_linear_wrap saves the parameter
-      // itself instead. Recorded (DeepSpeed 0.19.8, llama-gqa stage 3, N = 2, max live and reuse
-      // distance 1e5 so that parameters are released): forward peak +1,572,864 B over the default
-      // linear = gate/up/down of both layers, 786,432 bf16 elements (fixtures maxlive100k_nomel vs
-      // maxlive100k); with the default reuse distance nothing is released and the peaks are equal.
-      if (!z.memory_efficient_linear && !fetched_are_views) {
-        const int64_t held =
-            m.decoder_matmul_weights.total_numel() - m.decoder_matmul_weights.numel_at_or_below(thr);
-        const int64_t extra = std::min(nonpersist_total, in_flight + held) - in_flight;
-        if (extra > 0)
-          out.add_gpu(
-              "gathered weights held by torch's linear", Category::Buffers, checked_mul(pe, extra), kForward,
-              "memory_efficient_linear false: F.linear's saved W^T views keep released weights gathered");
-      }
-      out.add_gpu("gathered parameters (backward)", Category::Buffers, checked_mul(pe, reuse), kBackward,
-                  "kept for reuse: min(max_reuse_distance/2, max_live_parameters) elements");
-      if (off_param) {
-        out.add_host("16-bit parameter partition", Category::Parameters,
-                     z.offload_param == Offload::CPU ? param_part_bytes : 0, pinned,
-                     "offload_param: ds_tensor partitions in host memory");
-        if (z.offload_param == Offload::NVMe) nvme_rank = checked_add(nvme_rank, param_part_bytes);
-        if (z.offload_param == Offload::NVMe)
-          out.add_host("parameter swap buffers (NVMe)", Category::Buffers,
-                       checked_mul(checked_mul(kNvmeParamBufferCount, kNvmeParamBufferSize), pe), true,
-                       "offload_param nvme: buffer_count 5 x buffer_size 1e8 elements (offload_config.py)");
-      }
-      if (off_opt) {
-        out.add_host("gradient partition", Category::Gradients, checked_mul(pe, t_part), pinned,
-                     "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
-            .ds_name = "optimizer.grad_partitions_flat_buffer";
-        if (z.offload_optimizer == Offload::CPU) {
-          out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
-                       pinned, "stage3.py fp32_partitioned_groups_flat on the host")
-              .ds_name = "optimizer.fp32_partitioned_groups_flat";
-          out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
-                       checked_mul(8, t_part), pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
-          out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
-                       "fp32_partitioned_groups_flat[i].grad on the host");
-        } else {
-          nvme_rank = checked_add(nvme_rank, checked_mul(12, t_part));  // fp32 master + exp_avg + exp_avg_sq
-          out.add_host(
-              "optimizer swap buffers (NVMe)", Category::Buffers,
-              checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)), 4),
-              true,
-              "offload_optimizer nvme: buffer_count 4 x largest sub group in fp32 (optimizer_utils.py)");
-        }
-      }
-      break;
+  // Persistent parameters keep their partition on the GPU even with offload_param
+  // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
+  if (off_param && pers_part > 0)
+    out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
+                kAllPhases, "ds_persist params keep their partition on the device with offload_param");
+  // With one rank a gathered parameter is a view of its partition: partition_parameters.py
+  // all_gather_coalesced / _allgather_params_coalesced return _no_gather_coalesced when every
+  // parameter's partition world size is 1, and NoGatherHandle sets `param.data =
+  // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
+  // the persistent parameters nor the fetched ones hold storage of their own (recorded:
+  // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
+  // With offload_param the partition of a fetched parameter is on the host and that `.to(device)`
+  // is a real copy: fetched parameters are then gathered storage as usual (persistent ones keep
+  // their partition on the device, see above, and stay views).
+  const bool views_of_partition = N == 1 && (!engine || engine_rules.single_rank_gathers_are_views);
+  const bool fetched_are_views = views_of_partition && !off_param;
+  if (persist > 0 && !views_of_partition)
+    out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
+                "params <= stage3_param_persistence_threshold stay whole on every rank")
+        .ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
+  // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
+  // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
+  // offloaded (self.device = cpu).
+  if (!off_opt)
+    out.add_gpu("gradient partition", Category::Gradients, checked_mul(pe, t_part), kAllPhases,
+                "stage3.py grad_partitions_flat_buffer: 2Psi/N")
+        .ds_name = "optimizer.grad_partitions_flat_buffer";
+  if (!off_opt) {
+    out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
+                kAllPhases, "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
+        .ds_name = "optimizer.fp32_partitioned_groups_flat";
+    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
+                kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
+    // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time.
+    out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers,
+                checked_mul(4, std::min(z.sub_group_size, t_part)), kStep,
+                "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+  }
+  if (z.contiguous_gradients)
+    out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size), kAllPhases,
+                "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
+        .ds_name =
+        w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
+            ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
+            : "optimizer.ipg_buckets";
+  // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
+  // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
+  // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
+  // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
+  // (__params_to_release); we bound that by half the reuse distance (the forward tail is
+  // reused in mirror order by the backward).
+  const int64_t nonpersist_total =
+      fetched_are_views ? 0 : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+  // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
+  const int64_t largest_fetch =
+      moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)
+          ? std::max(m.largest_module_numel, m.largest_moe_block_numel)
+          : m.largest_module_numel;
+  const int64_t in_flight =
+      std::min({nonpersist_total, largest_fetch + std::min(z.prefetch_bucket_size, z.max_live_parameters)});
+  const int64_t reuse = std::min(
+      {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
+  out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
+              "largest module + stage3_prefetch_bucket_size, capped by max_live_parameters");
+  // zero_optimization.memory_efficient_linear false: torch's own F.linear saves W^T, a view of the
+  // gathered weight, and DeepSpeed releases a parameter by pointing param.data at an empty tensor
+  // (partition_parameters.py), so the view keeps every released decoder weight's gathered storage
+  // until its backward: by the end of the forward all of them are held besides the ones in flight
+  // (at most every non-persistent parameter). DeepSpeed's zero3_linear_wrap saves the parameter
+  // itself instead. Recorded (DeepSpeed 0.19.8, llama-gqa stage 3, N = 2, max live and reuse
+  // distance 1e5 so that parameters are released): forward peak +1,572,864 B over the default
+  // linear = gate/up/down of both layers, 786,432 bf16 elements (fixtures maxlive100k_nomel vs
+  // maxlive100k); with the default reuse distance nothing is released and the peaks are equal.
+  if (!z.memory_efficient_linear && !fetched_are_views) {
+    const int64_t held =
+        m.decoder_matmul_weights.total_numel() - m.decoder_matmul_weights.numel_at_or_below(thr);
+    const int64_t extra = std::min(nonpersist_total, in_flight + held) - in_flight;
+    if (extra > 0)
+      out.add_gpu("gathered weights held by torch's linear", Category::Buffers, checked_mul(pe, extra),
+                  kForward,
+                  "memory_efficient_linear false: F.linear's saved W^T views keep released weights gathered");
+  }
+  out.add_gpu("gathered parameters (backward)", Category::Buffers, checked_mul(pe, reuse), kBackward,
+              "kept for reuse: min(max_reuse_distance/2, max_live_parameters) elements");
+  if (off_param) {
+    out.add_host("16-bit parameter partition", Category::Parameters,
+                 z.offload_param == Offload::CPU ? param_part_bytes : 0, pinned,
+                 "offload_param: ds_tensor partitions in host memory");
+    if (z.offload_param == Offload::NVMe) nvme_rank = checked_add(nvme_rank, param_part_bytes);
+    if (z.offload_param == Offload::NVMe)
+      out.add_host("parameter swap buffers (NVMe)", Category::Buffers,
+                   checked_mul(checked_mul(kNvmeParamBufferCount, kNvmeParamBufferSize), pe), true,
+                   "offload_param nvme: buffer_count 5 x buffer_size 1e8 elements (offload_config.py)");
+  }
+  if (off_opt) {
+    out.add_host("gradient partition", Category::Gradients, checked_mul(pe, t_part), pinned,
+                 "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
+        .ds_name = "optimizer.grad_partitions_flat_buffer";
+    if (z.offload_optimizer == Offload::CPU) {
+      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
+                   pinned, "stage3.py fp32_partitioned_groups_flat on the host")
+          .ds_name = "optimizer.fp32_partitioned_groups_flat";
+      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
+                   pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+      out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
+                   "fp32_partitioned_groups_flat[i].grad on the host");
+    } else {
+      nvme_rank = checked_add(nvme_rank, checked_mul(12, t_part));  // fp32 master + exp_avg + exp_avg_sq
+      out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
+                   checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)), 4),
+                   true,
+                   "offload_optimizer nvme: buffer_count 4 x largest sub group in fp32 (optimizer_utils.py)");
     }
   }
+  return nvme_rank;
+}
 
+// The one full parameter gradient autograd makes before the reduce hook takes it (stages 2, 3 and
+// the no-accumulation 16-bit paths).
+void add_transient_parameter_gradient(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   // Stages 2 and 3 keep no full gradients: autograd still materialises each parameter's full
   // gradient (param.grad) before the reduce hook copies it into the bucket and frees it
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
@@ -509,46 +494,58 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
                 checked_mul(pe, m.trainable_tensors.numel.back()), kBackward,
                 "param.grad of the largest trainable tensor before its bucket copy");
+}
 
-  if (off_opt && stage <= 2) {
-    // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
-    // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
-    if (z.offload_optimizer == Offload::CPU) {
-      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
-                   pinned, "single_partition_of_fp32_groups on the host")
-          .ds_name = "optimizer.single_partition_of_fp32_groups";
-      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
-                   pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
-    } else {
-      nvme_rank = checked_add(nvme_rank, checked_mul(12, part_t));  // fp32 master + exp_avg + exp_avg_sq
-      out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
-                   checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
-                   "offload_optimizer nvme: buffer_count 4 x partition in fp32");
-    }
-    out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, part_t), pinned,
-                 "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned");
-    // stage_1_and_2.py __init__ with cpu_offload: a 16-bit copy of the partition for the upload after
-    // the step (param_buffer_of_bit16_for_cpu_offload_groups), and one largest-parameter-sized 16-bit
-    // gradient staging buffer on each side (temp_grad_buffer_for_cpu_offload / _for_gpu_offload,
-    // `torch.zeros(largest_param_numel)`).
-    out.add_host("16-bit partition upload buffer", Category::Buffers, checked_mul(pe, part_t), pinned,
-                 "param_buffer_of_bit16_for_cpu_offload_groups: 16-bit partition")
-        .ds_name = "optimizer.param_buffer_of_bit16_for_cpu_offload_groups";
-    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
-    if (!engine || engine_rules.offload_has_staging_buffers) {
-      out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
-                   "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")
-          .ds_name = "optimizer.temp_grad_buffer_for_cpu_offload";
-      out.add_gpu("gradient staging buffer (device)", Category::Gradients, checked_mul(pe, largest),
-                  kAllPhases, "temp_grad_buffer_for_gpu_offload: largest parameter, 16-bit")
-          .ds_name = "optimizer.temp_grad_buffer_for_gpu_offload";
-    }
-    if (z.grad_accum > 1)
-      out.add_host("16-bit gradient accumulation", Category::Gradients, checked_mul(pe, part_t), pinned,
-                   "accumulated_grads_in_cpu (async_accumulate_grad_in_cpu_via_gpu)");
+// ZeRO-1/2 with offload_optimizer: what stage_1_and_2.py keeps on the host (and its device staging
+// buffer). Returns the bytes this rank swaps to NVMe.
+int64_t add_zero12_offload_host(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  int64_t nvme_rank = 0;
+  // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
+  // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
+  if (z.offload_optimizer == Offload::CPU) {
+    out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), pinned,
+                 "single_partition_of_fp32_groups on the host")
+        .ds_name = "optimizer.single_partition_of_fp32_groups";
+    out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
+                 pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+  } else {
+    nvme_rank = checked_add(nvme_rank, checked_mul(12, part_t));  // fp32 master + exp_avg + exp_avg_sq
+    out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
+                 checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
+                 "offload_optimizer nvme: buffer_count 4 x partition in fp32");
   }
+  out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, part_t), pinned,
+               "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned");
+  // stage_1_and_2.py __init__ with cpu_offload: a 16-bit copy of the partition for the upload after
+  // the step (param_buffer_of_bit16_for_cpu_offload_groups), and one largest-parameter-sized 16-bit
+  // gradient staging buffer on each side (temp_grad_buffer_for_cpu_offload / _for_gpu_offload,
+  // `torch.zeros(largest_param_numel)`).
+  out.add_host("16-bit partition upload buffer", Category::Buffers, checked_mul(pe, part_t), pinned,
+               "param_buffer_of_bit16_for_cpu_offload_groups: 16-bit partition")
+      .ds_name = "optimizer.param_buffer_of_bit16_for_cpu_offload_groups";
+  const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+  if (!engine || engine_rules.offload_has_staging_buffers) {
+    out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
+                 "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")
+        .ds_name = "optimizer.temp_grad_buffer_for_cpu_offload";
+    out.add_gpu("gradient staging buffer (device)", Category::Gradients, checked_mul(pe, largest), kAllPhases,
+                "temp_grad_buffer_for_gpu_offload: largest parameter, 16-bit")
+        .ds_name = "optimizer.temp_grad_buffer_for_gpu_offload";
+  }
+  if (z.grad_accum > 1)
+    out.add_host("16-bit gradient accumulation", Category::Gradients, checked_mul(pe, part_t), pinned,
+                 "accumulated_grads_in_cpu (async_accumulate_grad_in_cpu_via_gpu)");
+  return nvme_rank;
+}
 
-  // ---------------------------------------------------------------- activations
+// Saved activations and the loss's buffers of one micro-step (planner/memory_stats.h), by checkpointing mode.
+void add_activations(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   const ActivationStats& a = m.act;
   const int64_t b = std::max<int64_t>(1, z.micro_batch);
   if (engine && a.known) {
@@ -667,8 +664,13 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     out.add_gpu("dequantized NF4 weight (QLoRA)", Category::Buffers,
                 checked_mul(2, m.largest_quantized_numel), kFwdBwd,
                 "largest quantized linear in 16-bit, transient per matmul");
+}
 
-  // ---------------------------------------------------------------- overhead
+// The CUDA context and NCCL's buffers.
+void add_overhead(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   // The CPU runtime (DeepSpeed's CPU accelerator, gloo: the conformance fixtures) has neither a CUDA
   // context nor NCCL communicator buffers; on CUDA they are added here from the GPU profile and NCCL's
   // documented buffer size.
@@ -686,6 +688,129 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
                 checked_mul(checked_mul(kNcclBuffSize, channels), 2), kAllPhases,
                 "NCCL_BUFFSIZE 4 MiB x channels x 2 ring peers (assumed channel count)");
   }
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
+  const MemoryStats& m = stats.mem;
+  MemoryBreakdown out;
+  // ZeRO partitions over its group (SP x DP; planner/parallel.h), not over the world.
+  const int64_t N = layout_of(w, z).zero();
+  const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
+  const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
+  const bool fp32 = w.train.precision == Precision::FP32;
+  const int64_t psi_t = m.trainable_params;
+  const int stage = std::clamp(z.stage, 0, 3);
+  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
+  const bool off_param = stage == 3 && z.offload_param != Offload::None;
+  const bool pinned = z.pin_memory;
+
+  // ---------------------------------------------------------------- model states
+  // Frozen base weights (LoRA/QLoRA): no gradients, no optimizer states; replicated on every rank in
+  // stages 0-2 (DeepSpeed only flattens requires_grad parameters into its groups:
+  // stage_1_and_2.py `trainable_parameters = [param for param in param_group['params'] if
+  // param.requires_grad]`), partitioned by zero.Init in stage 3.
+  const int64_t frozen16 = m.frozen_16bit_params;
+  const int64_t frozen_q = m.frozen_quantized_bytes;
+
+  // Stage 1/2 and BF16_Optimizer flatten the trainable params padded to a multiple of
+  // nccl_start_alignment_factor (2) x dp_world_size elements and give each rank 1/N of that
+  // (stage_1_and_2.py __init__ `alignment = self.nccl_start_alignment_factor * dist.get_world_size(...)`;
+  // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
+  const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
+  const int64_t part_t = padded_t / N;
+  // Bytes this rank swaps to NVMe (ZeRO-Infinity: swap_tensor/ writes the offloaded fp32 master,
+  // Adam states and, with offload_param, the 16-bit parameter partition to files on the drive).
+  int64_t nvme_rank = 0;
+  const RuntimePath path =
+      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
+  // zeroplan validate's native engine (planner/engine_runtime.h): DeepSpeed 0.16.9's paths with the
+  // documented differences below.
+  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
+  const EngineGradientRules engine_rules = engine_gradient_rules();
+  if (stage <= 2) {
+    // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
+    // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
+    // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
+    const bool padded =
+        path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
+    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2  ? "optimizer.bit16_groups_flat"
+                            : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
+                            : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
+                                                                              : nullptr;
+    out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
+                checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
+                fp32 ? "4 bytes x trainable params (fp32 training)"
+                     : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
+        .ds_name = flat_name;
+    if (frozen16 > 0)
+      out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
+                  "LoRA: frozen weights replicated on every rank below stage 3");
+    if (frozen_q > 0)
+      out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
+                  "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
+  }
+
+  // Full (unpartitioned) gradients of stages 0/1: autograd produces them during the backward while
+  // the saved activations are freed, so they coexist with the step's buffers, not with the
+  // activations; the backward phase holds the largest one (added below). With accumulation they
+  // persist from the first micro-step on (engine.py: reduction only at the boundary).
+  // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
+  // allreduce_gradients), so there they are counted in the backward too.
+  const uint8_t full_grad_phases = z.grad_accum > 1 ? uint8_t(kAllPhases) : uint8_t(kBackward | kStep);
+  const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
+  const StatesContext ctx{w,
+                          m,
+                          z,
+                          N,
+                          pe,
+                          fp32,
+                          psi_t,
+                          stage,
+                          off_opt,
+                          off_param,
+                          pinned,
+                          frozen16,
+                          frozen_q,
+                          padded_t,
+                          part_t,
+                          path,
+                          engine,
+                          engine_rules,
+                          full_grad_phases,
+                          full_grad_moment};
+  // One policy per DeepSpeed runtime path (planner/ds_runtime.h runtime_path), each adding its buffers.
+  if (stage <= 2) {
+    add_stage0_allreduce_copy(ctx, out);
+    switch (path.wrapper) {
+      case OptimizerWrapper::Basic:
+        add_plain_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::BF16Optimizer:
+        add_bf16_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::FP16Optimizer:
+        add_fp16_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::Unsupported:  // the plan is refused upstream (reasons)
+        break;
+      default:
+        add_zero12_optimizer(ctx, out);
+        break;
+    }
+  } else {
+    nvme_rank = checked_add(nvme_rank, add_stage3_states(ctx, out));
+  }
+
+  add_transient_parameter_gradient(ctx, out);
+  if (off_opt && stage <= 2) nvme_rank = checked_add(nvme_rank, add_zero12_offload_host(ctx, out));
+
+  // ---------------------------------------------------------------- activations
+  add_activations(ctx, out);
+
+  // ---------------------------------------------------------------- overhead
+  add_overhead(ctx, out);
 
   // ---------------------------------------------------------------- model load (host)
   // Without zero.Init every rank materialises the whole model on the host before deepspeed.initialize
