@@ -95,6 +95,13 @@ std::string render_report(const Workload& w, const SearchResult& r) {
                                                            : "sdpa/flash",
                      w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
                                    : "transformers cross-entropy (fp32 logits)");
+  // ... and the links the collectives are priced on (the GPU profile's defaults unless overridden).
+  if (c.nodes > 1)
+    out += fmt::format(
+        "assumed links: {} inside a node, {} x {} between nodes (--intra-link, --nics, --network)\n",
+        c.intra_node.name, c.nics_per_node, c.inter_node.name);
+  else
+    out += fmt::format("assumed links: {} between the GPUs (--intra-link)\n", c.intra_node.name);
   out += fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage", r.candidates_evaluated);
   if (w.train.global_batch)
     out += fmt::format(" (global batch {} sequences)", *w.train.global_batch);
