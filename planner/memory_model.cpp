@@ -312,14 +312,24 @@ void add_zero12_optimizer(const StatesContext& c, MemoryBreakdown& out) {
   }
 }
 
-// runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3 with partition_parameters.py and the parameter
-// coordinator: partitions, gathered parameters, and what offload moves to the host. Returns the
-// bytes this rank swaps to NVMe.
-int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
+// Stage 3's partition arithmetic, shared by its policies below.
+struct Stage3Sizes {
+  int64_t thr;                // stage3_param_persistence_threshold
+  int64_t t_part, f_part;     // trainable / frozen elements of this rank's partitions (padded per tensor)
+  int64_t persist;            // elements of the persistent (small) parameters, whole
+  int64_t q_elems;            // QLoRA's NF4 elements
+  int64_t pers_part;          // partition elements of the persistent parameters
+  int64_t param_part_bytes;   // the rank's non-persistent parameter partitions (NF4 as its bytes)
+  bool plain;                 // no quantized weights: the partitions are fp16_partitioned_groups_flat
+  int64_t frozen_part_bytes;  // LoRA/QLoRA frozen partitions
+  bool views_of_partition;    // one rank: gathered parameters are views of the partition
+  bool fetched_are_views;
+};
+
+Stage3Sizes stage3_sizes(const StatesContext& c) {
   [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
                                 frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
                                 full_grad_moment] = c;
-  int64_t nvme_rank = 0;
   // partition_parameters.py Init._partition_param: each parameter is padded to a multiple of N
   // (_padding_size) and split; parameters with numel <= stage3_param_persistence_threshold are
   // marked ds_persist (parameter_offload.py mark_persistent_parameters) and stay gathered on every
@@ -351,6 +361,38 @@ int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
   const bool plain = frozen_q == 0;
   const int64_t frozen_part_bytes = checked_add(
       checked_mul(pe, std::max<int64_t>(0, f_part - ceil_div(q_elems, N))), ceil_div(frozen_q, N));
+  // With one rank a gathered parameter is a view of its partition: partition_parameters.py
+  // all_gather_coalesced / _allgather_params_coalesced return _no_gather_coalesced when every
+  // parameter's partition world size is 1, and NoGatherHandle sets `param.data =
+  // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
+  // the persistent parameters nor the fetched ones hold storage of their own (recorded:
+  // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
+  // With offload_param the partition of a fetched parameter is on the host and that `.to(device)`
+  // is a real copy: fetched parameters are then gathered storage as usual (persistent ones keep
+  // their partition on the device, see above, and stay views).
+  const bool views_of_partition = N == 1 && (!engine || engine_rules.single_rank_gathers_are_views);
+  const bool fetched_are_views = views_of_partition && !off_param;
+  return {thr,
+          t_part,
+          f_part,
+          persist,
+          q_elems,
+          pers_part,
+          param_part_bytes,
+          plain,
+          frozen_part_bytes,
+          views_of_partition,
+          fetched_are_views};
+}
+
+// Stage 3's partitions on the GPU: parameters, persistent parameters, gradient partition, optimizer
+// states, the IPG bucket.
+void add_stage3_partitions(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
+                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
   if (!off_param) {
     out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
                 checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes, kAllPhases,
@@ -365,17 +407,6 @@ int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
   if (off_param && pers_part > 0)
     out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
                 kAllPhases, "ds_persist params keep their partition on the device with offload_param");
-  // With one rank a gathered parameter is a view of its partition: partition_parameters.py
-  // all_gather_coalesced / _allgather_params_coalesced return _no_gather_coalesced when every
-  // parameter's partition world size is 1, and NoGatherHandle sets `param.data =
-  // param.ds_tensor.data.to(device).view(ds_shape)` (a no-op .to on the same device), so neither
-  // the persistent parameters nor the fetched ones hold storage of their own (recorded:
-  // llama-gqa_s3_n1 parameters = 2 * Psi, persistent_parameters the same flat's storage).
-  // With offload_param the partition of a fetched parameter is on the host and that `.to(device)`
-  // is a real copy: fetched parameters are then gathered storage as usual (persistent ones keep
-  // their partition on the device, see above, and stay views).
-  const bool views_of_partition = N == 1 && (!engine || engine_rules.single_rank_gathers_are_views);
-  const bool fetched_are_views = views_of_partition && !off_param;
   if (persist > 0 && !views_of_partition)
     out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
                 "params <= stage3_param_persistence_threshold stay whole on every rank")
@@ -405,6 +436,15 @@ int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
         w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
             ? "optimizer._DeepSpeedZeroOptimizer_Stage3__ipg_bucket_flat_buffer"  // 0.16.9 stage3.py
             : "optimizer.ipg_buckets";
+}
+
+// Stage 3's gathered parameters in the forward and the backward.
+void add_stage3_gathered(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
+                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
   // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
   // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
   // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
@@ -444,6 +484,16 @@ int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
   }
   out.add_gpu("gathered parameters (backward)", Category::Buffers, checked_mul(pe, reuse), kBackward,
               "kept for reuse: min(max_reuse_distance/2, max_live_parameters) elements");
+}
+
+// Stage 3 offload: the partitions on the host (or NVMe). Returns the bytes this rank swaps to NVMe.
+int64_t add_stage3_offload_host(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
+                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
+  int64_t nvme_rank = 0;
   if (off_param) {
     out.add_host("16-bit parameter partition", Category::Parameters,
                  z.offload_param == Offload::CPU ? param_part_bytes : 0, pinned,
@@ -475,6 +525,16 @@ int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
     }
   }
   return nvme_rank;
+}
+
+// runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3 with partition_parameters.py and the parameter
+// coordinator: partitions, gathered parameters, and what offload moves to the host. Returns the
+// bytes this rank swaps to NVMe.
+int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
+  const Stage3Sizes sz = stage3_sizes(c);
+  add_stage3_partitions(c, sz, out);
+  add_stage3_gathered(c, sz, out);
+  return add_stage3_offload_host(c, sz, out);
 }
 
 // The one full parameter gradient autograd makes before the reduce hook takes it (stages 2, 3 and
@@ -690,129 +750,38 @@ void add_overhead(const StatesContext& c, MemoryBreakdown& out) {
   }
 }
 
-}  // namespace
+// Stages 0-2: the 16-bit (or fp32) working weights, and LoRA/QLoRA's frozen base weights, on every rank.
+void add_flat_parameters(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
+  // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
+  // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
+  // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
+  const bool padded =
+      path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
+  const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2  ? "optimizer.bit16_groups_flat"
+                          : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
+                          : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
+                                                                            : nullptr;
+  out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
+              checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
+              fp32 ? "4 bytes x trainable params (fp32 training)"
+                   : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
+      .ds_name = flat_name;
+  if (frozen16 > 0)
+    out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
+                "LoRA: frozen weights replicated on every rank below stage 3");
+  if (frozen_q > 0)
+    out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
+                "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
+}
 
-MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
-  const MemoryStats& m = stats.mem;
-  MemoryBreakdown out;
-  // ZeRO partitions over its group (SP x DP; planner/parallel.h), not over the world.
-  const int64_t N = layout_of(w, z).zero();
-  const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
-  const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
-  const bool fp32 = w.train.precision == Precision::FP32;
-  const int64_t psi_t = m.trainable_params;
-  const int stage = std::clamp(z.stage, 0, 3);
-  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
-  const bool off_param = stage == 3 && z.offload_param != Offload::None;
-  const bool pinned = z.pin_memory;
-
-  // ---------------------------------------------------------------- model states
-  // Frozen base weights (LoRA/QLoRA): no gradients, no optimizer states; replicated on every rank in
-  // stages 0-2 (DeepSpeed only flattens requires_grad parameters into its groups:
-  // stage_1_and_2.py `trainable_parameters = [param for param in param_group['params'] if
-  // param.requires_grad]`), partitioned by zero.Init in stage 3.
-  const int64_t frozen16 = m.frozen_16bit_params;
-  const int64_t frozen_q = m.frozen_quantized_bytes;
-
-  // Stage 1/2 and BF16_Optimizer flatten the trainable params padded to a multiple of
-  // nccl_start_alignment_factor (2) x dp_world_size elements and give each rank 1/N of that
-  // (stage_1_and_2.py __init__ `alignment = self.nccl_start_alignment_factor * dist.get_world_size(...)`;
-  // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
-  const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
-  const int64_t part_t = padded_t / N;
-  // Bytes this rank swaps to NVMe (ZeRO-Infinity: swap_tensor/ writes the offloaded fp32 master,
-  // Adam states and, with offload_param, the 16-bit parameter partition to files on the drive).
-  int64_t nvme_rank = 0;
-  const RuntimePath path =
-      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
-  // zeroplan validate's native engine (planner/engine_runtime.h): DeepSpeed 0.16.9's paths with the
-  // documented differences below.
-  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
-  const EngineGradientRules engine_rules = engine_gradient_rules();
-  if (stage <= 2) {
-    // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
-    // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
-    // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
-    const bool padded =
-        path.wrapper == OptimizerWrapper::ZeroStage1And2 || path.wrapper == OptimizerWrapper::BF16Optimizer;
-    const char* flat_name = path.wrapper == OptimizerWrapper::ZeroStage1And2  ? "optimizer.bit16_groups_flat"
-                            : path.wrapper == OptimizerWrapper::BF16Optimizer ? "optimizer.bf16_groups_flat"
-                            : path.wrapper == OptimizerWrapper::FP16Optimizer ? "optimizer.fp16_groups_flat"
-                                                                              : nullptr;
-    out.add_gpu(fp32 ? "fp32 parameters" : "16-bit parameters", Category::Parameters,
-                checked_mul(pe, padded ? padded_t : psi_t), kAllPhases,
-                fp32 ? "4 bytes x trainable params (fp32 training)"
-                     : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
-        .ds_name = flat_name;
-    if (frozen16 > 0)
-      out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
-                  "LoRA: frozen weights replicated on every rank below stage 3");
-    if (frozen_q > 0)
-      out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
-                  "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
-  }
-
-  // Full (unpartitioned) gradients of stages 0/1: autograd produces them during the backward while
-  // the saved activations are freed, so they coexist with the step's buffers, not with the
-  // activations; the backward phase holds the largest one (added below). With accumulation they
-  // persist from the first micro-step on (engine.py: reduction only at the boundary).
-  // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
-  // allreduce_gradients), so there they are counted in the backward too.
-  const uint8_t full_grad_phases = z.grad_accum > 1 ? uint8_t(kAllPhases) : uint8_t(kBackward | kStep);
-  const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
-  const StatesContext ctx{w,
-                          m,
-                          z,
-                          N,
-                          pe,
-                          fp32,
-                          psi_t,
-                          stage,
-                          off_opt,
-                          off_param,
-                          pinned,
-                          frozen16,
-                          frozen_q,
-                          padded_t,
-                          part_t,
-                          path,
-                          engine,
-                          engine_rules,
-                          full_grad_phases,
-                          full_grad_moment};
-  // One policy per DeepSpeed runtime path (planner/ds_runtime.h runtime_path), each adding its buffers.
-  if (stage <= 2) {
-    add_stage0_allreduce_copy(ctx, out);
-    switch (path.wrapper) {
-      case OptimizerWrapper::Basic:
-        add_plain_optimizer(ctx, out);
-        break;
-      case OptimizerWrapper::BF16Optimizer:
-        add_bf16_optimizer(ctx, out);
-        break;
-      case OptimizerWrapper::FP16Optimizer:
-        add_fp16_optimizer(ctx, out);
-        break;
-      case OptimizerWrapper::Unsupported:  // the plan is refused upstream (reasons)
-        break;
-      default:
-        add_zero12_optimizer(ctx, out);
-        break;
-    }
-  } else {
-    nvme_rank = checked_add(nvme_rank, add_stage3_states(ctx, out));
-  }
-
-  add_transient_parameter_gradient(ctx, out);
-  if (off_opt && stage <= 2) nvme_rank = checked_add(nvme_rank, add_zero12_offload_host(ctx, out));
-
-  // ---------------------------------------------------------------- activations
-  add_activations(ctx, out);
-
-  // ---------------------------------------------------------------- overhead
-  add_overhead(ctx, out);
-
-  // ---------------------------------------------------------------- model load (host)
+// Host memory of one rank while the model loads (before deepspeed.initialize).
+int64_t host_load_per_rank(const StatesContext& c) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   // Without zero.Init every rank materialises the whole model on the host before deepspeed.initialize
   // moves it to the GPU (HF from_pretrained in the training dtype); with zero.Init (stage 3) each rank
   // keeps only its partition plus the checkpoint shard being read.
@@ -820,8 +789,15 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   int64_t load_per_rank = model_bytes;
   if (stage == 3 && z.zero_init)
     load_per_rank = checked_add(ceil_div(model_bytes, N), std::min(model_bytes, kCheckpointShardBytes));
-  out.host_load_per_node = checked_mul(load_per_rank, ranks_per_node);
+  return load_per_rank;
+}
 
+// Which moment of the backward each buffer belongs to (start: what the backward frees as it goes;
+// end: what DeepSpeed allocates once gradients arrive).
+void settle_backward_moments(const StatesContext& c, MemoryBreakdown& out) {
+  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
+                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
+                                full_grad_moment] = c;
   // What lives only at the start of the backward: the saved activations (freed layer by layer as
   // the backward proceeds) and the loss gradients. What DeepSpeed allocates only once gradients
   // arrive belongs to its end (issue 23 item 5): the largest parameter gradient (the LM head's, made
@@ -846,6 +822,117 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
     if (arrives_with_gradients && buf.backward_moment == Buffer::Moment::Whole && !(buf.phases & kForward))
       buf.backward_moment = Buffer::Moment::End;
   }
+}
+
+// The plan's sizes and runtime path, computed once for the policies.
+StatesContext states_context(const Workload& w, const MemoryStats& m, const ZeroConfig& z) {
+  // ZeRO partitions over its group (SP x DP; planner/parallel.h), not over the world.
+  const int64_t N = layout_of(w, z).zero();
+  const int64_t pe = m.param_elem_bytes;  // 16-bit: 2, fp32 training: 4
+  const bool fp32 = w.train.precision == Precision::FP32;
+  const int64_t psi_t = m.trainable_params;
+  const int stage = std::clamp(z.stage, 0, 3);
+  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
+  const bool off_param = stage == 3 && z.offload_param != Offload::None;
+  const bool pinned = z.pin_memory;
+
+  // Frozen base weights (LoRA/QLoRA): no gradients, no optimizer states; replicated on every rank in
+  // stages 0-2 (DeepSpeed only flattens requires_grad parameters into its groups:
+  // stage_1_and_2.py `trainable_parameters = [param for param in param_group['params'] if
+  // param.requires_grad]`), partitioned by zero.Init in stage 3.
+  const int64_t frozen16 = m.frozen_16bit_params;
+  const int64_t frozen_q = m.frozen_quantized_bytes;
+
+  // Stage 1/2 and BF16_Optimizer flatten the trainable params padded to a multiple of
+  // nccl_start_alignment_factor (2) x dp_world_size elements and give each rank 1/N of that
+  // (stage_1_and_2.py __init__ `alignment = self.nccl_start_alignment_factor * dist.get_world_size(...)`;
+  // bf16_optimizer.py _flatten_dense_tensors_aligned with the same factor).
+  const int64_t padded_t = checked_mul(ceil_div(psi_t, 2 * N), 2 * N);
+  const int64_t part_t = padded_t / N;
+  const RuntimePath path =
+      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
+  // zeroplan validate's native engine (planner/engine_runtime.h): DeepSpeed 0.16.9's paths with the
+  // documented differences below.
+  const bool engine = w.train.implementation == Implementation::ZeroplanEngine;
+  const EngineGradientRules engine_rules = engine_gradient_rules();
+  // Full (unpartitioned) gradients of stages 0/1: autograd produces them during the backward while
+  // the saved activations are freed, so they coexist with the step's buffers, not with the
+  // activations; the backward phase holds the largest one (added below). With accumulation they
+  // persist from the first micro-step on (engine.py: reduction only at the boundary).
+  // Stage 0 all-reduces at the end of the backward with every gradient alive (engine.py
+  // allreduce_gradients), so there they are counted in the backward too.
+  const uint8_t full_grad_phases = z.grad_accum > 1 ? uint8_t(kAllPhases) : uint8_t(kBackward | kStep);
+  const Buffer::Moment full_grad_moment = z.grad_accum > 1 ? Buffer::Moment::Whole : Buffer::Moment::End;
+  return {w,
+          m,
+          z,
+          N,
+          pe,
+          fp32,
+          psi_t,
+          stage,
+          off_opt,
+          off_param,
+          pinned,
+          frozen16,
+          frozen_q,
+          padded_t,
+          part_t,
+          path,
+          engine,
+          engine_rules,
+          full_grad_phases,
+          full_grad_moment};
+}
+
+}  // namespace
+
+MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, const ZeroConfig& z) {
+  MemoryBreakdown out;
+  const StatesContext ctx = states_context(w, stats.mem, z);
+  const int ranks_per_node = std::max(1, w.cluster.gpus_per_node);
+  // Bytes this rank swaps to NVMe (ZeRO-Infinity: swap_tensor/ writes the offloaded fp32 master,
+  // Adam states and, with offload_param, the 16-bit parameter partition to files on the drive).
+  int64_t nvme_rank = 0;
+
+  // ---------------------------------------------------------------- model states
+  // One policy per DeepSpeed runtime path (planner/ds_runtime.h runtime_path), each adding its buffers.
+  if (ctx.stage <= 2) {
+    add_flat_parameters(ctx, out);
+    add_stage0_allreduce_copy(ctx, out);
+    switch (ctx.path.wrapper) {
+      case OptimizerWrapper::Basic:
+        add_plain_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::BF16Optimizer:
+        add_bf16_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::FP16Optimizer:
+        add_fp16_optimizer(ctx, out);
+        break;
+      case OptimizerWrapper::Unsupported:  // the plan is refused upstream (reasons)
+        break;
+      default:
+        add_zero12_optimizer(ctx, out);
+        break;
+    }
+  } else {
+    nvme_rank = checked_add(nvme_rank, add_stage3_states(ctx, out));
+  }
+
+  add_transient_parameter_gradient(ctx, out);
+  if (ctx.off_opt && ctx.stage <= 2) nvme_rank = checked_add(nvme_rank, add_zero12_offload_host(ctx, out));
+
+  // ---------------------------------------------------------------- activations
+  add_activations(ctx, out);
+
+  // ---------------------------------------------------------------- overhead
+  add_overhead(ctx, out);
+
+  // ---------------------------------------------------------------- model load (host)
+  out.host_load_per_node = checked_mul(host_load_per_rank(ctx), ranks_per_node);
+
+  settle_backward_moments(ctx, out);
   apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
