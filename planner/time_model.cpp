@@ -155,6 +155,83 @@ void add_fetch(FetchPass& p, const CommTopology& topo, int64_t message, int64_t 
 
 }  // namespace
 
+namespace {
+
+// DeepSpeed ZeRO-3's per-module hook host time of one micro-step (time_model.json "stage3_hooks").
+struct Stage3HookHost {
+  int64_t module_passes = 0;  // forward + backward + recomputed forward module calls
+  double forward_s = 0, backward_s = 0;
+};
+Stage3HookHost stage3_hook_host(const Workload& w, const ModelStats& ms, const ZeroConfig& z) {
+  const ComputeStats& s = ms.compute;
+  const bool leaf =
+      s.hooked_modules_per_layer_moe_leaf != s.hooked_modules_per_layer &&
+      moe_block_is_leaf(ms.mem.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version);
+  const int64_t per_layer = leaf ? s.hooked_modules_per_layer_moe_leaf : s.hooked_modules_per_layer;
+  const int64_t per_pass = per_layer * s.num_layers + s.hooked_modules_outside_layers;
+  const int64_t recomputed = z.checkpointing == Checkpointing::Full ? per_layer * s.num_layers : 0;
+  const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6;
+  const double host_fwd = static_cast<double>(per_pass) * hook_s;
+  const double host_bwd = static_cast<double>(per_pass + recomputed) * hook_s;
+  return {2 * per_pass + recomputed, host_fwd, host_bwd};
+}
+
+// ZeRO-Offload's exposed time per step (optimizer on the host): gradient partitions D2H, CPU Adam on
+// the node's partitions, the updated 16-bit partition H2D, NVMe traffic (header comment).
+double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t partition, int64_t grad_bytes,
+                           double host_bw, double bwd_micro) {
+  double offload = 0;
+  const double part_bytes = static_cast<double>(partition * grad_bytes);
+  const double transfers_per_step =
+      (z.stage >= 2 ? static_cast<double>(std::max<int64_t>(1, z.grad_accum)) : 1.0);
+  // D2H of gradient partitions: overlapped with the backward when overlap_comm is on.
+  const double d2h = part_bytes / host_bw;
+  offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
+  // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
+  // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
+  offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
+  if (z.offload_param == Offload::None) offload += part_bytes / host_bw;
+  if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
+    // fp32 param, m, v (12 B/param) read and written once per step, the node's ranks share the disk.
+    offload +=
+        2.0 * 12.0 * static_cast<double>(partition) * w.cluster.gpus_per_node / (w.cluster.nvme_GBps * 1e9);
+  }
+  return offload;
+}
+
+// Model FLOPs (PaLM Appendix B) and hardware FLOPs per GPU per step, and MFU/HFU over step_s.
+void add_model_flops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, StepTime& st) {
+  const double tokens =
+      static_cast<double>(z.micro_batch * std::max<int64_t>(1, z.grad_accum) * w.train.seq_len);
+  // Attention term: PaLM's 12*L*H*Q*T counts the full T x T score square; a causal decoder needs
+  // only the lower triangle (FlashAttention-2 §4.1 halves the count for causal, and the kernels skip
+  // the masked blocks), so, counting only the FLOPs the method needs (as for LoRA's frozen weights),
+  // we count 6*L*H*Q*T. Stated convention: MFUs that use PaLM's full square read higher at long
+  // sequences (at 32k tokens the attention term exceeds 6N for a 7B model).
+  const double attn = s.params_only
+                          ? 0.0
+                          : 6.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
+                                static_cast<double>(w.train.seq_len);
+  st.flops_per_step = (s.model_flops_per_token_dense + attn) * tokens;
+  // Hardware FLOPs (Korthikanti et al. 2022 §6 / PaLM Appendix B "HFU"): what the GPU executes,
+  // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal
+  // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
+  double recompute_flops = 0;
+  if (!s.params_only && z.checkpointing == Checkpointing::Full) {
+    recompute_flops = s.layer_gemm_flops_per_token_fwd -
+                      recompute_skipped_flops_per_token(w, s, z.zero3_linear_wrap()) + attn / 3.0;
+  }
+  if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
+  st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;
+  const double peak = peak_flops(w.cluster.gpu, w.train.precision);
+  if (st.step_s > 0 && peak > 0) {
+    st.mfu = st.flops_per_step / (st.step_s * peak);
+    st.hfu = st.hardware_flops_per_step / (st.step_s * peak);
+  }
+}
+
+}  // namespace
+
 // Forward and backward fetch passes of stage 3 for one micro-step (rules in the header comment).
 Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpec& cluster,
                                      int64_t persistence_threshold, int64_t max_reuse_distance,
@@ -387,23 +464,24 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = e;
   };
   if (ds_calls) {
-    const CallFamily& g = fam[kGradientReduction];
+    const CallFamily& red = fam[kGradientReduction];
     if (z.stage <= 1) {
-      const char* nm = g.to_owner     ? "gradient reduce to owning ranks (accumulation boundary)"
+      const char* nm = red.to_owner   ? "gradient reduce to owning ranks (accumulation boundary)"
                        : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                       : "bucketed gradient all-reduce (accumulation boundary)";
       const double t = add_family(nm, kGradientReduction);
       // Stage 1 with overlap_comm reduces from the gradient hooks during the boundary's backward.
-      const double e = z.stage == 1 && z.overlap_comm ? std::max(g.last_s, t - hideable(g.calls)) : t;
+      const double e = z.stage == 1 && z.overlap_comm ? std::max(red.last_s, t - hideable(red.calls)) : t;
       if (t > 0) set_exposed(e);
       exposed += t > 0 ? e : 0.0;
     } else if (z.stage == 2) {
-      const double t = add_family(g.to_owner ? "gradient reduce to owning ranks (every micro-step)"
-                                             : "bucketed gradient all-reduce (every micro-step)",
+      const double t = add_family(red.to_owner ? "gradient reduce to owning ranks (every micro-step)"
+                                               : "bucketed gradient all-reduce (every micro-step)",
                                   kGradientReduction);
       const double per_micro = t / static_cast<double>(accum);
-      const int64_t calls_per_micro = g.calls / accum;
-      const double e = z.overlap_comm ? std::max(g.last_s, per_micro - hideable(calls_per_micro)) : per_micro;
+      const int64_t calls_per_micro = red.calls / accum;
+      const double e =
+          z.overlap_comm ? std::max(red.last_s, per_micro - hideable(calls_per_micro)) : per_micro;
       if (t > 0) set_exposed(e * static_cast<double>(accum));
       exposed += t > 0 ? e * static_cast<double>(accum) : 0.0;
     }
@@ -458,16 +536,9 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
     // recomputation re-runs the attention core, a function, not a module: no hooks). What of it the
     // step shows is settled below, once the passes' exposed communication is known.
     // A MoE block that is a ZeRO-3 leaf is hooked as one module (planner/zero3_leaf.h).
-    const bool leaf =
-        s.hooked_modules_per_layer_moe_leaf != s.hooked_modules_per_layer &&
-        moe_block_is_leaf(ms.mem.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version);
-    const int64_t per_layer = leaf ? s.hooked_modules_per_layer_moe_leaf : s.hooked_modules_per_layer;
-    const int64_t per_pass = per_layer * s.num_layers + s.hooked_modules_outside_layers;
-    const int64_t recomputed = z.checkpointing == Checkpointing::Full ? per_layer * s.num_layers : 0;
-    const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6;
-    const double host_fwd = static_cast<double>(per_pass) * hook_s;
-    const double host_bwd = static_cast<double>(per_pass + recomputed) * hook_s;
-    st.hooked_module_calls = (2 * per_pass + recomputed) * accum;
+    const Stage3HookHost hooks = stage3_hook_host(w, ms, z);
+    const double host_fwd = hooks.forward_s, host_bwd = hooks.backward_s;
+    st.hooked_module_calls = hooks.module_passes * accum;
     st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
 
     const Stage3Fetches& d = s.comm.stage3_default;
@@ -606,22 +677,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   }
 
   // ---- optimizer offload
-  if (z.offload_optimizer != Offload::None) {
-    const double part_bytes = static_cast<double>(partition * grad_bytes);
-    const double transfers_per_step = (z.stage >= 2 ? static_cast<double>(accum) : 1.0);
-    // D2H of gradient partitions: overlapped with the backward when overlap_comm is on.
-    const double d2h = part_bytes / host_bw;
-    offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
-    // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
-    // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
-    offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
-    if (z.offload_param == Offload::None) offload += part_bytes / host_bw;
-    if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
-      // fp32 param, m, v (12 B/param) read and written once per step, the node's ranks share the disk.
-      offload +=
-          2.0 * 12.0 * static_cast<double>(partition) * w.cluster.gpus_per_node / (w.cluster.nvme_GBps * 1e9);
-    }
-  }
+  if (z.offload_optimizer != Offload::None)
+    offload += optimizer_offload_s(w, z, partition, grad_bytes, host_bw, bwd_micro);
 
   for (int i = 0; i < st.num_collectives; ++i) {
     st.communication_s += st.collectives[i].time_s;
@@ -639,33 +696,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
       st.compute_s + st.exposed_communication_s + st.offload_s + st.hook_overhead_s + st.overlap_slowdown_s;
   st.error_band = time_model_data().error_band;
 
-  // ---- model FLOPs (PaLM Appendix B), per GPU per step
-  const double tokens = static_cast<double>(z.micro_batch * accum * w.train.seq_len);
-  // Attention term: PaLM's 12*L*H*Q*T counts the full T x T score square; a causal decoder needs
-  // only the lower triangle (FlashAttention-2 §4.1 halves the count for causal, and the kernels skip
-  // the masked blocks), so, counting only the FLOPs the method needs (as for LoRA's frozen weights),
-  // we count 6*L*H*Q*T. Stated convention: MFUs that use PaLM's full square read higher at long
-  // sequences (at 32k tokens the attention term exceeds 6N for a 7B model).
-  const double attn = s.params_only
-                          ? 0.0
-                          : 6.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
-                                static_cast<double>(w.train.seq_len);
-  st.flops_per_step = (s.model_flops_per_token_dense + attn) * tokens;
-  // Hardware FLOPs (Korthikanti et al. 2022 §6 / PaLM Appendix B "HFU"): what the GPU executes,
-  // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal
-  // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
-  double recompute_flops = 0;
-  if (!s.params_only && z.checkpointing == Checkpointing::Full) {
-    recompute_flops = s.layer_gemm_flops_per_token_fwd -
-                      recompute_skipped_flops_per_token(w, s, z.zero3_linear_wrap()) + attn / 3.0;
-  }
-  if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
-  st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;
-  const double peak = peak_flops(g, w.train.precision);
-  if (st.step_s > 0 && peak > 0) {
-    st.mfu = st.flops_per_step / (st.step_s * peak);
-    st.hfu = st.hardware_flops_per_step / (st.step_s * peak);
-  }
+  add_model_flops(w, s, z, st);  // MFU and HFU need step_s
   return st;
 }
 
