@@ -116,12 +116,41 @@ class Reader {
     zero();
     expert_parallel();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
+    activation_checkpointing();
     traps();
     wrapper();
     return std::move(r_);
   }
 
  private:
+  // "activation_checkpointing" configures deepspeed.checkpointing (runtime/activation_checkpointing/
+  // checkpointing.py), which acts only where the model's layers call deepspeed.checkpointing.checkpoint
+  // after the script calls deepspeed.checkpointing.configure (Megatron-DeepSpeed does). DeepSpeed's engine
+  // does not configure it from ds_config (engine.py _configure_checkpointing sets up the checkpoint
+  // *files*), and transformers' gradient_checkpointing_enable wraps the layers with torch.utils.checkpoint
+  // (modeling_utils.py: gradient_checkpointing_func = checkpoint), so under the HF Trainer these keys
+  // change nothing. Where they do act: partition_activations splits each checkpoint over the
+  // model-parallel group (mp_size > 1 only), cpu_checkpointing keeps the checkpoints in host memory.
+  void activation_checkpointing() {
+    const json* ac = find(cfg_, {"activation_checkpointing"});
+    if (ac == nullptr || !ac->is_object()) return;
+    const bool partition = zbool(find(*ac, {"partition_activations"})).value_or(false);
+    const bool cpu = zbool(find(*ac, {"cpu_checkpointing"})).value_or(false);
+    if (!partition && !cpu) return;
+    add(Severity::Info,
+        cpu ? "activation_checkpointing.cpu_checkpointing" : "activation_checkpointing.partition_activations",
+        fmt::format(
+            "{} only act through deepspeed.checkpointing.checkpoint (Megatron-DeepSpeed, or a script "
+            "that calls deepspeed.checkpointing.configure and checkpoints its layers with it); the HF "
+            "Trainer's gradient_checkpointing uses torch.utils.checkpoint and ignores them, and so does "
+            "this plan (checkpoints counted on the GPU, not partitioned{})",
+            partition && cpu ? "partition_activations and cpu_checkpointing"
+            : cpu            ? "cpu_checkpointing"
+                             : "partition_activations",
+            cpu ? " or moved to host memory" : ""),
+        "with the HF Trainer drop them; with deepspeed.checkpointing, zeroplan does not model them yet");
+  }
+
   // "expert_parallel" (DeepSpeed 0.19.8 AutoEP, module_inject/auto_ep_config.py parse_autoep_config: enabled
   // default False, autoep_size default 1): the plan's ep_size when zeroplan models it
   // (planner/expert_parallel.h).
@@ -582,8 +611,8 @@ class Reader {
       r_.optimizer_wrapper.clear();  // a version the runtime-path model does not cover
       return;
     }
-    const auto path =
-        planner::runtime_path(v, r_.zero.stage, r_.precision, g, r_.zero.offload_optimizer != planner::Offload::None);
+    const auto path = planner::runtime_path(v, r_.zero.stage, r_.precision, g,
+                                            r_.zero.offload_optimizer != planner::Offload::None);
     if (path.wrapper == planner::OptimizerWrapper::Unsupported) {
       // engine.py _do_optimizer_sanity_check (0.19.8): without ZeRO, a model dtype and grad_accum_dtype
       // that differ raise `NotImplementedError(f"unsupported mix of {model_dtype=} and
@@ -597,7 +626,8 @@ class Reader {
       add(Severity::Error, "data_types.grad_accum_dtype",
           fmt::format("DeepSpeed {} raises NotImplementedError: unsupported mix of model_dtype={} and "
                       "grad_accum_dtype={} ({})",
-                      r_.deepspeed_version, torch_dtype(r_.precision), torch_dtype(path.grad_accum), path.rule),
+                      r_.deepspeed_version, torch_dtype(r_.precision), torch_dtype(path.grad_accum),
+                      path.rule),
           "enable zero_optimization (stage 1 with fp32 accumulation runs BF16_Optimizer), or remove "
           "grad_accum_dtype",
           json{{"op", "remove"}});
@@ -608,7 +638,8 @@ class Reader {
         !zbool(find(cfg_, {"zero_optimization", "compute_grad_norm"})).value_or(true))
       // engine.py _do_optimizer_sanity_check (0.19.8), the stage-1 BF16_Optimizer branch.
       add(Severity::Error, "zero_optimization.compute_grad_norm",
-          "DeepSpeed raises ValueError: zero_optimization.compute_grad_norm=false does not support ZeRO Stage 1 "
+          "DeepSpeed raises ValueError: zero_optimization.compute_grad_norm=false does not support ZeRO "
+          "Stage 1 "
           "with BF16 parameters and FP32 gradient accumulation",
           "remove compute_grad_norm", json{{"op", "remove"}});
     r_.optimizer_wrapper = planner::wrapper_name(path.wrapper);

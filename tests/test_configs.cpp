@@ -830,3 +830,34 @@ TEST(Diff, ReportsKeyByKeyChanges) {
 
 }  // namespace
 }  // namespace zeroplan::configs
+
+namespace zeroplan::configs {
+namespace {
+
+// activation_checkpointing.{partition_activations, cpu_checkpointing} configure deepspeed.checkpointing,
+// which DeepSpeed's engine never sets up from ds_config and transformers' gradient checkpointing never
+// calls (torch.utils.checkpoint): check says so as a note, and the plan keeps the checkpoints on the GPU.
+TEST(CheckConfig, DeepSpeedActivationCheckpointingKeysAreANoteNotAPlan) {
+  planner::Workload w;
+  w.model = models::load_model("7b");
+  w.cluster = hw::parse_cluster("8xA100-80GB");
+  w.train.seq_len = 2048;
+  const json plain = {{"train_micro_batch_size_per_gpu", 1}, {"zero_optimization", {{"stage", 3}}}};
+  EXPECT_EQ(find_issue(read_deepspeed_config(plain, w).issues, "activation_checkpointing.cpu_checkpointing"),
+            nullptr);
+  json c = plain;
+  c["activation_checkpointing"] = {{"partition_activations", true}, {"cpu_checkpointing", true}};
+  const ReadConfig r = read_deepspeed_config(c, w);
+  const Issue* i = find_issue(r.issues, "activation_checkpointing.cpu_checkpointing");
+  ASSERT_NE(i, nullptr) << dump_issues(r.issues);
+  EXPECT_EQ(i->severity, Severity::Info);
+  EXPECT_THAT(i->message, HasSubstr("torch.utils.checkpoint"));
+  EXPECT_FALSE(has_errors(r.issues)) << dump_issues(r.issues);
+  // Only partition_activations: named on its own.
+  c["activation_checkpointing"] = {{"partition_activations", true}};
+  EXPECT_NE(find_issue(read_deepspeed_config(c, w).issues, "activation_checkpointing.partition_activations"),
+            nullptr);
+}
+
+}  // namespace
+}  // namespace zeroplan::configs
