@@ -62,6 +62,15 @@ constexpr int64_t kNvmeOptimizerBufferCount = 4;
 constexpr int64_t kNvmeParamBufferCount = 5;
 constexpr int64_t kNvmeParamBufferSize = 100'000'000;
 
+struct Stage3Sizes;
+
+// A buffer DeepSpeed frees by the end of the step (not there after it), whose share of the backward is
+// `moment` (Buffer::Moment).
+void freed_by_step(Buffer& b, Buffer::Moment moment) {
+  b.after_step = false;
+  b.backward_moment = moment;
+}
+
 // What the model-state policies below read: the plan's sizes and its DeepSpeed runtime path, computed
 // once by estimate_memory.
 struct StatesContext {
@@ -81,14 +90,27 @@ struct StatesContext {
   EngineGradientRules engine_rules;
   uint8_t full_grad_phases;
   Buffer::Moment full_grad_moment;
+
+  // The policies, one per DeepSpeed runtime path (definitions below), and what plugs in beside them.
+  void add_flat_parameters(MemoryBreakdown& out) const;
+  void add_stage0_allreduce_copy(MemoryBreakdown& out) const;
+  void add_plain_optimizer(MemoryBreakdown& out) const;
+  void add_fp16_optimizer(MemoryBreakdown& out) const;
+  void add_bf16_optimizer(MemoryBreakdown& out) const;
+  void add_zero12_optimizer(MemoryBreakdown& out) const;
+  int64_t add_zero12_offload_host(MemoryBreakdown& out) const;  // returns the bytes swapped to NVMe
+  int64_t add_stage3_states(MemoryBreakdown& out) const;        // returns the bytes swapped to NVMe
+  Stage3Sizes stage3_sizes() const;
+  void add_transient_parameter_gradient(MemoryBreakdown& out) const;
+  void add_activations(MemoryBreakdown& out) const;
+  void add_overhead(MemoryBreakdown& out) const;
+  int64_t host_load_per_rank() const;
+  void settle_backward_moments(MemoryBreakdown& out) const;
 };
 
 // Stage 0's all-reduce of the 16-bit gradients (plain and FP16_Optimizer paths): engine.py flattens a
 // bucket of them first.
-void add_stage0_allreduce_copy(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_stage0_allreduce_copy(MemoryBreakdown& out) const {
   if (stage == 0 && N > 1 && (!engine || engine_rules.allreduce_copies_gradients) &&
       (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer)) {
     // engine.py allreduce_bucket: `tensor = self.flatten(bucket)`, a flat copy of the gradients of
@@ -97,37 +119,29 @@ void add_stage0_allreduce_copy(const StatesContext& c, MemoryBreakdown& out) {
     // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
     const int64_t grad_elem = pe;
     const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
-    out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
-                checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))), kBackward,
-                "engine.py allreduce_bucket: flatten(bucket) of the gradients")
-        .after_step = false;
-    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+    freed_by_step(out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
+                              checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))),
+                              kBackward, "engine.py allreduce_bucket: flatten(bucket) of the gradients"),
+                  Buffer::Moment::End);
   }
 }
 
 // No wrapper: fp32 training without ZeRO, the optimizer on the module's own fp32 parameters.
-void add_plain_optimizer(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_plain_optimizer(MemoryBreakdown& out) const {
   if (engine && engine_rules.stage0_flat_grads_persistent) {
     out.add_gpu("fp32 gradients (flat, allocated once)", Category::Gradients, checked_mul(4, padded_t),
                 kAllPhases, "engine setup(): param.grad of every parameter in one padded flat buffer");
   } else {
-    out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
-                "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)")
-        .after_step = false;
-    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+    freed_by_step(out.add_gpu("fp32 gradients", Category::Gradients, checked_mul(4, psi_t), full_grad_phases,
+                              "4Psi: fp32 training without ZeRO (torch optimizer on fp32 params)"),
+                  full_grad_moment);
   }
   out.add_gpu("Adam momentum + variance", Category::OptimizerStates, checked_mul(8, psi_t), kAllPhases,
               "8Psi: Adam exp_avg + exp_avg_sq in fp32; no master copy in fp32 training");
 }
 
 // runtime/bf16_optimizer.py BF16_Optimizer (stage 0/1 with fp32 gradient accumulation).
-void add_bf16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_bf16_optimizer(MemoryBreakdown& out) const {
   // bf16_optimizer.py BF16_Optimizer._setup_for_real_optimizer: fp32_groups_gradients_flat (fp32
   // gradients of the whole padded flat, every rank), fp32_groups_flat_partition (this rank's
   // fp32 master, padded/N) and the inner optimizer's exp_avg/exp_avg_sq on that partition.
@@ -159,13 +173,14 @@ void add_bf16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
     // Alive into the step: DeepSpeed frees them in step(), not in the epilogue (recorded
     // model_states_before_step of llama-gqa_s1_n{1,2,4}_bf16_gaccfp32, 0.18.9 and 0.19.8: 6Psi
     // of gradient storages = the fp32 buffer + these).
-    out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
-                kept     ? uint8_t(kAllPhases)
-                : engine ? uint8_t(kBackward)
-                         : uint8_t(kBackward | kStep),
-                "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()")
-        .after_step = kept;
-    if (!kept) out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+    Buffer& grads =
+        out.add_gpu("16-bit gradients (until the step)", Category::Gradients, checked_mul(pe, psi_t),
+                    kept     ? uint8_t(kAllPhases)
+                    : engine ? uint8_t(kBackward)
+                             : uint8_t(kBackward | kStep),
+                    "bf16 param.grad, accumulated into fp32 at the end of backward, freed in step()");
+    grads.after_step = kept;
+    if (!kept) grads.backward_moment = Buffer::Moment::End;
   }
   if (!engine || engine_rules.allreduce_copies_gradients) {  // also with one rank: the engine still
                                                              // calls all_reduce (recorded in
@@ -174,27 +189,23 @@ void add_bf16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
     // which flatten_dense_tensors views without a copy) in communication_data_type: allreduce_bucket's
     // `tensor.to(self.communication_data_type)` is a 16-bit copy, alive with the bf16 grads at the
     // end of backward. Recorded: llama-gqa_s1_n{2,4}_bf16_gaccfp32 backward peak = baseline + 2 x 2Psi.
-    out.add_gpu("gradient all-reduce 16-bit copy", Category::Buffers, checked_mul(pe, psi_t), kBackward,
-                "engine.py allreduce_bucket: fp32 gradients cast to the communication dtype")
-        .after_step = false;
-    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+    freed_by_step(
+        out.add_gpu("gradient all-reduce 16-bit copy", Category::Buffers, checked_mul(pe, psi_t), kBackward,
+                    "engine.py allreduce_bucket: fp32 gradients cast to the communication dtype"),
+        Buffer::Moment::End);
   }
 }
 
 // runtime/fp16/fused_optimizer.py FP16_Optimizer (stage 0 in 16 bits).
-void add_fp16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_fp16_optimizer(MemoryBreakdown& out) const {
   // fp16/fused_optimizer.py FP16_Optimizer.__init__: fp16_groups_flat (the 16-bit params, whose
   // .data become views of it) and fp32_groups_flat = fp16_groups_flat.clone().float(), both
   // unpartitioned; FusedAdam's exp_avg/exp_avg_sq on the fp32 flat. The engine all-reduces the
   // 16-bit param.grad (engine.py buffered_allreduce_fallback); DeepSpeed >= 0.18 runs bf16
   // without ZeRO here too (DDP_BFLOAT16).
-  out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), full_grad_phases,
-              "param.grad in the model dtype, 2Psi (freed by step: zero_grad)")
-      .after_step = false;
-  out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+  freed_by_step(out.add_gpu("16-bit gradients", Category::Gradients, checked_mul(2, psi_t), full_grad_phases,
+                            "param.grad in the model dtype, 2Psi (freed by step: zero_grad)"),
+                full_grad_moment);
   out.add_gpu("fp32 master params", Category::OptimizerStates, checked_mul(4, psi_t), kAllPhases,
               "FP16_Optimizer fp32_groups_flat: 4Psi, every rank")
       .ds_name = "optimizer.fp32_groups_flat";
@@ -208,10 +219,7 @@ void add_fp16_optimizer(const StatesContext& c, MemoryBreakdown& out) {
 }
 
 // runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer, ZeRO stages 1 and 2 (GPU side).
-void add_zero12_optimizer(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
   // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
   // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
   // the rank's gradient partition, freed at the end of step():
@@ -247,10 +255,9 @@ void add_zero12_optimizer(const StatesContext& c, MemoryBreakdown& out) {
     const uint8_t phases = !ds                ? full_grad_phases
                            : z.grad_accum > 1 ? uint8_t(kForward | kBackward)
                                               : uint8_t(kBackward);
-    out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients, checked_mul(pe, psi_t),
-                phases, "stage 1: full gradients (ZeRO paper 2Psi)")
-        .after_step = false;
-    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = full_grad_moment;
+    freed_by_step(out.add_gpu(fp32 ? "fp32 gradients" : "16-bit gradients", Category::Gradients,
+                              checked_mul(pe, psi_t), phases, "stage 1: full gradients (ZeRO paper 2Psi)"),
+                  full_grad_moment);
     if (ds && !off_opt)
       out.add_gpu(gip_name, Category::Gradients, gip_bytes, kStep,
                   "stage 1: grads_in_partition after the boundary reduction, parameters in the partition "
@@ -262,11 +269,11 @@ void add_zero12_optimizer(const StatesContext& c, MemoryBreakdown& out) {
         .after_step = false;
   }
   if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
-    out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
-                checked_mul(pe, part_t), uint8_t(kBackward | kStep),
-                "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step")
-        .after_step = false;
-    out.gpu[static_cast<size_t>(out.num_gpu - 1)].backward_moment = Buffer::Moment::End;
+    freed_by_step(
+        out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
+                    checked_mul(pe, part_t), uint8_t(kBackward | kStep),
+                    "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step"),
+        Buffer::Moment::End);
   }
   if (!off_opt) {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
@@ -326,10 +333,14 @@ struct Stage3Sizes {
   bool fetched_are_views;
 };
 
-Stage3Sizes stage3_sizes(const StatesContext& c) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+// Stage 3's policies see the plan's context and its partition arithmetic.
+struct Stage3Policy : StatesContext, Stage3Sizes {
+  void add_partitions(MemoryBreakdown& out) const;  // parameters, gradient partition, optimizer states, IPG
+  void add_gathered(MemoryBreakdown& out) const;    // gathered parameters, forward and backward
+  int64_t add_offload_host(MemoryBreakdown& out) const;  // host partitions; returns the bytes swapped to NVMe
+};
+
+Stage3Sizes StatesContext::stage3_sizes() const {
   // partition_parameters.py Init._partition_param: each parameter is padded to a multiple of N
   // (_padding_size) and split; parameters with numel <= stage3_param_persistence_threshold are
   // marked ds_persist (parameter_offload.py mark_persistent_parameters) and stay gathered on every
@@ -387,12 +398,7 @@ Stage3Sizes stage3_sizes(const StatesContext& c) {
 
 // Stage 3's partitions on the GPU: parameters, persistent parameters, gradient partition, optimizer
 // states, the IPG bucket.
-void add_stage3_partitions(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
-  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
-                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
+void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
   if (!off_param) {
     out.add_gpu(fp32 ? "fp32 parameter partition" : "16-bit parameter partition", Category::Parameters,
                 checked_add(param_part_bytes, checked_mul(pe, pers_part)) - frozen_part_bytes, kAllPhases,
@@ -439,12 +445,7 @@ void add_stage3_partitions(const StatesContext& c, const Stage3Sizes& sz, Memory
 }
 
 // Stage 3's gathered parameters in the forward and the backward.
-void add_stage3_gathered(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
-  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
-                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
+void Stage3Policy::add_gathered(MemoryBreakdown& out) const {
   // Gathered parameters in flight: the current module's parameters plus prefetched ones up to
   // stage3_prefetch_bucket_size, never more than stage3_max_live_parameters
   // (partitioned_param_coordinator.py fetch_sub_module / __prefetch). At the forward->backward
@@ -487,12 +488,7 @@ void add_stage3_gathered(const StatesContext& c, const Stage3Sizes& sz, MemoryBr
 }
 
 // Stage 3 offload: the partitions on the host (or NVMe). Returns the bytes this rank swaps to NVMe.
-int64_t add_stage3_offload_host(const StatesContext& c, const Stage3Sizes& sz, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
-  [[maybe_unused]] const auto& [thr, t_part, f_part, persist, q_elems, pers_part, param_part_bytes, plain,
-                                frozen_part_bytes, views_of_partition, fetched_are_views] = sz;
+int64_t Stage3Policy::add_offload_host(MemoryBreakdown& out) const {
   int64_t nvme_rank = 0;
   if (off_param) {
     out.add_host("16-bit parameter partition", Category::Parameters,
@@ -530,19 +526,16 @@ int64_t add_stage3_offload_host(const StatesContext& c, const Stage3Sizes& sz, M
 // runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3 with partition_parameters.py and the parameter
 // coordinator: partitions, gathered parameters, and what offload moves to the host. Returns the
 // bytes this rank swaps to NVMe.
-int64_t add_stage3_states(const StatesContext& c, MemoryBreakdown& out) {
-  const Stage3Sizes sz = stage3_sizes(c);
-  add_stage3_partitions(c, sz, out);
-  add_stage3_gathered(c, sz, out);
-  return add_stage3_offload_host(c, sz, out);
+int64_t StatesContext::add_stage3_states(MemoryBreakdown& out) const {
+  const Stage3Policy policy{*this, stage3_sizes()};
+  policy.add_partitions(out);
+  policy.add_gathered(out);
+  return policy.add_offload_host(out);
 }
 
 // The one full parameter gradient autograd makes before the reduce hook takes it (stages 2, 3 and
 // the no-accumulation 16-bit paths).
-void add_transient_parameter_gradient(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_transient_parameter_gradient(MemoryBreakdown& out) const {
   // Stages 2 and 3 keep no full gradients: autograd still materialises each parameter's full
   // gradient (param.grad) before the reduce hook copies it into the bucket and frees it
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
@@ -558,10 +551,7 @@ void add_transient_parameter_gradient(const StatesContext& c, MemoryBreakdown& o
 
 // ZeRO-1/2 with offload_optimizer: what stage_1_and_2.py keeps on the host (and its device staging
 // buffer). Returns the bytes this rank swaps to NVMe.
-int64_t add_zero12_offload_host(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
   int64_t nvme_rank = 0;
   // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
   // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
@@ -602,10 +592,7 @@ int64_t add_zero12_offload_host(const StatesContext& c, MemoryBreakdown& out) {
 }
 
 // Saved activations and the loss's buffers of one micro-step (planner/memory_stats.h), by checkpointing mode.
-void add_activations(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_activations(MemoryBreakdown& out) const {
   const ActivationStats& a = m.act;
   const int64_t b = std::max<int64_t>(1, z.micro_batch);
   if (engine && a.known) {
@@ -727,10 +714,7 @@ void add_activations(const StatesContext& c, MemoryBreakdown& out) {
 }
 
 // The CUDA context and NCCL's buffers.
-void add_overhead(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_overhead(MemoryBreakdown& out) const {
   // The CPU runtime (DeepSpeed's CPU accelerator, gloo: the conformance fixtures) has neither a CUDA
   // context nor NCCL communicator buffers; on CUDA they are added here from the GPU profile and NCCL's
   // documented buffer size.
@@ -751,10 +735,7 @@ void add_overhead(const StatesContext& c, MemoryBreakdown& out) {
 }
 
 // Stages 0-2: the 16-bit (or fp32) working weights, and LoRA/QLoRA's frozen base weights, on every rank.
-void add_flat_parameters(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::add_flat_parameters(MemoryBreakdown& out) const {
   // The working weights: ZeRO 1/2 and BF16_Optimizer keep them as views of one padded flat buffer
   // (bit16_groups_flat / bf16_groups_flat), FP16_Optimizer as views of fp16_groups_flat (no padding:
   // _flatten_dense_tensors), the plain optimizer as the module's own tensors.
@@ -778,10 +759,7 @@ void add_flat_parameters(const StatesContext& c, MemoryBreakdown& out) {
 }
 
 // Host memory of one rank while the model loads (before deepspeed.initialize).
-int64_t host_load_per_rank(const StatesContext& c) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+int64_t StatesContext::host_load_per_rank() const {
   // Without zero.Init every rank materialises the whole model on the host before deepspeed.initialize
   // moves it to the GPU (HF from_pretrained in the training dtype); with zero.Init (stage 3) each rank
   // keeps only its partition plus the checkpoint shard being read.
@@ -794,10 +772,7 @@ int64_t host_load_per_rank(const StatesContext& c) {
 
 // Which moment of the backward each buffer belongs to (start: what the backward frees as it goes;
 // end: what DeepSpeed allocates once gradients arrive).
-void settle_backward_moments(const StatesContext& c, MemoryBreakdown& out) {
-  [[maybe_unused]] const auto& [w, m, z, N, pe, fp32, psi_t, stage, off_opt, off_param, pinned, frozen16,
-                                frozen_q, padded_t, part_t, path, engine, engine_rules, full_grad_phases,
-                                full_grad_moment] = c;
+void StatesContext::settle_backward_moments(MemoryBreakdown& out) const {
   // What lives only at the start of the backward: the saved activations (freed layer by layer as
   // the backward proceeds) and the loss gradients. What DeepSpeed allocates only once gradients
   // arrive belongs to its end (issue 23 item 5): the largest parameter gradient (the LM head's, made
@@ -898,41 +873,41 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   // ---------------------------------------------------------------- model states
   // One policy per DeepSpeed runtime path (planner/ds_runtime.h runtime_path), each adding its buffers.
   if (ctx.stage <= 2) {
-    add_flat_parameters(ctx, out);
-    add_stage0_allreduce_copy(ctx, out);
+    ctx.add_flat_parameters(out);
+    ctx.add_stage0_allreduce_copy(out);
     switch (ctx.path.wrapper) {
       case OptimizerWrapper::Basic:
-        add_plain_optimizer(ctx, out);
+        ctx.add_plain_optimizer(out);
         break;
       case OptimizerWrapper::BF16Optimizer:
-        add_bf16_optimizer(ctx, out);
+        ctx.add_bf16_optimizer(out);
         break;
       case OptimizerWrapper::FP16Optimizer:
-        add_fp16_optimizer(ctx, out);
+        ctx.add_fp16_optimizer(out);
         break;
       case OptimizerWrapper::Unsupported:  // the plan is refused upstream (reasons)
         break;
       default:
-        add_zero12_optimizer(ctx, out);
+        ctx.add_zero12_optimizer(out);
         break;
     }
   } else {
-    nvme_rank = checked_add(nvme_rank, add_stage3_states(ctx, out));
+    nvme_rank = checked_add(nvme_rank, ctx.add_stage3_states(out));
   }
 
-  add_transient_parameter_gradient(ctx, out);
-  if (ctx.off_opt && ctx.stage <= 2) nvme_rank = checked_add(nvme_rank, add_zero12_offload_host(ctx, out));
+  ctx.add_transient_parameter_gradient(out);
+  if (ctx.off_opt && ctx.stage <= 2) nvme_rank = checked_add(nvme_rank, ctx.add_zero12_offload_host(out));
 
   // ---------------------------------------------------------------- activations
-  add_activations(ctx, out);
+  ctx.add_activations(out);
 
   // ---------------------------------------------------------------- overhead
-  add_overhead(ctx, out);
+  ctx.add_overhead(out);
 
   // ---------------------------------------------------------------- model load (host)
-  out.host_load_per_node = checked_mul(host_load_per_rank(ctx), ranks_per_node);
+  out.host_load_per_node = checked_mul(ctx.host_load_per_rank(), ranks_per_node);
 
-  settle_backward_moments(ctx, out);
+  ctx.settle_backward_moments(out);
   apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
