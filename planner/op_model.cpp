@@ -448,6 +448,10 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     const double norms = static_cast<double>(s.norms_per_layer);
     const bool flash = w.train.attention == Attention::Flash && s.sdpa_supported;
     const bool fa3 = flash && w.train.flash_attention_3;
+    // The forward's attention operator, named by its kernel (the recompute runs the same).
+    const char* attention_forward_name = fa3     ? "attention core (FlashAttention-3)"
+                                         : flash ? "attention core (SDPA flash)"
+                                                 : "attention core (eager)";
     // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
     // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
     const double attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
@@ -610,10 +614,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
         b.memory("ZeRO-3 linear bias add (zero3_linear_wrap: output += bias)", pass,
                  s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
       peft_lora(pass, false, stop && s.recompute_early_stop_lora);
-      attention(pass, false,
-                fa3     ? "attention core (FlashAttention-3)"
-                : flash ? "attention core (SDPA flash)"
-                        : "attention core (eager)");
+      attention(pass, false, attention_forward_name);
       if (s.rms_norm)
         b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
       else
@@ -708,11 +709,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // (HF gradient_checkpointing wraps each decoder layer); selective recomputes the attention core
     // (Korthikanti et al. 2022 §4.2).
     if (ckpt == Checkpointing::Full) layer_forward(OpPass::Recompute);
-    if (ckpt == Checkpointing::Selective)
-      attention(OpPass::Recompute, false,
-                fa3     ? "attention core (FlashAttention-3)"
-                : flash ? "attention core (SDPA flash)"
-                        : "attention core (eager)");
+    if (ckpt == Checkpointing::Selective) attention(OpPass::Recompute, false, attention_forward_name);
   }
 
   // Optimizer step on the GPU (derivation in the header comment).
