@@ -6,8 +6,11 @@
 #include <cmath>
 #include <map>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "common/checked.h"
+#include "common/embedded_data.h"
 #include "common/errors.h"
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
@@ -39,6 +42,50 @@ constexpr int64_t kMaxTrainBatch = 1'000'000'000;
 // 1e15 elements: above every bucket/threshold anyone writes (DeepSpeed's docs use sub_group_size
 // 1e12), and 16 bytes per element still fits in 64 bits.
 constexpr int64_t kMaxElements = 1'000'000'000'000'000;
+
+// configs/data/ds_optimizers.json: the optimizer names DeepSpeed builds from optimizer.type, per release.
+const json& optimizer_table() {
+  static const json t = [] {
+    for (const auto& f : embedded_files())
+      if (f.path == "configs/data/ds_optimizers.json") return json::parse(f.content);
+    ZP_CHECK(false, "embedded configs/data/ds_optimizers.json missing; re-run cmake");
+    return json();
+  }();
+  return t;
+}
+
+// "0.19.8" -> {0, 19, 8}; anything unparsable compares as {}.
+std::vector<int> release_parts(const std::string& v) {
+  std::vector<int> out;
+  int cur = 0;
+  for (char c : v + ".") {
+    if (c >= '0' && c <= '9') {
+      cur = cur * 10 + (c - '0');
+    } else if (c == '.') {
+      out.push_back(cur);
+      cur = 0;
+    } else {
+      return {};
+    }
+  }
+  return out;
+}
+
+// DEEPSPEED_OPTIMIZERS of the newest listed release not newer than `version` (the oldest otherwise).
+std::vector<std::string> deepspeed_optimizers(const std::string& version) {
+  const json& lists = optimizer_table().at("deepspeed_optimizers");
+  const auto want = release_parts(version);
+  const json* best = nullptr;    // the newest release <= version
+  const json* oldest = nullptr;  // the fallback for a version older than every list
+  std::vector<int> best_parts, oldest_parts;
+  for (const auto& [v, names] : lists.items()) {
+    const auto parts = release_parts(v);
+    if (parts <= want && (best == nullptr || parts > best_parts)) best = &names, best_parts = parts;
+    if (oldest == nullptr || parts < oldest_parts) oldest = &names, oldest_parts = parts;
+  }
+  if (best == nullptr) best = oldest;
+  return best ? best->get<std::vector<std::string>>() : std::vector<std::string>{};
+}
 
 bool is_auto(const json* v) {
   return v && v->is_string() && v->get<std::string>() == "auto";
@@ -118,6 +165,7 @@ class Reader {
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     activation_checkpointing();
     traps();
+    optimizer();
     wrapper();
     return std::move(r_);
   }
@@ -589,6 +637,44 @@ class Reader {
       pin = zbool(find(zo, {"cpu_offload_use_pin_memory"})).value_or(pin);
     if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) z.pin_memory = pin;
     r_.zero = z;
+  }
+
+  // optimizer.type and optimizer.params as DeepSpeed's engine builds the optimizer from the file (no
+  // client optimizer: the HF Trainer and accelerate pass none when the file has an "optimizer" section).
+  void optimizer() {
+    const json* type = find(cfg_, {"optimizer", "type"});
+    if (type == nullptr || !type->is_string()) return;
+    // engine.py _do_sanity_check: runtime/config.py lower-cases the name when its lower case is in
+    // DEEPSPEED_OPTIMIZERS; _is_supported_optimizer accepts a listed name or any torch.optim attribute.
+    std::string name = type->get<std::string>();
+    std::string lower = name;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return std::tolower(c); });
+    const auto listed = deepspeed_optimizers(r_.deepspeed_version);
+    const bool in_list = std::find(listed.begin(), listed.end(), lower) != listed.end();
+    const auto torch_names = optimizer_table().at("torch_optim_names").get<std::vector<std::string>>();
+    const bool in_torch = std::find(torch_names.begin(), torch_names.end(), name) != torch_names.end();
+    if (!in_list && !in_torch) {
+      std::string known;
+      for (const auto& n : listed) known += (known.empty() ? "" : ", ") + n;
+      add(Severity::Error, "optimizer.type",
+          fmt::format("DeepSpeed {} asserts '{} is not a supported DeepSpeed Optimizer' (its own optimizers: "
+                      "{}; or a torch.optim class name){}",
+                      r_.deepspeed_version, name, known,
+                      lower == "onebitadam" || lower == "zerooneadam" || lower == "onebitlamb"
+                          ? "; the 1-bit optimizers were removed after 0.19.6 (DeepSpeed issue #8489)"
+                          : ""),
+          "write \"AdamW\", or pin a release that still has it with --deepspeed-version");
+      return;
+    }
+    // engine.py _configure_basic_optimizer raises before building any optimizer (every release the key
+    // tables cover; recorded: adv_max_grad_norm_param).
+    if (find(cfg_, {"optimizer", "params", "max_grad_norm"}) != nullptr)
+      add(Severity::Error, "optimizer.params.max_grad_norm",
+          "DeepSpeed raises \"ValueError: 'max_grad_norm' is not supported as an optimizer parameter, please "
+          "switch to using the deepspeed parameter 'gradient_clipping'\"",
+          "move it to the top level as \"gradient_clipping\"",
+          json{{"op", "rename"}, {"to", "gradient_clipping"}});
   }
 
   // data_types.grad_accum_dtype and the optimizer wrapper DeepSpeed's engine picks from it, from the

@@ -285,6 +285,14 @@ class Validator {
     // accelerate does not fill optimizer betas/eps (only lr and weight_decay of its DummyOptim).
     return o_.runner != Runner::DeepSpeed && schema.value("hf_auto", false);
   }
+  // Keys only accelerate fills: Accelerator._prepare_deepspeed (accelerate 1.15 accelerator.py) passes
+  // config_kwargs {"gradient_clipping": 1.0, "zero_optimization.stage3_gather_16bit_weights_on_model_save":
+  // False, ...} to deepspeed_config_process, which the HF Trainer reaches through accelerator.prepare.
+  // Recorded: tests/deepspeed_configs adv_gather16_auto runs under the HF Trainer.
+  bool accelerate_fills(const std::string& path) const {
+    return o_.runner != Runner::DeepSpeed &&
+           path == "zero_optimization.stage3_gather_16bit_weights_on_model_save";
+  }
 
   void object(const json& schema, const json& value, const std::string& path) {
     const json& keys = schema.contains("keys") ? schema["keys"] : empty_;
@@ -350,7 +358,7 @@ class Validator {
 
   void node(const json& schema, const json& v, const std::string& path, bool pydantic) {
     if (v.is_string() && v.get<std::string>() == "auto") {
-      if (runner_fills(schema)) return;  // check resolves it
+      if (runner_fills(schema) || accelerate_fills(path)) return;  // check resolves it
       if (o_.runner != Runner::DeepSpeed) {
         // accelerate's DeepSpeedPlugin.deepspeed_config_process walks every key (the HF Trainer goes
         // through it too) and raises for an "auto" nothing filled.
@@ -602,8 +610,11 @@ std::vector<Issue> validate_keys(const nlohmann::json& config, const ValidateOpt
   std::vector<Issue> issues;
   if (!config.is_object()) {
     issues.push_back(
-        Issue{Severity::Error, "",
-              fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()), "", {}});
+        Issue{Severity::Error,
+              "",
+              fmt::format("a DeepSpeed config must be a JSON object, found {}", config.type_name()),
+              "",
+              {}});
     return issues;
   }
   Validator(issues, deepspeed_key_table(o.version), o).run(config);
