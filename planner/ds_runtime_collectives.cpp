@@ -345,16 +345,22 @@ PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats&
   if (total == 0) return h;
   const int64_t part = ceil_div(total, 2 * n) * 2;  // padded / N
   // Walk the parameters once: each adds its numel to every rank whose partition it overlaps.
-  std::vector<int64_t> held(static_cast<size_t>(n), 0);
+  std::vector<int64_t> held(static_cast<size_t>(n), 0), piece(static_cast<size_t>(n), 0);
   int64_t lo = 0;
   for (int64_t g : grads) {
     const int64_t hi = lo + g;
-    for (int64_t r = lo / part; r <= (hi - 1) / part && r < n; ++r) held[static_cast<size_t>(r)] += g;
+    for (int64_t r = lo / part; r <= (hi - 1) / part && r < n; ++r) {
+      held[static_cast<size_t>(r)] += g;
+      const int64_t overlap = std::min(hi, (r + 1) * part) - std::max(lo, r * part);
+      piece[static_cast<size_t>(r)] = std::max(piece[static_cast<size_t>(r)], overlap);
+    }
     lo = hi;
   }
   h.valid = true;
   h.rank0 = held[0];
   h.largest = *std::max_element(held.begin(), held.end());
+  h.rank0_piece = piece[0];
+  h.largest_piece = *std::max_element(piece.begin(), piece.end());
   return h;
 }
 

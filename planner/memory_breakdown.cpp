@@ -38,7 +38,8 @@ std::string_view phase_name(int phase_index) {
   }
 }
 
-Buffer& MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases, const char* note) {
+Buffer& MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, uint8_t phases,
+                                 const char* note) {
   ZP_CHECK(num_gpu < kMaxBuffers, "too many GPU buffers ({})", num_gpu);
   ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
   Buffer& b = gpu[static_cast<size_t>(num_gpu++)];
@@ -54,7 +55,8 @@ Buffer& MemoryBreakdown::add_gpu(const char* name, Category c, int64_t bytes, ui
   return b;
 }
 
-Buffer& MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool pinned, const char* note) {
+Buffer& MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, bool pinned,
+                                  const char* note) {
   ZP_CHECK(num_host < kMaxBuffers, "too many host buffers ({})", num_host);
   ZP_CHECK(bytes >= 0, "negative buffer size for {}", name);
   Buffer& b = host[static_cast<size_t>(num_host++)];
@@ -109,16 +111,29 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
       const Buffer& b = gpu[static_cast<size_t>(i)];
       if (!is_state(b)) continue;
       if (b.phases & kForward) at[0] = checked_add(at[0], b.bytes);
-      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::End) at[1] = checked_add(at[1], b.bytes);
-      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::Start) at[2] = checked_add(at[2], b.bytes);
+      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::End)
+        at[1] = checked_add(at[1], b.bytes);
+      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::Start)
+        at[2] = checked_add(at[2], b.bytes);
       if (b.phases & kStep) at[3] = checked_add(at[3], b.bytes);
     }
     model_states_max = *std::max_element(at.begin(), at.end());
   }
   const Buffer::Moment dropped = end > start ? Buffer::Moment::Start : Buffer::Moment::End;
+  // The step likewise: the norm's moment or the update's.
+  int64_t norm = 0, update = 0;
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    if (!(b.phases & kStep)) continue;
+    if (b.step_moment == Buffer::StepMoment::Norm) norm = checked_add(norm, b.bytes);
+    if (b.step_moment == Buffer::StepMoment::Update) update = checked_add(update, b.bytes);
+  }
+  const Buffer::StepMoment step_dropped =
+      norm > update ? Buffer::StepMoment::Update : Buffer::StepMoment::Norm;
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
     if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
+    if (b.step_moment == step_dropped) b.phases = static_cast<uint8_t>(b.phases & ~kStep);
   }
   phase_total.fill(0);
   for (int i = 0; i < num_gpu; ++i) {

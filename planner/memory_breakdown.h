@@ -38,6 +38,12 @@ struct Buffer {
   // at the larger of the two moments and drops the other moment's buffers from it.
   enum class Moment : uint8_t { Whole, Start, End };
   Moment backward_moment = Moment::Whole;
+  // Within the step: alive while the gradient norm is computed only (stage 1/2's fp64 copy of one
+  // gradient, get_grad_norm_direct), while the optimizer updates only (the flat gradient partition
+  // and its fp32 copy, created after the norm), or throughout. finalize() keeps the step phase at the
+  // larger of the two, as it does for the backward.
+  enum class StepMoment : uint8_t { Whole, Norm, Update };
+  StepMoment step_moment = StepMoment::Whole;
 };
 
 // Fixed capacity so evaluation never allocates.

@@ -291,14 +291,41 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
     // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
     // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
     // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
-    if (!compact)
-      out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t), kStep,
-                  "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N")
-          .after_step = false;
-    if (!engine && !compact && !fp32)
-      out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
-                  "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)")
-          .after_step = false;
+    if (!compact) {
+      Buffer& b = out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t),
+                              kStep, "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
+      b.after_step = false;
+      if (!engine) b.step_moment = Buffer::StepMoment::Update;
+    }
+    if (!engine && !compact && !fp32) {
+      Buffer& b = out.add_gpu(
+          "16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
+          "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)");
+      b.after_step = false;
+      b.step_moment = Buffer::StepMoment::Update;
+    }
+    if (!engine && !m.params_only) {
+      // step() -> scaled_global_norm -> get_grad_norm_direct, before the flat copies above exist:
+      // `torch.linalg.vector_norm(g.data.double())` per gradient view of the partition (the .double()
+      // since DeepSpeed 0.14 at least; 0.19.8 writes .to(get_norm_dtype()), fp64 wherever the device
+      // has it), so one fp64 copy of the largest parameter's share of the partition is alive at a
+      // time. Measured with the harness's allocator (llama-gqa_s1_n4_bf16_default, rank 0: the
+      // embedding's 524,288 elements, +4,194,312 B inside scaled_global_norm, which is that step's
+      // peak).
+      // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition;
+      // nothing for a params-only model, whose tensors are unknown.)
+      const int64_t largest =
+          m.params_only || m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+      const int64_t piece = !held.valid                               ? std::min(part_t, largest)
+                            : w.train.modelled_rank.value_or(-1) == 0 ? held.rank0_piece
+                                                                      : held.largest_piece;
+      Buffer& b =
+          out.add_gpu("fp64 gradient copy for the norm", Category::Buffers, checked_mul(8, piece), kStep,
+                      "stage_1_and_2.py get_grad_norm_direct: g.double() of the largest parameter's "
+                      "share of the partition, one at a time");
+      b.after_step = false;
+      b.step_moment = Buffer::StepMoment::Norm;
+    }
   }
   // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
   if (z.contiguous_gradients || off_opt) {

@@ -94,6 +94,11 @@ struct PartitionHoldings {
   bool valid = false;
   int64_t rank0 = 0;    // rank 0's
   int64_t largest = 0;  // the largest over the data-parallel ranks
+  // The largest single parameter's share of a rank's partition (the overlap of one parameter with
+  // the rank's slice): the biggest of the averaged_gradients views get_grad_norm_direct converts to
+  // fp64 one at a time (stage_1_and_2.py `g.data.double()`).
+  int64_t rank0_piece = 0;
+  int64_t largest_piece = 0;
 };
 
 struct MemoryStats {

@@ -351,7 +351,13 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
                   static_cast<int>(buf.backward_moment));
     }
   if (fx.contains("peak_bytes")) {
-    const int64_t ds = fx["peak_bytes"]["overall"].get<int64_t>();
+    // gloo stages a synchronous all_gather_into_tensor / reduce_scatter_tensor through a temporary of
+    // the whole gathered size that NCCL does not allocate (tests/deepspeed/harness.py GLOO_STAGING,
+    // measured); fixtures recorded since then carry their peaks without it, and those are what a GPU
+    // run holds.
+    const json& peaks = fx.contains("peak_bytes_without_gloo_staging") ? fx["peak_bytes_without_gloo_staging"]
+                                                                       : fx["peak_bytes"];
+    const int64_t ds = peaks["overall"].get<int64_t>();
     const double rel_err = std::abs(static_cast<double>(m.peak - ds)) / static_cast<double>(ds);
     CONFORM("peak", rel_err <= 0.03, "DeepSpeed " << ds << ", planner " << m.peak << " (" << rel_err * 100 << "%)");
     // Per phase (issue 23): a phase that is not the peak can be wrong without moving the overall peak
@@ -370,8 +376,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     }
     for (int ph = 0; ph < kNumPhases; ++ph) {
       const std::string name(phase_name(ph));
-      if (!fx["peak_bytes"].contains(name)) continue;
-      const int64_t d = fx["peak_bytes"][name].get<int64_t>();
+      if (!peaks.contains(name)) continue;
+      const int64_t d = peaks[name].get<int64_t>();
       int64_t p = m.phase_total[static_cast<size_t>(ph)] + host;
       if (name == "step" && c.z.grad_accum > 1) p = std::max(p, between + host);
       const double e = std::abs(static_cast<double>(p - d)) / static_cast<double>(d);

@@ -311,6 +311,45 @@ TEST(MemoryModelBuffers, Fp32GradientPartitionOnlyAtTheStep) {
   EXPECT_EQ(b->phases, kStep);
 }
 
+TEST(MemoryModelBuffers, Stage12StepHoldsTheNormsFp64CopyOrTheFlatCopiesWhicheverIsLarger) {
+  // DeepSpeed stage 1/2 step(): get_grad_norm_direct converts each gradient view of the partition to
+  // fp64 (stage_1_and_2.py `g.data.double()`), one at a time, before flatten(averaged_gradients) and
+  // its .to(fp32) exist. Hand count, Llama-2-7B (Psi 6,738,415,616, transformers' count; embedding and
+  // lm_head 32000 x 4096 = 131,072,000 elements each), bf16, stage 2:
+  //  - N = 64: partition = ceil(Psi / (2 * 64)) * 2 = 105,287,744 elements, smaller than the embedding,
+  //    so the largest share is a whole partition: fp64 copy 8 x 105,287,744 = 842,301,952 B; the update
+  //    moment's fp32 + bf16 flat copies are 6 x 105,287,744 = 631,726,464 B. The step holds the norm's.
+  //  - N = 4: partition 1,684,603,904 elements: the share is the whole embedding, 8 x 131,072,000 =
+  //    1,048,576,000 B against 6 x 1,684,603,904 = 10,107,623,424 B. The step holds the flat copies.
+  const auto at = [](int n) {
+    Workload w;
+    w.model = llama2_7b_spec();
+    w.train.precision = Precision::BF16;
+    w.cluster = cluster(n >= 8 ? n / 8 : 1, n >= 8 ? 8 : n);
+    return estimate(w, 2);
+  };
+  const auto big = at(64);
+  const Buffer* norm = find_buffer(big, "fp64 gradient copy for the norm");
+  const Buffer* fp32 = find_buffer(big, "fp32 gradient partition at step");
+  const Buffer* flat = find_buffer(big, "16-bit flat gradient partition at step");
+  ASSERT_NE(norm, nullptr);
+  ASSERT_NE(fp32, nullptr);
+  ASSERT_NE(flat, nullptr);
+  EXPECT_EQ(norm->bytes, 842'301'952);
+  EXPECT_EQ(fp32->bytes + flat->bytes, 631'726'464);
+  EXPECT_EQ(norm->phases, kStep);
+  EXPECT_EQ(fp32->phases & kStep, 0);
+  EXPECT_EQ(flat->phases & kStep, 0);
+  const auto small = at(4);
+  norm = find_buffer(small, "fp64 gradient copy for the norm");
+  fp32 = find_buffer(small, "fp32 gradient partition at step");
+  ASSERT_NE(norm, nullptr);
+  ASSERT_NE(fp32, nullptr);
+  EXPECT_EQ(norm->bytes, 1'048'576'000);
+  EXPECT_EQ(norm->phases & kStep, 0);
+  EXPECT_EQ(fp32->phases, kStep);
+}
+
 TEST(MemoryModelBuffers, Stage3SubGroupBoundsTheFp32GradientCopy) {
   // Psi = 8e9 on N = 4: partition 2e9 elements; sub_group_size 1e9 -> 4e9 bytes, not 8e9.
   const Workload w = params_workload(8'000'000'000, 1, 4);

@@ -72,4 +72,7 @@ long long zp_peak() { return zp_memcount::g_peak.load(); }
 long long zp_allocs() { return zp_memcount::g_allocs.load(); }
 // Restarts peak tracking from the current live bytes (phase boundaries).
 void zp_reset_peak() { zp_memcount::g_peak.store(zp_memcount::g_live.load()); }
+// Sets the tracked peak (the harness takes a collective's backend staging out of it: harness.py
+// make_wrapper).
+void zp_set_peak(long long v) { zp_memcount::g_peak.store(v); }
 }

@@ -64,7 +64,9 @@ class Recorder:
         self.phase = "outside"
         self.active = False  # measured step
         self.collectives = []
-        self.peaks = {}
+        self.peaks = {}  # per phase: the peak as measured, gloo's staging included
+        self.peaks_without_staging = {}  # per phase: the same without gloo's staging (see GLOO_STAGING)
+        self.phase_staging_peak = 0  # the highest live bytes inside a staged collective this phase
         self.depth = 0  # re-entrancy of collective wrappers (only the outermost call is one collective)
         self.model_states_before_step = None
         self.buffers_before_step = None
@@ -97,11 +99,14 @@ def wrap_phase(engine, name, phase):
                 # after the last backward of the measured step, before the optimizer runs
                 REC.model_states_before_step, REC.buffers_before_step, _ = model_states_and_buffers(engine)
             memcount.reset_peak()
+            REC.phase_staging_peak = 0
         try:
             return orig(*a, **k)
         finally:
             if REC.active:
-                REC.peaks[phase] = max(REC.peaks.get(phase, 0), memcount.peak())
+                without = memcount.peak()
+                REC.peaks_without_staging[phase] = max(REC.peaks_without_staging.get(phase, 0), without)
+                REC.peaks[phase] = max(REC.peaks.get(phase, 0), without, REC.phase_staging_peak)
             REC.phase = prev
 
     setattr(engine, name, wrapper)
@@ -183,6 +188,42 @@ def _caller():
     return first[0], first[1], chain
 
 
+# gloo stages these through a temporary as large as the whole gathered output (reduce-scatter: the
+# whole input) and frees it before the call returns: ProcessGroupGloo::_allgather_base chunks the
+# output and runs AsyncAllgatherWork, which gathers into newLikeFlat(outputs) and copies out;
+# _reduce_scatter_base likewise (torch/csrc/distributed/c10d/ProcessGroupGloo.cpp). Measured with this
+# allocator on torch 2.15: a synchronous all_gather_into_tensor / reduce_scatter_tensor of B bytes
+# peaks exactly B above the live bytes before it, and leaves nothing after it; all_reduce peaks 0.
+# ProcessGroupNCCL passes the caller's tensors to ncclAllGather / ncclReduceScatter (no staging), so a
+# GPU run does not hold it. Per-phase peaks are recorded both ways.
+GLOO_STAGING = {"all_gather_into_tensor", "all_gather_base", "_all_gather_base", "reduce_scatter_tensor",
+                "_reduce_scatter_base"}
+ASYNC_OP_POSITION = {"all_gather_into_tensor": 3, "all_gather_base": 3, "_all_gather_base": 3,
+                     "reduce_scatter_tensor": 4, "_reduce_scatter_base": 4}
+
+
+def _is_async(api, args, kwargs):
+    if "async_op" in kwargs:
+        return bool(kwargs["async_op"])
+    pos = ASYNC_OP_POSITION.get(api)
+    return pos is not None and len(args) > pos and bool(args[pos])
+
+
+def _call_without_staging(api, fn, args, kwargs, rec):
+    """Runs a synchronous staged collective and takes gloo's staging out of the tracked peak."""
+    prior = memcount.peak()
+    live0 = memcount.live()
+    memcount.reset_peak()
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        during = memcount.peak()
+        live1 = memcount.live()
+        rec["gloo_staging_bytes"] = during - max(live0, live1)
+        REC.phase_staging_peak = max(REC.phase_staging_peak, during)
+        memcount.set_peak(max(prior, live0, live1))
+
+
 def _group_size(args, kwargs):
     import torch.distributed as tdist
     g = kwargs.get("group")
@@ -222,6 +263,8 @@ def make_wrapper(api, fn, layer):
         REC.collectives.append(rec)
         REC.depth += 1
         try:
+            if api in GLOO_STAGING and not _is_async(api, args, kwargs):
+                return _call_without_staging(api, fn, args, kwargs, rec)
             return fn(*args, **kwargs)
         finally:
             REC.depth -= 1
@@ -558,6 +601,8 @@ def rank_main(rank, case, port, result_path):
         engine_info["fp16_enabled"] = bool(engine.fp16_enabled())
         peaks = dict(REC.peaks)
         peaks["overall"] = max(peaks.values()) if peaks else None
+        peaks_ns = dict(REC.peaks_without_staging)
+        peaks_ns["overall"] = max(peaks_ns.values()) if peaks_ns else None
         result = {
             "schema": SCHEMA,
             "name": case["name"],
@@ -578,6 +623,9 @@ def rank_main(rank, case, port, result_path):
             "buffers_before_step": REC.buffers_before_step,
             "collectives": REC.collectives,
             "peak_bytes": peaks,
+            # the same peaks without gloo's staging of synchronous all_gather_into_tensor /
+            # reduce_scatter_tensor calls (GLOO_STAGING), which NCCL does not allocate
+            "peak_bytes_without_gloo_staging": peaks_ns,
             "baseline_bytes": baseline,
             "live_bytes_after_step": after_live,
             # storages of every tensor the Python garbage collector can see, deduplicated: the rest of

@@ -58,3 +58,7 @@ def allocs():
 
 def reset_peak():
     _lib.zp_reset_peak()
+
+
+def set_peak(v):
+    _lib.zp_set_peak(ctypes.c_longlong(int(v)))
