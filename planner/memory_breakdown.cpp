@@ -75,7 +75,8 @@ int64_t MemoryBreakdown::after_step_bytes(Category c, bool with_host) const {
   int64_t sum = 0;
   for (int i = 0; i < num_gpu; ++i) {
     const Buffer& b = gpu[static_cast<size_t>(i)];
-    if (b.category == c && b.after_step && (b.phases & kStep)) sum = checked_add(sum, b.bytes);
+    const bool held_after = (b.phases & kStep) || b.step_moment == Buffer::StepMoment::Outside;
+    if (b.category == c && b.after_step && held_after) sum = checked_add(sum, b.bytes);
   }
   if (with_host)
     for (int i = 0; i < num_host; ++i) {
@@ -133,7 +134,8 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
     if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
-    if (b.step_moment == step_dropped) b.phases = static_cast<uint8_t>(b.phases & ~kStep);
+    if (b.step_moment == step_dropped || b.step_moment == Buffer::StepMoment::Outside)
+      b.phases = static_cast<uint8_t>(b.phases & ~kStep);
   }
   phase_total.fill(0);
   for (int i = 0; i < num_gpu; ++i) {

@@ -41,8 +41,10 @@ struct Buffer {
   // Within the step: alive while the gradient norm is computed only (stage 1/2's fp64 copy of one
   // gradient, get_grad_norm_direct), while the optimizer updates only (the flat gradient partition
   // and its fp32 copy, created after the norm), or throughout. finalize() keeps the step phase at the
-  // larger of the two, as it does for the backward.
-  enum class StepMoment : uint8_t { Whole, Norm, Update };
+  // larger of the two, as it does for the backward. Outside: released when the step begins and
+  // restored when it ends (stage 3's persistent parameters), so alive after the step but at neither
+  // moment.
+  enum class StepMoment : uint8_t { Whole, Norm, Update, Outside };
   StepMoment step_moment = StepMoment::Whole;
 };
 

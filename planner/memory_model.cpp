@@ -440,10 +440,18 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
   if (off_param && pers_part > 0)
     out.add_gpu("persistent parameter partitions", Category::Parameters, checked_mul(pe, pers_part),
                 kAllPhases, "ds_persist params keep their partition on the device with offload_param");
-  if (persist > 0 && !views_of_partition)
-    out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
-                "params <= stage3_param_persistence_threshold stay whole on every rank")
-        .ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
+  // DeepSpeed's stage-3 step() begins with _partition_all_parameters(), which releases the persistent
+  // parameters' whole copies too, and _post_step() gathers them again (every release since 0.16 at
+  // least): they are alive after the step but at neither of its moments below. Measured with the
+  // harness's allocator (llama-gqa_s3_n2_bf16_rbs50k, 0.19.8): -788,992 B in _partition_all_parameters,
+  // +788,992 B after _post_step.
+  if (persist > 0 && !views_of_partition) {
+    Buffer& b =
+        out.add_gpu("persistent small parameters", Category::Parameters, checked_mul(pe, persist), kAllPhases,
+                    "params <= stage3_param_persistence_threshold stay whole on every rank");
+    b.ds_name = plain ? "optimizer.persistent_parameters" : nullptr;
+    if (!engine) b.step_moment = Buffer::StepMoment::Outside;
+  }
   // Gradient partition: stage3.py grad_partitions_flat_buffer, sum of partition_numel() in the
   // gradient accumulation dtype (= the model dtype by default), on the CPU when the optimizer is
   // offloaded (self.device = cpu).
@@ -457,10 +465,33 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
         .ds_name = "optimizer.fp32_partitioned_groups_flat";
     out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
                 kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
-    // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time.
-    out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers,
-                checked_mul(4, std::min(z.sub_group_size, t_part)), kStep,
-                "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+    // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time,
+    // `self.flatten(self.averaged_gradients[i]).to(fp32)`: the 16-bit flat copy is alive during its
+    // .to (in fp32 training .to returns the flat copy itself). Measured (llama-gqa_s3_n2_bf16_rbs50k,
+    // 0.19.8): +6,688,512 B inside _prepare_sub_group = 4,459,008 fp32 + 2,229,504 bf16 at N = 2.
+    const int64_t sub = std::min(z.sub_group_size, t_part);
+    Buffer& g32 =
+        out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers, checked_mul(4, sub), kStep,
+                    "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+    if (!engine) {
+      g32.step_moment = Buffer::StepMoment::Update;
+      if (!fp32)
+        out.add_gpu("16-bit flat gradient of one sub-group at step", Category::Buffers, checked_mul(pe, sub),
+                    kStep,
+                    "stage3.py _prepare_fp32_grad_for_sub_group: flatten(averaged_gradients), alive during "
+                    "its .to")
+            .step_moment = Buffer::StepMoment::Update;
+      // _get_norm_groups -> get_grad_norm_direct, before the sub-groups: `g.to(get_norm_dtype())` per
+      // parameter's gradient partition (fp64 wherever the device has it), one at a time. Measured:
+      // +2,097,320 B inside _get_norm_groups at N = 2 (the embedding's 262,144-element partition x 8).
+      const int64_t largest =
+          m.params_only || m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+      if (largest > 0)
+        out.add_gpu("fp64 gradient copy for the norm", Category::Buffers,
+                    checked_mul(8, ceil_div(largest, N)), kStep,
+                    "stage3.py get_grad_norm_direct: .to(fp64) of the largest parameter's gradient partition")
+            .step_moment = Buffer::StepMoment::Norm;
+    }
   }
   if (z.contiguous_gradients)
     out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size), kAllPhases,
