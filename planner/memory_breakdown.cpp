@@ -71,6 +71,17 @@ Buffer& MemoryBreakdown::add_host(const char* name, Category c, int64_t bytes, b
   return b;
 }
 
+int64_t MemoryBreakdown::saved_activation_bytes() const {
+  int64_t sum = 0;
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    const bool saved =
+        (b.phases & kForward) || (b.forward_moment == Buffer::ForwardMoment::Head && (b.phases & kBackward));
+    if (b.category == Category::Activations && saved) sum = checked_add(sum, b.bytes);
+  }
+  return sum;
+}
+
 int64_t MemoryBreakdown::after_step_bytes(Category c, bool with_host) const {
   int64_t sum = 0;
   for (int i = 0; i < num_gpu; ++i) {
@@ -131,11 +142,22 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
   }
   const Buffer::StepMoment step_dropped =
       norm > update ? Buffer::StepMoment::Update : Buffer::StepMoment::Norm;
+  // And the forward: before the head or at the loss.
+  int64_t body = 0, head = 0;
+  for (int i = 0; i < num_gpu; ++i) {
+    const Buffer& b = gpu[static_cast<size_t>(i)];
+    if (!(b.phases & kForward)) continue;
+    if (b.forward_moment == Buffer::ForwardMoment::Body) body = checked_add(body, b.bytes);
+    if (b.forward_moment == Buffer::ForwardMoment::Head) head = checked_add(head, b.bytes);
+  }
+  const Buffer::ForwardMoment forward_dropped =
+      body > head ? Buffer::ForwardMoment::Head : Buffer::ForwardMoment::Body;
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
     if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
     if (b.step_moment == step_dropped || b.step_moment == Buffer::StepMoment::Outside)
       b.phases = static_cast<uint8_t>(b.phases & ~kStep);
+    if (b.forward_moment == forward_dropped) b.phases = static_cast<uint8_t>(b.phases & ~kForward);
   }
   phase_total.fill(0);
   for (int i = 0; i < num_gpu; ++i) {

@@ -46,6 +46,11 @@ struct Buffer {
   // moment.
   enum class StepMoment : uint8_t { Whole, Norm, Update, Outside };
   StepMoment step_moment = StepMoment::Whole;
+  // Within the forward: alive before the head only (stage 3's coalesced all-gather flat buffer, freed
+  // when the head's parameters are waited), at the loss only (logits, their fp32 upcast, the
+  // log-probabilities), or throughout. finalize() keeps the forward at the larger moment.
+  enum class ForwardMoment : uint8_t { Whole, Body, Head };
+  ForwardMoment forward_moment = ForwardMoment::Whole;
 };
 
 // Fixed capacity so evaluation never allocates.
@@ -80,6 +85,9 @@ struct MemoryBreakdown {
   // `with_host`: add the host buffers of that category (the CPU runtime, where host and "device"
   // memory are the same process memory).
   int64_t after_step_bytes(Category c, bool with_host = false) const;
+  // Activations saved by the forward's end (what the harness's saved_tensors_hooks count): those live
+  // in the forward, and the loss-moment ones (log-probs) when the forward is kept at its earlier moment.
+  int64_t saved_activation_bytes() const;
   // Parameters + gradients + optimizer states at their largest moment (filled by finalize()): the
   // peak moment can be one that holds no gradients yet (the backward's start), so model_states()
   // below, the states in the peak phase, can be smaller.

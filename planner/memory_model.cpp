@@ -523,6 +523,19 @@ void Stage3Policy::add_gathered(MemoryBreakdown& out) const {
       {nonpersist_total, std::max(in_flight, std::min(z.max_reuse_distance / 2, z.max_live_parameters))});
   out.add_gpu("gathered parameters (forward)", Category::Buffers, checked_mul(pe, in_flight), kForward,
               "largest module + stage3_prefetch_bucket_size, capped by max_live_parameters");
+  // The coalesced fetch's flat all-gather output (partition_parameters.py _all_gather_dtype:
+  // flat_tensor = torch.empty(partition_sz * world_size)) outlives its copies: AllGatherCoalescedHandle
+  // keeps it (self.partitions) while wait() builds each parameter with torch.cat, until the inflight
+  // registry pops the fetch's last parameter. With prefetching that is the in-flight set above; traced
+  // (llama-gqa_s3_n2_bf16_rbs50k, 0.19.8, module hooks with the harness's allocator): 3,670,016 B
+  // allocated at the first fetch, alive next to the copies through the decoder until lm_head is
+  // waited, so the forward peaks at the final norm. Without prefetch each fetch's handle is dropped
+  // right after its copies (the prefetch0 fixtures agree without it).
+  if (!engine && !fetched_are_views && z.prefetch_bucket_size > 0)
+    out.add_gpu("coalesced all-gather flat buffer (forward)", Category::Buffers, checked_mul(pe, in_flight),
+                kForward,
+                "AllGatherCoalescedHandle keeps the flat output until the fetch's last parameter is used")
+        .forward_moment = Buffer::ForwardMoment::Body;
   // zero_optimization.memory_efficient_linear false: torch's own F.linear saves W^T, a view of the
   // gathered weight, and DeepSpeed releases a parameter by pointing param.data at an empty tensor
   // (partition_parameters.py), so the view keeps every released decoder weight's gathered storage
@@ -736,24 +749,31 @@ void StatesContext::add_activations(MemoryBreakdown& out) const {
       while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
       const int64_t ea =
           a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.seq_len));  // input dtype
+      // These and the chunk below exist from the head on (the forward's loss moment).
       out.add_gpu("Liger FLCE input gradient (saved)", Category::Activations,
                   checked_mul(checked_mul(bt, h), ea), kFwdBwd,
-                  "fused_linear_cross_entropy_forward grad_input: BT x H, saved for the backward");
+                  "fused_linear_cross_entropy_forward grad_input: BT x H, saved for the backward")
+          .forward_moment = Buffer::ForwardMoment::Head;
       if (w.train.method == Method::Full)  // LoRA: the head is frozen, weight_needs_grad is false
         out.add_gpu("Liger FLCE lm_head weight gradient (saved)", Category::Activations,
                     checked_mul(checked_mul(v, h), pe), kFwdBwd,
-                    "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved");
+                    "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved")
+            .forward_moment = Buffer::ForwardMoment::Head;
       out.add_gpu(
-          "Liger FLCE logits chunk (transient)", Category::Buffers,
-          checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
-          "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient");
+             "Liger FLCE logits chunk (transient)", Category::Buffers,
+             checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
+             "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient")
+          .forward_moment = Buffer::ForwardMoment::Head;
     } else {
+      // Both exist only from the head on: the forward's loss moment (Buffer::ForwardMoment).
       out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
                   checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
-                  "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)");
+                  "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)")
+          .forward_moment = Buffer::ForwardMoment::Head;
       out.add_gpu("logits + fp32 upcast", Category::Buffers,
                   checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
-                  "lm_head output b*s*V and `logits.float()` at the loss (transient)");
+                  "lm_head output b*s*V and `logits.float()` at the loss (transient)")
+          .forward_moment = Buffer::ForwardMoment::Head;
       out.add_gpu("loss gradients (fp32)", Category::Buffers,
                   checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
                   "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");

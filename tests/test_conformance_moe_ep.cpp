@@ -98,11 +98,7 @@ TEST_P(AutoEpConformance, AgreesWithDeepSpeed) {
   EXPECT_LE(peak_err, 0.03) << GetParam();
   // Saved activations: AutoEP's layer saves other tensors than the HF experts loop the planner's activation
   // model follows (the planner is 1-4% high on these 12 recordings); checked within 5%.
-  int64_t act = 0;
-  for (int i = 0; i < m.num_gpu; ++i)
-    if (m.gpu[static_cast<size_t>(i)].category == Category::Activations &&
-        (m.gpu[static_cast<size_t>(i)].phases & kForward))
-      act += m.gpu[static_cast<size_t>(i)].bytes;
+  const int64_t act = m.saved_activation_bytes();
   std::printf("%s: saved activations DeepSpeed %lld planner %lld\n", GetParam().c_str(),
               static_cast<long long>(fx["saved_activations"]["total"].get<int64_t>()),
               static_cast<long long>(act));
