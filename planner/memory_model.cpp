@@ -862,16 +862,16 @@ void StatesContext::settle_backward_moments(MemoryBreakdown& out) const {
   for (int i = 0; i < out.num_gpu; ++i) {
     Buffer& buf = out.gpu[static_cast<size_t>(i)];
     const std::string_view nm = buf.name;
-    // Stage 3 keeps the transient gradient at the start: recorded small-bucket runs
-    // (llama-gqa_s3_n{2,4}_bf16_*rbs50k) peak there, 4-5% above the start without it (not yet traced
-    // term by term).
-    if (buf.category == Category::Activations || nm == "loss gradients (fp32)" ||
-        (stage == 3 && nm == "largest parameter gradient (transient)"))
+    if (buf.category == Category::Activations || nm == "loss gradients (fp32)")
       buf.backward_moment = Buffer::Moment::Start;
+    // Stage 3 likewise for the transient gradient (an earlier reading kept it at the start: the
+    // small-bucket recordings' backward looked 4-5% higher, which was gloo's staging and the
+    // forward/step terms traced since, issue 23).
     const bool arrives_with_gradients =
-        stage <= 2 && !engine &&
-        (nm == "largest parameter gradient (transient)" || nm == "gradient bucket (IPG)" ||
-         std::string_view(buf.note).rfind("stage 2: grads_in_partition", 0) == 0);
+        !engine &&
+        ((stage <= 2 && (nm == "largest parameter gradient (transient)" || nm == "gradient bucket (IPG)" ||
+                         std::string_view(buf.note).rfind("stage 2: grads_in_partition", 0) == 0)) ||
+         (stage == 3 && nm == "largest parameter gradient (transient)"));
     if (arrives_with_gradients && buf.backward_moment == Buffer::Moment::Whole && !(buf.phases & kForward))
       buf.backward_moment = Buffer::Moment::End;
   }
