@@ -270,6 +270,20 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
                 "stage 2: grads_in_partition, the parameters overlapping the partition whole")
         .after_step = false;
   }
+  if (stage == 1 && !engine && !z.contiguous_gradients && !off_opt) {
+    // Without contiguous gradients the boundary reduction goes through the engine's fallback
+    // (reduce_gradients -> buffered_reduce_fallback -> allreduce_bucket): a flat copy of the gradients of
+    // each reduce_bucket_size chunk (plus the parameter that crosses it), alive with every full
+    // gradient. Traced (llama-gqa_s1_n2_bf16_nocontig, 0.19.8, the allocator around those calls):
+    // +4,459,018 B inside allreduce_bucket on top of the 2Psi gradients, the recorded backward peak.
+    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    freed_by_step(
+        out.add_gpu(
+            "boundary reduction flat copy", Category::Buffers,
+            checked_mul(pe, std::min(psi_t, checked_add(z.reduce_bucket_size, largest))), kBackward,
+            "contiguous_gradients false: buffered_reduce_fallback's flatten of a bucket of gradients"),
+        Buffer::Moment::End);
+  }
   if (stage == 1 && engine && engine_rules.stage1_grads_in_partition && !off_opt) {
     freed_by_step(
         out.add_gpu(fp32 ? "fp32 gradient partition" : "16-bit gradient partition", Category::Gradients,
