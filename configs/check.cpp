@@ -667,6 +667,17 @@ class Reader {
           "write \"AdamW\", or pin a release that still has it with --deepspeed-version");
       return;
     }
+    // The planner prices Adam's states (fp32 exp_avg + exp_avg_sq: 8 bytes per trainable parameter, on
+    // top of the master copy). DeepSpeed's adam/adamw, their muP variants and FusedLamb keep those two
+    // moments (ops/adam/fused_adam.py, ops/lamb/fused_lamb.py); the others keep different state.
+    static const char* const kAdamLike[] = {"adam", "adamw", "muadam", "muadamw", "lamb"};
+    if (std::none_of(std::begin(kAdamLike), std::end(kAdamLike), [&](const char* n) { return lower == n; }))
+      add(Severity::Warning, "optimizer.type",
+          fmt::format("{}: zeroplan prices Adam's optimizer states (two fp32 moments, 8 bytes per trainable "
+                      "parameter, besides the fp32 master copy); {} keeps different state, so the predicted "
+                      "optimizer states and step time are Adam's, not its",
+                      name, name),
+          "compare with an AdamW run, or read the optimizer's state size from its source");
     // engine.py _configure_basic_optimizer raises before building any optimizer (every release the key
     // tables cover; recorded: adv_max_grad_norm_param).
     if (find(cfg_, {"optimizer", "params", "max_grad_norm"}) != nullptr)
