@@ -54,32 +54,15 @@ const json& optimizer_table() {
   return t;
 }
 
-// "0.19.8" -> {0, 19, 8}; anything unparsable compares as {}.
-std::vector<int> release_parts(const std::string& v) {
-  std::vector<int> out;
-  int cur = 0;
-  for (char c : v + ".") {
-    if (c >= '0' && c <= '9') {
-      cur = cur * 10 + (c - '0');
-    } else if (c == '.') {
-      out.push_back(cur);
-      cur = 0;
-    } else {
-      return {};
-    }
-  }
-  return out;
-}
-
 // DEEPSPEED_OPTIMIZERS of the newest listed release not newer than `version` (the oldest otherwise).
 std::vector<std::string> deepspeed_optimizers(const std::string& version) {
   const json& lists = optimizer_table().at("deepspeed_optimizers");
-  const auto want = release_parts(version);
+  const auto want = version_parts(version);
   const json* best = nullptr;    // the newest release <= version
   const json* oldest = nullptr;  // the fallback for a version older than every list
   std::vector<int> best_parts, oldest_parts;
   for (const auto& [v, names] : lists.items()) {
-    const auto parts = release_parts(v);
+    const auto parts = version_parts(v);
     if (parts <= want && (best == nullptr || parts > best_parts)) best = &names, best_parts = parts;
     if (oldest == nullptr || parts < oldest_parts) oldest = &names, oldest_parts = parts;
   }

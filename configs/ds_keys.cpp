@@ -47,26 +47,6 @@ const json* resolve_alias(const json& keys, const json* node) {
   return node;
 }
 
-std::vector<int> version_parts(std::string_view v) {
-  std::vector<int> out;
-  int cur = 0;
-  bool any = false;
-  for (char c : v) {
-    if (c >= '0' && c <= '9') {
-      cur = cur * 10 + (c - '0');
-      any = true;
-    } else if (c == '.') {
-      out.push_back(cur);
-      cur = 0;
-      any = false;
-    } else {
-      return {};
-    }
-  }
-  if (any) out.push_back(cur);
-  return out;
-}
-
 struct Tables {
   std::vector<std::string> versions;  // oldest first
   std::map<std::string, json> by_version;
@@ -619,6 +599,26 @@ std::vector<Issue> validate_keys(const nlohmann::json& config, const ValidateOpt
   }
   Validator(issues, deepspeed_key_table(o.version), o).run(config);
   return issues;
+}
+
+std::vector<int> version_parts(std::string_view v) {
+  std::vector<int> out;
+  int cur = 0;
+  bool any = false;
+  for (char c : v) {
+    if (c >= '0' && c <= '9') {
+      cur = cur * 10 + (c - '0');
+      any = true;
+    } else if (c == '.') {
+      out.push_back(cur);
+      cur = 0;
+      any = false;
+    } else {
+      return {};
+    }
+  }
+  if (any) out.push_back(cur);
+  return out;
 }
 
 }  // namespace zeroplan::configs

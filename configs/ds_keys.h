@@ -17,6 +17,9 @@
 
 namespace zeroplan::configs {
 
+// "0.19.8" -> {0, 19, 8}, for ordering releases; anything but digits and dots -> {}.
+std::vector<int> version_parts(std::string_view v);
+
 // Versions with a table, oldest first ("0.14.5", ..., "0.19.8").
 std::vector<std::string> deepspeed_versions();
 // "" -> the newest; "0.16.9" exact; "0.16" or "0.16.4" -> the table of that minor release (the

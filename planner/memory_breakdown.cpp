@@ -97,6 +97,24 @@ int64_t MemoryBreakdown::after_step_bytes(Category c, bool with_host) const {
   return sum;
 }
 
+namespace {
+
+// Of two moments within `phase` (Buffer::step_moment / forward_moment values `a` and `b`), the one whose
+// buffers hold fewer bytes: finalize() drops it from the phase (ties drop `a`).
+template <typename M>
+M smaller_moment(const MemoryBreakdown& m, Phase phase, M Buffer::*moment, M a, M b) {
+  int64_t at_a = 0, at_b = 0;
+  for (int i = 0; i < m.num_gpu; ++i) {
+    const Buffer& buf = m.gpu[static_cast<size_t>(i)];
+    if (!(buf.phases & phase)) continue;
+    if (buf.*moment == a) at_a = checked_add(at_a, buf.bytes);
+    if (buf.*moment == b) at_b = checked_add(at_b, buf.bytes);
+  }
+  return at_a > at_b ? b : a;
+}
+
+}  // namespace
+
 // The peak is the largest per-phase sum of the buffers live in that phase: a buffer that lives only
 // in the backward (the gradient bucket) and one that lives only in the step (the fp32 gradient
 // copy) never add up.
@@ -132,26 +150,12 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
     model_states_max = *std::max_element(at.begin(), at.end());
   }
   const Buffer::Moment dropped = end > start ? Buffer::Moment::Start : Buffer::Moment::End;
-  // The step likewise: the norm's moment or the update's.
-  int64_t norm = 0, update = 0;
-  for (int i = 0; i < num_gpu; ++i) {
-    const Buffer& b = gpu[static_cast<size_t>(i)];
-    if (!(b.phases & kStep)) continue;
-    if (b.step_moment == Buffer::StepMoment::Norm) norm = checked_add(norm, b.bytes);
-    if (b.step_moment == Buffer::StepMoment::Update) update = checked_add(update, b.bytes);
-  }
-  const Buffer::StepMoment step_dropped =
-      norm > update ? Buffer::StepMoment::Update : Buffer::StepMoment::Norm;
-  // And the forward: before the head or at the loss.
-  int64_t body = 0, head = 0;
-  for (int i = 0; i < num_gpu; ++i) {
-    const Buffer& b = gpu[static_cast<size_t>(i)];
-    if (!(b.phases & kForward)) continue;
-    if (b.forward_moment == Buffer::ForwardMoment::Body) body = checked_add(body, b.bytes);
-    if (b.forward_moment == Buffer::ForwardMoment::Head) head = checked_add(head, b.bytes);
-  }
-  const Buffer::ForwardMoment forward_dropped =
-      body > head ? Buffer::ForwardMoment::Head : Buffer::ForwardMoment::Body;
+  // The step likewise: the norm's moment or the update's; and the forward: before the head or at the
+  // loss.
+  const Buffer::StepMoment step_dropped = smaller_moment(
+      *this, kStep, &Buffer::step_moment, Buffer::StepMoment::Norm, Buffer::StepMoment::Update);
+  const Buffer::ForwardMoment forward_dropped = smaller_moment(
+      *this, kForward, &Buffer::forward_moment, Buffer::ForwardMoment::Body, Buffer::ForwardMoment::Head);
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
     if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);

@@ -120,7 +120,7 @@ void StatesContext::add_stage0_allreduce_copy(MemoryBreakdown& out) const {
     // parameter that crosses it) in their dtype, alive during the all-reduce at the end of backward.
     // Recorded: llama-gqa_s0_n2_{bf16,fp32}_default backward peak = baseline + gradients + this copy.
     const int64_t grad_elem = pe;
-    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    const int64_t largest = m.trainable_tensors.largest_numel();
     freed_by_step(out.add_gpu("gradient all-reduce flat copy", Category::Buffers,
                               checked_mul(grad_elem, std::min(psi_t, checked_add(500'000'000, largest))),
                               kBackward, "engine.py allreduce_bucket: flatten(bucket) of the gradients"),
@@ -166,7 +166,7 @@ void StatesContext::add_bf16_optimizer(MemoryBreakdown& out) const {
   // free them (recorded: 8,918,016 B after the step).
   const bool kept = w.train.deepspeed_version == DeepSpeedVersion::V0_16_9 && stage == 0;
   if (engine && stage == 0 && engine_rules.stage0_immediate_grad_update) {
-    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    const int64_t largest = m.trainable_tensors.largest_numel();
     out.add_gpu("16-bit gradient (immediate update, one at a time)", Category::Gradients,
                 checked_mul(pe, largest), kBackward,
                 "engine grad_slot/grad_ready: each bf16 grad is added to the fp32 buffer and freed")
@@ -276,7 +276,7 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
     // each reduce_bucket_size chunk (plus the parameter that crosses it), alive with every full
     // gradient. Traced (llama-gqa_s1_n2_bf16_nocontig, 0.19.8, the allocator around those calls):
     // +4,459,018 B inside allreduce_bucket on top of the 2Psi gradients, the recorded backward peak.
-    const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+    const int64_t largest = m.trainable_tensors.largest_numel();
     freed_by_step(
         out.add_gpu(
             "boundary reduction flat copy", Category::Buffers,
@@ -328,10 +328,9 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
       // time. Measured with the harness's allocator (llama-gqa_s1_n4_bf16_default, rank 0: the
       // embedding's 524,288 elements, +4,194,312 B inside scaled_global_norm, which is that step's
       // peak).
-      // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition;
-      // nothing for a params-only model, whose tensors are unknown.)
-      const int64_t largest =
-          m.params_only || m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+      // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition; a
+      // params-only model, whose tensors are unknown, gets none.)
+      const int64_t largest = m.trainable_tensors.largest_numel();
       const int64_t piece = !held.valid                               ? std::min(part_t, largest)
                             : w.train.modelled_rank.value_or(-1) == 0 ? held.rank0_piece
                                                                       : held.largest_piece;
@@ -500,8 +499,7 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
       // _get_norm_groups -> get_grad_norm_direct, before the sub-groups: `g.to(get_norm_dtype())` per
       // parameter's gradient partition (fp64 wherever the device has it), one at a time. Measured:
       // +2,097,320 B inside _get_norm_groups at N = 2 (the embedding's 262,144-element partition x 8).
-      const int64_t largest =
-          m.params_only || m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+      const int64_t largest = m.params_only ? 0 : m.trainable_tensors.largest_numel();
       if (largest > 0)
         out.add_gpu("fp64 gradient copy for the norm", Category::Buffers,
                     checked_mul(8, ceil_div(largest, N)), kStep,
@@ -663,7 +661,7 @@ int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
   out.add_host("16-bit partition upload buffer", Category::Buffers, checked_mul(pe, part_t), pinned,
                "param_buffer_of_bit16_for_cpu_offload_groups: 16-bit partition")
       .ds_name = "optimizer.param_buffer_of_bit16_for_cpu_offload_groups";
-  const int64_t largest = m.trainable_tensors.numel.empty() ? 0 : m.trainable_tensors.numel.back();
+  const int64_t largest = m.trainable_tensors.largest_numel();
   if (!engine || engine_rules.offload_has_staging_buffers) {
     out.add_host("gradient staging buffer (host)", Category::Gradients, checked_mul(pe, largest), pinned,
                  "temp_grad_buffer_for_cpu_offload: largest parameter, 16-bit")

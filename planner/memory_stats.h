@@ -26,6 +26,7 @@ struct TensorSizeTable {
   void add(int64_t n, int64_t times = 1);  // build phase only
   void finish();                           // sorts/merges and fills the prefix sums
   int64_t total_numel() const { return prefix_numel.empty() ? 0 : prefix_numel.back(); }
+  int64_t largest_numel() const { return numel.empty() ? 0 : numel.back(); }
   int64_t total_count() const { return prefix_count.empty() ? 0 : prefix_count.back(); }
   // Index of the first size class with numel > t (binary search).
   size_t first_above(int64_t t) const;
