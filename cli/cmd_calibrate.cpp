@@ -133,8 +133,9 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
   const GemmEfficiencyFit fit = fit_gemm_efficiency(points);
   fmt::print(
       "  fit eff(f) = E f/(f+H): E = {:.3f} of {:.1f} TFLOP/s, H = {:.3f} GFLOP (rms relative residual "
-      "{:.3f})\n",
-      fit.max_efficiency, g.bf16_tflops, fit.half_efficiency_gflop, fit.rms_relative_residual);
+      "{:.3f}{})\n",
+      fit.max_efficiency, g.bf16_tflops, fit.half_efficiency_gflop, fit.rms_relative_residual,
+      fit.capped_at_peak ? "; E held at the datasheet peak, the free fit was above it" : "");
 
   // ---- memory bandwidths
   std::fflush(stdout);

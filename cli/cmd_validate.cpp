@@ -125,6 +125,7 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
         "the executor offloads the optimizer to host memory only; use --offload-optimizer none|cpu and "
         "--offload-param none");
   exec::RunConfig c = exec::engine_run_config(w, z, steps);
+  c.export_params = false;  // validate reports memory, time and traffic, not the trained values
   exec::check_run_config(c, w.cluster.world_size());
   return c;
 }

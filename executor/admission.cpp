@@ -68,8 +68,10 @@ RunNeeds minimum_run_needs(const RunConfig& cfg, int world_size) {
   // setup(): fp32 `host` + `frozen` vectors and their 16-bit images; run(): master_out (the whole
   // model in fp32) and `mine` (the partition in fp32).
   r.host_staging_per_rank = checked_mul(staging_elems, 4 + act);
-  r.host_export_per_rank = checked_add(checked_mul(lo.total, 4), checked_mul(part, 4));
-  r.host_per_process = checked_mul(lo.total, 4);  // run_training: res.final_params
+  if (cfg.export_params) {
+    r.host_export_per_rank = checked_add(checked_mul(lo.total, 4), checked_mul(part, 4));
+    r.host_per_process = checked_mul(lo.total, 4);  // run_training: res.final_params
+  }
   return r;
 }
 

@@ -10,12 +10,14 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <exception>
 #include <initializer_list>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include "common/errors.h"
 #include "executor/dtype_io.h"
@@ -173,14 +175,46 @@ uint64_t splitmix64(uint64_t x) {
 }
 // LoRA (PEFT reset_lora_parameters): lora_A kaiming_uniform_(a=sqrt(5)), whose bound
 // gain * sqrt(3 / fan_in) with gain = sqrt(2 / (1 + 5)) is 1/sqrt(fan_in); lora_B zeros.
-float init_value(uint64_t seed, const Param& p, int64_t i) {
-  if (p.name.find("norm") != std::string::npos) return 1.0f;
+// `is_norm`: p.name holds "norm" (RMSNorm weights start at one), decided once per parameter by the
+// caller rather than by a string search per element.
+float init_value(uint64_t seed, const Param& p, int64_t i, bool is_norm) {
+  if (is_norm) return 1.0f;
   if (p.lora_b) return 0.0f;
   const uint64_t h = splitmix64(
       seed ^ splitmix64(static_cast<uint64_t>(p.init_id) * 0x100000001B3ull + static_cast<uint64_t>(i)));
   const double u = static_cast<double>(h >> 11) * 0x1.0p-53;  // [0, 1)
   const double bound = p.fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(p.fan_in)) : 0.02 * std::sqrt(3.0);
   return static_cast<float>((2.0 * u - 1.0) * bound);
+}
+
+// Runs fn(pid, i0, i1) over every parameter's elements [0, numel) in chunks, on the host's cores
+// when the model is large. Setup's initial values are a pure function of (seed, parameter, index), so
+// the chunks are independent and the result does not depend on the split. One thread filled 7B
+// values in over a minute on the H200 machine (docs/validation.md, 2026-11-26: the 7B plans timed
+// out in setup); small models (every test) stay on the calling thread.
+template <class Fn>
+void for_each_param_chunk(const std::vector<Param>& P, Fn fn) {
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  std::vector<std::tuple<size_t, int64_t, int64_t>> work;
+  int64_t total = 0;
+  for (size_t pid = 0; pid < P.size(); ++pid) {
+    for (int64_t i = 0; i < P[pid].numel; i += kChunk)
+      work.emplace_back(pid, i, std::min(P[pid].numel, i + kChunk));
+    total += P[pid].numel;
+  }
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  const int threads = total < (int64_t{1} << 24) ? 1 : static_cast<int>(std::min(32u, hw));
+  std::atomic<size_t> next{0};
+  auto worker = [&] {
+    for (size_t k; (k = next.fetch_add(1)) < work.size();) {
+      const auto& [pid, i0, i1] = work[k];
+      fn(pid, i0, i1);
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int t = 1; t < threads; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
 }
 
 // Training data: sequences of an affine recurrence t_{i+1} = (a t_i + c) mod V from a seeded start,
@@ -408,10 +442,12 @@ void host_add(float* dst, const void* src, DType t, int64_t n) {
 void RankEngine::setup() {
   tracker_.set_phase(StepPhase::Forward);
   const auto& P = lo_.params;
+  std::vector<char> is_norm(P.size());
+  for (size_t pid = 0; pid < P.size(); ++pid) is_norm[pid] = P[pid].name.find("norm") != std::string::npos;
   auto value = [&](size_t pid, int64_t i) {
     if (cfg_.initial_params != nullptr && !P[pid].frozen)
       return (*cfg_.initial_params)[static_cast<size_t>(P[pid].flat_offset + i)];
-    return init_value(cfg_.seed, P[pid], i);
+    return init_value(cfg_.seed, P[pid], i, is_norm[pid] != 0);
   };
   std::vector<float> host;  // initial values of what this rank holds (rounded to the 16-bit type)
   // LoRA's frozen weights: replicated module parameters in stages 0-2; in stage 3 zero.Init
@@ -432,10 +468,11 @@ void RankEngine::setup() {
     params16_ = buf(MemCategory::Parameters, padded_total_, act_);
     host.assign(static_cast<size_t>(padded_total_), 0.0f);
     frozen.assign(static_cast<size_t>(lo_.frozen_total), 0.0f);
-    for (size_t pid = 0; pid < P.size(); ++pid)
-      for (int64_t i = 0; i < P[pid].numel; ++i)
+    for_each_param_chunk(P, [&](size_t pid, int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i)
         (P[pid].frozen ? frozen : host)[static_cast<size_t>(P[pid].flat_offset + i)] =
             round_to(act_, value(pid, i));
+    });
   } else {
     // PP _partition_param: every parameter partitioned on its own, ceil(numel/N) per rank, padded.
     part_numels_.resize(P.size());
@@ -454,13 +491,14 @@ void RankEngine::setup() {
     params16_ = buf(MemCategory::Parameters, s3_part_total_, act_);
     host.assign(static_cast<size_t>(s3_part_total_), 0.0f);
     frozen.assign(static_cast<size_t>(frozen_off), 0.0f);
-    for (size_t pid = 0; pid < P.size(); ++pid)
-      for (int64_t j = 0; j < part_numels_[pid]; ++j) {
+    for_each_param_chunk(P, [&](size_t pid, int64_t j0, int64_t j1) {
+      for (int64_t j = j0; j < std::min(j1, part_numels_[pid]); ++j) {
         const int64_t i = r_ * part_numels_[pid] + j;
         if (i < P[pid].numel)
           (P[pid].frozen ? frozen : host)[static_cast<size_t>(part_offsets_[pid] + j)] =
               round_to(act_, value(pid, i));
       }
+    });
     gathered_.resize(P.size());
     most_recent_fetched_for_.assign(P.size(), -1);
     in_flight_.assign(P.size(), false);
@@ -1576,6 +1614,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
   meas.reserved_device_bytes = pool_.reserved_peak(MemTier::Device);
   meas.reserved_host_bytes = pool_.reserved_peak(MemTier::Host);
   // Export what this rank owns of the fp32 parameters (master, or the fp32 params without one).
+  if (!cfg_.export_params) return;
   master_out.assign(static_cast<size_t>(lo_.total), std::nanf(""));
   std::vector<float> mine(static_cast<size_t>(part_size_));
   if (has_master()) {
@@ -1727,7 +1766,7 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   for (const auto& l : losses)
     for (size_t k = 0; k < l.size(); ++k) res.loss_per_step[k / static_cast<size_t>(ga)] += l[k];
   for (auto& v : res.loss_per_step) v /= static_cast<double>(ga * static_cast<int64_t>(ranks.size()));
-  res.final_params.assign(static_cast<size_t>(lo.total), std::nanf(""));
+  if (cfg.export_params) res.final_params.assign(static_cast<size_t>(lo.total), std::nanf(""));
   for (const auto& p : params)
     for (size_t i = 0; i < p.size(); ++i)
       if (!std::isnan(p[i])) res.final_params[i] = p[i];

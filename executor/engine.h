@@ -72,6 +72,10 @@ struct RunConfig {
   const std::vector<float>* initial_params = nullptr;
   // Tests: record the averaged, unclipped fp32 gradient of the first step (world size 1, stage 0).
   bool capture_first_grads = false;
+  // Copy the trained fp32 parameters back into RunResult::final_params (the tests compare them).
+  // `validate` reports memory, time and traffic only and turns it off: the copy is the whole model in
+  // fp32 on the host, 65 GB of host RAM for a 13B plan (docs/validation.md, 2026-11-26: refused).
+  bool export_params = true;
   // Progress (issue 30, item 5): rank 0 calls it after each optimizer step with the number of steps
   // done (cli/progress.h shows it on a terminal). Empty: nothing is called.
   std::function<void(int steps_done)> on_step;

@@ -21,6 +21,13 @@
 #   3) ZP_PLANS="13b-stage3-emu4 7b-offload-emu4 7b-lora" bash scripts/gpu_check.sh validate
 #   4) baseline bench
 # (ZP_PLAN_TIMEOUT, default 240 s, bounds each validate run.)
+# Prebuilt (the short lease of 2026-11: 15 device minutes in all): build here with
+# scripts/prepare_gpu_prebuilt.sh, which leaves stripped sm_90 binaries in .gpucarry/, then call
+#   run(command="ZP_BUILD=.gpucarry ZP_BUDGET_S=480 bash scripts/gpu_check.sh env test calibrate validate baseline bench",
+#       carry=[".gpucarry"], timeout_s=560)
+# ZP_BUILD points every phase at that folder (no deps/build phase needed); ZP_BUDGET_S is a hard
+# budget in seconds for the whole call: each step runs under `timeout` with what is left, a step
+# that would start with under 20 s left is skipped and named, and the results are always copied.
 # Rehearsal without a GPU (here): hide the system's Debian packages so only .deps is found, e.g.
 #   OUT=/tmp/gpusim ZP_CMAKE_EXTRA=-DCMAKE_IGNORE_PREFIX_PATH=/usr bash scripts/gpu_check.sh deps build
 # Everything lands in build-gpu/results/; at the end of each call the log, summary.md, the profile
@@ -29,12 +36,13 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
 DEPS=$ROOT/.deps
-BUILD=$ROOT/build-gpu
+BUILD=$(cd "$ROOT" && realpath -m "${ZP_BUILD:-build-gpu}")
 RES=$BUILD/results
 OUT=${OUT:-$ROOT/out}
 mkdir -p "$RES" "$OUT"
 LOG=$RES/gpu_check.log
 exec > >(tee -a "$LOG") 2>&1
+exec 3>&1
 export PYTHONUNBUFFERED=1
 JOBS=$(nproc)
 PHASES=("$@")
@@ -42,12 +50,37 @@ PHASES=("$@")
 ZP=$BUILD/zeroplan
 FAILED=()
 
+T0=$(date +%s)
+BUDGET=${ZP_BUDGET_S:-100000}
+# left [cap]: seconds left in the budget (at most cap); 0 when under 20 s are left.
+left() { local l=$((BUDGET - ($(date +%s) - T0))); [ -n "${1:-}" ] && [ "$1" -lt "$l" ] && l=$1; [ "$l" -lt 20 ] && l=0; echo "$l"; }
+# run_for cap name cmd...: the command under timeout, or skipped when the budget is spent.
+run_for() {
+  local cap=$1 name=$2; shift 2
+  local l; l=$(left "$cap")
+  if [ "$l" -eq 0 ]; then note_fail "$name (skipped: the time budget is spent)"; return 1; fi
+  timeout "$l" "$@" || { local rc=$?; note_fail "$name (exit $rc$([ $rc -eq 124 ] && echo ', timed out'))"; return $rc; }
+}
 say() { printf '\n==== %s [%s]\n' "$*" "$(date -u +%H:%M:%S)"; }
-note_fail() { FAILED+=("$1"); echo "!!!! FAILED: $1"; }
+# (fd 3 is the log, so a failure is noted there also from inside a redirected step)
+note_fail() { FAILED+=("$1"); echo "!!!! FAILED: $1" >&3; }
 want() { local p; for p in "${PHASES[@]}"; do [ "$p" = "$1" ] || [ "$p" = all ] && return 0; done; return 1; }
+
+# Prebuilt binaries (ZP_BUILD=.gpucarry) need the CUDA libraries of the machine they run on: the
+# toolkit's lib64, else the nvidia-* wheels PyTorch brings (cublas, cuda_runtime, nccl), plus the
+# carried lib/ (Debian's libbenchmark).
+if [ -n "${ZP_BUILD:-}" ]; then
+  command -v nvcc >/dev/null || export PATH=/usr/local/cuda/bin:$PATH
+  extra=$(python3 -c "import nvidia, os; print(':'.join(os.path.join(p, d, 'lib') for p in nvidia.__path__ for d in ('cublas', 'cuda_runtime', 'nccl', 'cu13') if os.path.isdir(os.path.join(p, d, 'lib'))))" 2>/dev/null)
+  export LD_LIBRARY_PATH=$BUILD/lib:/usr/local/cuda/lib64${extra:+:$extra}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+fi
 
 phase_env() {
   say env
+  echo "LD_LIBRARY_PATH=${LD_LIBRARY_PATH:-}"
+  for b in "$ZP" "$BUILD/zeroplan-exec" "$BUILD"/tests/test_cuda_* "$BUILD"/bench/bench_cuda_*; do
+    [ -x "$b" ] && ldd "$b" | grep -q "not found" && { echo "unresolved libraries in $b:"; ldd "$b" | grep "not found"; }
+  done
   uname -a; nproc; free -g | head -2
   nvidia-smi || note_fail "nvidia-smi"
   command -v nvcc || export PATH=/usr/local/cuda/bin:$PATH
@@ -100,13 +133,14 @@ phase_test() {
   say test
   local t
   for t in test_cuda_host test_cuda_kernels test_cuda_backend; do
-    "$BUILD/tests/$t" --gtest_output=xml:"$RES/$t.xml" || note_fail "$t"
+    run_for "${ZP_TEST_TIMEOUT:-300}" "$t" "$BUILD/tests/$t" --gtest_output=xml:"$RES/$t.xml"
   done
 }
 
 phase_calibrate() {
   say calibrate
-  "$ZP" calibrate --quick --force --out "$RES/h200_profile.json" | tee "$RES/calibrate.txt" || note_fail calibrate
+  run_for 180 calibrate "$ZP" calibrate --quick --force --out "$RES/h200_profile.json" >"$RES/calibrate.txt" 2>&1
+  cat "$RES/calibrate.txt"
 }
 
 # name | plan flags (shared by validate and plan) | validate-only flags
@@ -132,8 +166,8 @@ phase_validate() {
     say "validate $name"
     local before=${flags//GPU/H200} after=${flags//GPU/$RES/h200_profile.json}
     # Predicted with the datasheet profile and measured on the GPU (one run of the engine).
-    timeout "${ZP_PLAN_TIMEOUT:-240}" "$ZP" validate --backend cuda $before $vflags --steps 3 --json >"$RES/validate_$name.json" \
-      2>"$RES/validate_$name.err" || note_fail "validate $name (exit $?; $(tail -1 "$RES/validate_$name.err"))"
+    run_for "${ZP_PLAN_TIMEOUT:-240}" "validate $name" "$ZP" validate --backend cuda $before $vflags --steps 3 --json \
+      >"$RES/validate_$name.json" 2>"$RES/validate_$name.err" || tail -3 "$RES/validate_$name.err"
     # The same plan predicted with the calibrated profile (planner only).
     "$ZP" $after --json >"$RES/plan_calibrated_$name.json" 2>"$RES/plan_calibrated_$name.err" ||
       note_fail "plan (calibrated) $name"
@@ -143,26 +177,25 @@ phase_validate() {
 phase_baseline() {
   say baseline
   local py=scripts/pytorch_baseline.py
-  python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
-    --out "$RES/pytorch_1b_bf16.json" || note_fail "pytorch 1b bf16"
-  python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode amp \
-    --out "$RES/pytorch_1b_amp.json" || note_fail "pytorch 1b amp"
-  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 1 --seq-len 4096 --mode bf16 \
-    --out "$RES/pytorch_7b_bf16.json" || note_fail "pytorch 7b bf16"
-  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
-    --out "$RES/pytorch_7b_bf16_ckpt.json" || note_fail "pytorch 7b bf16 ckpt"
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 1b bf16" python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
+    --out "$RES/pytorch_1b_bf16.json"
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 1b amp" python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode amp \
+    --out "$RES/pytorch_1b_amp.json"
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b bf16" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 1 --seq-len 4096 --mode bf16 \
+    --out "$RES/pytorch_7b_bf16.json"
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b bf16 ckpt" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
+    --out "$RES/pytorch_7b_bf16_ckpt.json"
   # The 7b-lora plan's model in PyTorch + PEFT (the image has peft): its memory against zeroplan's.
-  python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 --lora-rank 16 \
-    --out "$RES/pytorch_7b_lora16.json" || note_fail "pytorch 7b lora r16"
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b lora r16" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 --lora-rank 16 \
+    --out "$RES/pytorch_7b_lora16.json"
 }
 
 phase_bench() {
   say bench
   [ -x "$BUILD/bench/bench_cuda_gemm" ] || { echo "benchmarks were not built (libbenchmark did not load)"; return 0; }
-  "$BUILD/bench/bench_cuda_gemm" --benchmark_out="$RES/bench_gemm.json" --benchmark_out_format=json || note_fail bench_gemm
-  "$BUILD/bench/bench_cuda_copies" --benchmark_out="$RES/bench_copies.json" --benchmark_out_format=json || note_fail bench_copies
-  "$BUILD/bench/bench_cuda_attention" --benchmark_out="$RES/bench_attention.json" --benchmark_out_format=json ||
-    note_fail bench_attention
+  run_for 180 bench_gemm "$BUILD/bench/bench_cuda_gemm" --benchmark_out="$RES/bench_gemm.json" --benchmark_out_format=json
+  run_for 180 bench_copies "$BUILD/bench/bench_cuda_copies" --benchmark_out="$RES/bench_copies.json" --benchmark_out_format=json
+  run_for 180 bench_attention "$BUILD/bench/bench_cuda_attention" --benchmark_out="$RES/bench_attention.json" --benchmark_out_format=json
 }
 
 summarize() {
@@ -191,7 +224,7 @@ for p in sorted(glob.glob(os.path.join(res, "validate_*.json"))):
     pk = get(pred, "memory", "gpu", "peak")
     pkc = get(c, "recommendation", "memory", "gpu", "peak")
     mk = get(v, "measured", "memory", "gpu", "peak")
-    dev = get(v, "measured", "memory", "gpu", "device_used_peak")  # cudaMemGetInfo peak, when validate reports it
+    dev = get(v, "measured", "device", "used_peak_bytes")  # cudaMemGetInfo (total - free) peak
     tc = get(pred, "time", "compute_s"); tcc = get(c, "recommendation", "time", "compute_s")
     mt = get(v, "measured", "time", "step_s")  # forward + backward + optimizer, engine-timed
     print(f"| {name} | {gb(pk)} | {gb(pkc)} | {gb(mk)} | {gb(dev)} | {pct(pkc, mk)} | {tc or ''} | {tcc or ''} | {mt or ''} | {pct(tcc, mt)} |")
@@ -219,4 +252,5 @@ echo "failed steps: ${#FAILED[@]}"; for f in "${FAILED[@]}"; do echo "  - $f"; d
 cp "$LOG" "$RES/summary.md" "$OUT/" 2>/dev/null
 [ -f "$RES/h200_profile.json" ] && cp "$RES/h200_profile.json" "$OUT/"
 tar -czf "$OUT/results.tgz" -C "$BUILD" results 2>/dev/null
+echo "gpu_check took $(( $(date +%s) - T0 )) s"
 [ ${#FAILED[@]} -eq 0 ]

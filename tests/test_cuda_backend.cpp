@@ -261,7 +261,11 @@ TEST_F(CudaBackendTest, LoraStepMatchesCpuBackend) {
           (double(b.final_params[i]) - a.final_params[i]) * (double(b.final_params[i]) - a.final_params[i]);
       den += double(a.final_params[i]) * a.final_params[i];
     }
-    EXPECT_LT(std::sqrt(num / den), 2e-2) << "stage " << stage;
+    // 3e-2: measured 0.0220 at both stages on the H200 (2026-11-26), over the 2e-2 this test first
+    // had without a GPU. Adam scales each step to about lr whatever the gradient's size, so where a
+    // LoRA gradient is near zero, bf16 rounding differences between cuBLASLt and the cpu backend
+    // become lr-sized differences in B (which starts at zero); a wrong adapter GEMM gives O(1).
+    EXPECT_LT(std::sqrt(num / den), 3e-2) << "stage " << stage;
   }
 }
 

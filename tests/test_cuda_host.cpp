@@ -134,6 +134,33 @@ TEST(CudaHostCalibration, GemmFitRecoversTheModel) {
   EXPECT_EQ(fit.points, 5);
 }
 
+// The points `zeroplan calibrate --quick` measured on the H200 machine on 2026-11-26
+// (docs/validation.md; TFLOP/s over the datasheet's 989.5). The unweighted fit of 1/eff on 1/f was
+// pulled by the 256^3 GEMM (3.4 TFLOP/s, launch-bound) to E = 1.10 and a 29% rms residual: a profile
+// zeroplan then refused. Hand check of the weighted fit (numpy.linalg.lstsq with weights 1/y^2 on
+// the same points): E = 0.834, H = 6.28 GFLOP, rms 0.129.
+TEST(CudaHostCalibration, GemmFitOnTheMeasuredH200PointsIsAProfileZeroplanAccepts) {
+  const double peak = 989.5;
+  const std::vector<std::pair<double, double>> pts = {
+      {0.0336, 3.4 / peak},   {2.15, 251.8 / peak},   {137.44, 796.2 / peak}, {1099.51, 788.8 / peak},
+      {137.44, 794.1 / peak}, {369.37, 770.8 / peak}, {369.37, 821.9 / peak}};
+  const GemmEfficiencyFit fit = fit_gemm_efficiency(pts);
+  EXPECT_NEAR(fit.max_efficiency, 0.834, 0.002);
+  EXPECT_NEAR(fit.half_efficiency_gflop, 6.28, 0.02);
+  EXPECT_NEAR(fit.rms_relative_residual, 0.129, 0.002);
+  EXPECT_FALSE(fit.capped_at_peak);
+}
+
+TEST(CudaHostCalibration, GemmFitAboveThePeakIsHeldAtThePeak) {
+  // Points on eff(f) = 1.2 f / (f + 2): a card faster than its datasheet. E is held at 1 and H refit.
+  std::vector<std::pair<double, double>> pts;
+  for (double f : {0.5, 2.0, 8.0, 32.0, 128.0}) pts.emplace_back(f, 1.2 * f / (f + 2.0));
+  const GemmEfficiencyFit fit = fit_gemm_efficiency(pts);
+  EXPECT_TRUE(fit.capped_at_peak);
+  EXPECT_DOUBLE_EQ(fit.max_efficiency, 1.0);
+  EXPECT_GT(fit.half_efficiency_gflop, 0.0);
+}
+
 TEST(CudaHostCalibration, GemmFitRejectsDegenerateInput) {
   EXPECT_THROW(fit_gemm_efficiency({{1.0, 0.5}}), UserError);
   EXPECT_THROW(fit_gemm_efficiency({{1.0, 0.5}, {1.0, 0.6}}), UserError);  // one distinct size

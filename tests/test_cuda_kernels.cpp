@@ -342,6 +342,20 @@ TEST_P(CudaAttention, ForwardAndBackwardMatchNaiveReference) {
   sc.delta = scratch.f() + qn;
   attention_bwd(s, a, Q.b(), K.b(), V.b(), O.b(), dO.b(), L.f(), dQ.b(), dK.b(), dV.b(), sc, tiles);
   EXPECT_LT(rel_l2(dV.host(), r.dv), 2e-2);
+  if (S == 1) {
+    // One key: softmax is exactly 1, so dS = P (dP - rowsum(dO o O)) = dO.v - dO.v = 0 and the exact dQ
+    // and dK are zero (the reference's are exactly 0.0). The kernel's fp32 dP and delta differ by
+    // summation order only, so it returns values at rounding level (|x| ~ 1e-6 on the H200,
+    // 2026-11-26), where a relative error has no meaning; a wrong kernel gives O(0.1) values.
+    double max_dq = 0, max_dk = 0;
+    for (const float x : dQ.host())
+      max_dq = std::max(max_dq, std::isfinite(x) ? std::abs(double(x)) : INFINITY);
+    for (const float x : dK.host())
+      max_dk = std::max(max_dk, std::isfinite(x) ? std::abs(double(x)) : INFINITY);
+    EXPECT_LT(max_dq, 1e-3);
+    EXPECT_LT(max_dk, 1e-3);
+    return;
+  }
   EXPECT_LT(rel_l2(dK.host(), r.dk), 2e-2);
   EXPECT_LT(rel_l2(dQ.host(), r.dq), 2e-2);
 }

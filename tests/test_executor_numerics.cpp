@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/errors.h"
+#include "executor/admission.h"
 #include "executor/engine.h"
 #include "executor/test_models.h"
 #include "finite_differences.h"
@@ -227,4 +228,29 @@ TEST(ExecutorNumerics, RejectsWhatItCannotRun) {
 }
 
 }  // namespace
+// `validate` turns the export of the trained parameters off (RunConfig::export_params): the same run,
+// the same losses, no final_params, and the host-RAM admission no longer counts the export. By hand
+// for tiny-llama-micro at stage 2 on 2 ranks: the flat group is padded to a multiple of 2 x 2, the
+// partition is half of it; the export is the whole model in fp32 (4 bytes each) plus the partition.
+TEST(ExecutorExport, ValidateRunsWithoutExportingTheTrainedParameters) {
+  RunConfig c = base_config(true);
+  c.zero.stage = 2;
+  const RunResult with = run(c, 2);
+  c.export_params = false;
+  const RunResult without = run(c, 2);
+  EXPECT_EQ(with.loss_per_step, without.loss_per_step);
+  EXPECT_EQ(with.final_params.size(), static_cast<size_t>(with.num_parameters));
+  EXPECT_TRUE(without.final_params.empty());
+  const int64_t total = with.num_parameters, padded = (total + 3) / 4 * 4;
+  c.export_params = true;
+  const RunNeeds n_with = minimum_run_needs(c, 2);
+  EXPECT_EQ(n_with.host_export_per_rank, total * 4 + padded / 2 * 4);
+  EXPECT_EQ(n_with.host_per_process, total * 4);
+  c.export_params = false;
+  const RunNeeds n_without = minimum_run_needs(c, 2);
+  EXPECT_EQ(n_without.host_export_per_rank, 0);
+  EXPECT_EQ(n_without.host_per_process, 0);
+  EXPECT_EQ(n_without.host_staging_per_rank, n_with.host_staging_per_rank);
+}
+
 }  // namespace zeroplan::exec

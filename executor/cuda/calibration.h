@@ -29,6 +29,7 @@ struct GemmEfficiencyFit {
   double half_efficiency_gflop = 0;  // H
   double rms_relative_residual = 0;  // of eff over the points
   int points = 0;
+  bool capped_at_peak = false;  // the free fit's E was above 1; E held at 1 and H refit
 };
 // points: (GFLOP of one GEMM, achieved/peak). Needs >= 2 points with distinct sizes; throws otherwise.
 GemmEfficiencyFit fit_gemm_efficiency(const std::vector<std::pair<double, double>>& points);
