@@ -137,7 +137,7 @@ bool is_llama_family(const std::string& t) {
                                        "qwen2_moe",   "qwen3_moe", "gemma",   "gemma2",      "gemma3_text",
                                        "phi3",        "olmo2",     "olmoe",   "granite",     "glm4",
                                        "starcoder2",  "cohere",    "gpt_oss", "llama4_text", "deepseek_v2",
-                                       "deepseek_v3", "phi"};
+                                       "deepseek_v3", "phi",       "glm4_moe"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -246,6 +246,24 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = v3;
+  } else if (type == "glm4_moe") {
+    // Glm4MoeConfig (GLM-4.5/4.6): n_routed_experts 128 (attribute_map num_local_experts), 8 per token,
+    // moe_intermediate_size 1408, n_shared_experts 1, first_k_dense_replace 1, norm_topk_prob True.
+    // Layer i is sparse iff i >= first_k_dense_replace (modeling_glm4_moe.py Glm4MoeDecoderLayer);
+    // the shared experts are one Glm4MoeMLP of moe_intermediate_size * n_shared_experts; the router
+    // (Glm4MoeTopkRouter) is a [E, h] weight with e_score_correction_bias a buffer, as DeepSeek-V3.
+    // num_nextn_predict_layers (MTP) is a config field only: transformers builds no MTP layer.
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"n_routed_experts", "num_local_experts"}, kMaxExperts).value_or(128);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1408);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(1);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(1);
+    all_moe(false);
+    for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
+    m.router_score_bias = true;
   } else if (type == "gpt_oss") {
     // GptOssConfig: num_local_experts 128, num_experts_per_tok 4 (Hub files also say
     // experts_per_token); experts as wide as intermediate_size, fused with biases; router has a bias.
@@ -296,7 +314,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Gemma3TextConfig 4, Glm4Config 2, Starcoder2Config 2, GptOssConfig 8, Llama4TextConfig 8; the
   // others (and LlamaConfig's None) = num_attention_heads.
   int64_t dflt_kv = m.num_heads;
-  if (type == "mistral" || type == "mixtral" || type == "gpt_oss" || type == "llama4_text") dflt_kv = 8;
+  if (type == "mistral" || type == "mixtral" || type == "gpt_oss" || type == "llama4_text" ||
+      type == "glm4_moe")
+    dflt_kv = 8;
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
@@ -306,6 +326,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "gemma" || type == "gemma2" || type == "gemma3_text") dflt_head_dim = 256;
   if (type == "qwen3" || type == "glm4" || type == "llama4_text") dflt_head_dim = 128;
   if (type == "gpt_oss") dflt_head_dim = 64;
+  // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
+  // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
+  if (type == "glm4_moe") dflt_head_dim = m.hidden_size / m.num_heads;
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
@@ -314,6 +337,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type.rfind("qwen", 0) == 0) dflt_pos = 32768;
   if (type == "gemma" || type == "gemma2") dflt_pos = 8192;
   if (type == "phi3" || type == "olmoe") dflt_pos = 4096;
+  if (type == "glm4_moe") dflt_pos = 131072;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
   m.norm_eps = r.opt_double({"rms_norm_eps", "norm_epsilon", "layer_norm_eps"}, 0.0);
@@ -336,6 +360,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.qkv_bias_only = r.opt_bool("qkv_bias", true);
   } else if (type == "glm4") {
     m.qkv_bias_only = r.opt_bool("attention_bias", true);
+  } else if (type == "glm4_moe") {
+    // Glm4MoeAttention: q/k/v bias=attention_bias (Glm4MoeConfig default False; GLM-4.5's files set
+    // it true), o_proj bias=False.
+    m.qkv_bias_only = r.opt_bool("attention_bias", false);
   } else if (type == "starcoder2") {
     m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", true);
   } else {
@@ -363,6 +391,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   m.extra_norms = m.norm_placement == NormPlacement::Sandwich || m.norm_placement == NormPlacement::Glm4;
   if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") m.qk_norm = QkNorm::PerHead;
   if (type == "olmo2" || type == "olmoe") m.qk_norm = QkNorm::FullWidth;
+  // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
+  if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {
     // Starcoder2: nn.LayerNorm (bias) everywhere, plain MLP c_fc -> gelu -> c_proj.
     m.norm = NormKind::LayerNorm;

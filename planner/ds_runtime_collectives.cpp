@@ -52,9 +52,10 @@ int64_t elem_bytes_of(Precision p) {
 // order.
 bool norms_registered_last(const std::string& model_type) {
   // DeepseekV3DecoderLayer registers self_attn, mlp, input_layernorm, post_attention_layernorm too
-  // (model.named_parameters() of the fixture's tiny config, transformers 5.24).
+  // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
+  // Glm4MoeDecoderLayer (modeling_glm4_moe.py __init__).
   for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
-                        "gemma2", "gemma3", "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3"})
+                        "gemma2", "gemma3", "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "glm4_moe"})
     if (model_type == t) return true;
   return false;
 }

@@ -179,7 +179,7 @@ int64_t plain_act_tensors(const std::string& act) {
 // 2.15 CPU: a head-major query gives a head-major output, a token-major one a token-major output), so
 // `attn_output.reshape(*input_shape, -1)` before o_proj copies it: o_proj saves a separate e*q_width.
 bool rope_by_concat(const std::string& t) {
-  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "stablelm"})
+  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "stablelm"})
     if (t == x) return true;
   return false;
 }
@@ -355,7 +355,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))` saves the fp32
     // input, 4h per token; recorded 131,072 B at 128 tokens x 256), besides the bf16 input the shared
     // expert saves (counted above as the MLP input).
-    if (m.model_type == "deepseek_v3") mlp += 4 * h;
+    // GLM-4.5's Glm4MoeTopkRouter.forward is the same fp32 linear (modeling_glm4_moe.py).
+    if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe") mlp += 4 * h;
   }
   if (resid_dropout) mlp += h;  // 1-byte mask after the MLP
   per_token += mlp;

@@ -8,12 +8,12 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
+#include "models/hf_config.h"
 #include "models/model_spec.h"
 
 namespace zeroplan::models {
@@ -61,7 +61,8 @@ std::map<std::string, int64_t> pattern_counts(const nlohmann::json& tensors) {
   std::map<std::string, int64_t> out;
   for (const auto& t : tensors) {
     std::string shape;
-    for (const auto& d : t.at("shape")) shape += (shape.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
+    for (const auto& d : t.at("shape"))
+      shape += (shape.empty() ? "" : "x") + std::to_string(d.get<int64_t>());
     out[t.at("name").get<std::string>() + " " + shape] += t.at("count").get<int64_t>();
   }
   return out;
@@ -132,6 +133,38 @@ INSTANTIATE_TEST_SUITE_P(Hf, TransformersCount, ::testing::ValuesIn(keys()),
                              if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
                            return n;
                          });
+
+// GLM-4.5 (355B-A32B) as a shape: hidden 5120, 96 heads / 8 KV heads of 128, 92 layers of which the
+// first 3 dense (12288 wide) and 89 MoE (160 routed experts of 1536, one shared of 1536, top-8), q/k
+// norms, q/k/v biases, vocab 151552, untied. Source of the shape: THUDM's slime
+// scripts/models/glm4.5-355B-A32B.sh (the Megatron arguments it converts the Hub checkpoint with).
+// Expected: transformers 5.24's Glm4MoeForCausalLM built from these fields on the meta device,
+// sum(p.numel()) = 352,797,814,784 (the published "355B" adds the MTP layer transformers does not
+// build).
+TEST(TransformersCountByHand, Glm45ShapeIsExact) {
+  const nlohmann::json j = {{"model_type", "glm4_moe"},
+                            {"hidden_size", 5120},
+                            {"num_attention_heads", 96},
+                            {"num_key_value_heads", 8},
+                            {"head_dim", 128},
+                            {"num_hidden_layers", 92},
+                            {"first_k_dense_replace", 3},
+                            {"intermediate_size", 12288},
+                            {"moe_intermediate_size", 1536},
+                            {"n_routed_experts", 160},
+                            {"n_shared_experts", 1},
+                            {"num_experts_per_tok", 8},
+                            {"use_qk_norm", true},
+                            {"attention_bias", true},
+                            {"vocab_size", 151552},
+                            {"tie_word_embeddings", false},
+                            {"num_nextn_predict_layers", 1},
+                            {"max_position_embeddings", 131072}};
+  const ModelSpec m = model_from_hf_json("glm-4.5-shape", j);
+  EXPECT_EQ(m.num_parameters(), 352797814784);
+  EXPECT_EQ(m.num_experts, 160);
+  EXPECT_EQ(m.qk_norm, QkNorm::PerHead);
+}
 
 TEST(TransformersData, RecordsTheVersionsUsed) {
   const auto& v = counts().at("versions");
