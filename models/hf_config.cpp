@@ -133,11 +133,11 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {"llama",       "mistral",   "mixtral", "qwen2",       "qwen3",
-                                       "qwen2_moe",   "qwen3_moe", "gemma",   "gemma2",      "gemma3_text",
-                                       "phi3",        "olmo2",     "olmoe",   "granite",     "glm4",
-                                       "starcoder2",  "cohere",    "gpt_oss", "llama4_text", "deepseek_v2",
-                                       "deepseek_v3", "phi",       "glm4_moe"};
+  static const char* const kTypes[] = {
+      "llama", "mistral",    "mixtral",     "qwen2",      "qwen3",       "qwen2_moe",   "qwen3_moe",
+      "gemma", "gemma2",     "gemma3_text", "phi3",       "olmo2",       "olmoe",       "granite",
+      "glm4",  "starcoder2", "cohere",      "gpt_oss",    "llama4_text", "deepseek_v2", "deepseek_v3",
+      "phi",   "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -264,6 +264,31 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = true;
+  } else if (type == "minimax_m2") {
+    // MiniMaxM2Config: num_local_experts 256 (attribute_map num_experts), 8 per token; every layer
+    // sparse, no shared expert; experts as wide as intermediate_size; the checkpoint keeps Mixtral's
+    // names (block_sparse_moe.gate, experts.E.w1/w2/w3) that transformers renames on load; the
+    // router's e_score_correction_bias is a buffer (modeling_minimax_m2.py MiniMaxM2SparseMoeBlock).
+    m.moe_style = MoeStyle::Mixtral;
+    m.num_experts = r.opt_int({"num_local_experts", "num_experts"}, kMaxExperts).value_or(256);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size = m.intermediate_size;
+    m.router_score_bias = true;
+  } else if (type == "phimoe") {
+    // PhimoeConfig: num_local_experts 16, experts as wide as intermediate_size (6400), every layer
+    // sparse, no shared expert; the checkpoint (Phi-3.5-MoE) keeps Mixtral's block_sparse_moe names.
+    // Routing is sparsemixer, which picks exactly two experts whatever num_experts_per_tok says
+    // (modeling_phimoe.py sparsemixer: two hard-coded selections; checked with num_experts_per_tok 4).
+    m.moe_style = MoeStyle::Mixtral;
+    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(16);
+    const int64_t k = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
+    if (k != 2)
+      m.warnings.push_back(fmt::format(
+          "model config '{}': num_experts_per_tok {} is ignored: PhiMoE's sparsemixer routes every token "
+          "to exactly 2 experts (modeling_phimoe.py), so FLOPs and activations count 2",
+          r.origin(), k));
+    m.experts_per_token = 2;
+    m.moe_intermediate_size = m.intermediate_size;
   } else if (type == "gpt_oss") {
     // GptOssConfig: num_local_experts 128, num_experts_per_tok 4 (Hub files also say
     // experts_per_token); experts as wide as intermediate_size, fused with biases; router has a bias.
@@ -314,9 +339,11 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Gemma3TextConfig 4, Glm4Config 2, Starcoder2Config 2, GptOssConfig 8, Llama4TextConfig 8; the
   // others (and LlamaConfig's None) = num_attention_heads.
   int64_t dflt_kv = m.num_heads;
+  // SeedOssConfig 8, MiniMaxM2Config 8, PhimoeConfig 8, Exaone4Config 32 (no None fallback).
   if (type == "mistral" || type == "mixtral" || type == "gpt_oss" || type == "llama4_text" ||
-      type == "glm4_moe")
+      type == "glm4_moe" || type == "seed_oss" || type == "minimax_m2" || type == "phimoe")
     dflt_kv = 8;
+  if (type == "exaone4") dflt_kv = 32;
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
@@ -329,6 +356,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
   if (type == "glm4_moe") dflt_head_dim = m.hidden_size / m.num_heads;
+  // SeedOssConfig head_dim 128 (None: hidden / heads); MiniMaxM2Config head_dim 128.
+  if ((type == "seed_oss" && !r.is_null("head_dim")) || type == "minimax_m2") dflt_head_dim = 128;
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
@@ -337,7 +366,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type.rfind("qwen", 0) == 0) dflt_pos = 32768;
   if (type == "gemma" || type == "gemma2") dflt_pos = 8192;
   if (type == "phi3" || type == "olmoe") dflt_pos = 4096;
-  if (type == "glm4_moe") dflt_pos = 131072;
+  if (type == "glm4_moe" || type == "phimoe") dflt_pos = 131072;
+  if (type == "seed_oss") dflt_pos = 524288;
+  if (type == "minimax_m2") dflt_pos = 196608;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
   m.norm_eps = r.opt_double({"rms_norm_eps", "norm_epsilon", "layer_norm_eps"}, 0.0);
@@ -366,6 +397,17 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.qkv_bias_only = r.opt_bool("attention_bias", false);
   } else if (type == "starcoder2") {
     m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", true);
+  } else if (type == "seed_oss") {
+    // SeedOssAttention: q/k/v bias=attention_bias (default True), o_proj bias=attention_out_bias
+    // (default False).
+    const bool qkv = r.opt_bool("attention_bias", true), out = r.opt_bool("attention_out_bias", false);
+    if (out && !qkv)
+      throw_user_error(
+          "model config '{}': attention_out_bias without attention_bias (a bias on o_proj alone) is not "
+          "modelled",
+          r.origin());
+    m.attention_bias = qkv && out;
+    m.qkv_bias_only = qkv && !out;
   } else {
     m.attention_bias = r.opt_bool("attention_bias", type == "gpt_oss");
   }
@@ -387,10 +429,16 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
             : r.opt_double({"final_logit_softcapping"}, type == "gemma2" ? 30.0 : 0.0);
   }
   if (type == "glm4") m.norm_placement = NormPlacement::Glm4;
-  if (type == "olmo2") m.norm_placement = NormPlacement::PostOnly;
+  // Olmo3 and EXAONE-4 keep OLMo-2's post-norms (post_attention_layernorm and
+  // post_feedforward_layernorm on the sub-layer outputs, no input norm).
+  if (type == "olmo2" || type == "olmo3" || type == "exaone4") m.norm_placement = NormPlacement::PostOnly;
   m.extra_norms = m.norm_placement == NormPlacement::Sandwich || m.norm_placement == NormPlacement::Glm4;
   if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") m.qk_norm = QkNorm::PerHead;
-  if (type == "olmo2" || type == "olmoe") m.qk_norm = QkNorm::FullWidth;
+  // Full-width q/k norms ([heads * head_dim] before the per-head reshape): OLMo-2/3, OLMoE, MiniMax-M2
+  // (built whatever use_qk_norm says: modeling_minimax_m2.py); per head ([head_dim]): EXAONE-4.
+  if (type == "olmo2" || type == "olmoe" || type == "olmo3" || type == "minimax_m2")
+    m.qk_norm = QkNorm::FullWidth;
+  if (type == "exaone4") m.qk_norm = QkNorm::PerHead;
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {
@@ -410,6 +458,20 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     if (r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::HeadMatrix;
   }
   m.attention_sinks = type == "gpt_oss";
+  if (type == "seed_oss") {
+    // SeedOssConfig attention_dropout 0.1 and residual_dropout 0.1: dropout on the attention
+    // probabilities, on o_proj's output and on down_proj's output (modeling_seed_oss.py).
+    m.attn_dropout = r.opt_double({"attention_dropout"}, 0.1);
+    m.resid_dropout = r.opt_double({"residual_dropout"}, 0.1);
+    m.embd_dropout = 0.0;
+  }
+  if (type == "phimoe") {
+    // PhimoeDecoderLayer / PhimoeModel: nn.LayerNorm (weight and bias, eps = rms_norm_eps) for the
+    // input, post-attention and final norms; lm_head_bias (default False) adds lm_head.bias.
+    m.norm = NormKind::LayerNorm;
+    m.norm_bias = true;
+    m.lm_head_bias = r.opt_bool("lm_head_bias", false);
+  }
   if (type == "phi") {
     // PhiConfig / modeling_phi.py: nn.LayerNorm (bias) input_layernorm feeding attention and MLP in
     // parallel, q/k/v/dense and fc1/fc2 with biases, final_layernorm, lm_head with a bias; qk_layernorm

@@ -13,6 +13,10 @@
 //   deepseek_v2/v3  DeepseekV2Moe / DeepseekV3MoE: experts, gate, shared_experts (an MLP);
 //              forward: gate, experts, shared_experts (the V3 router's e_score_correction_bias is a
 //              buffer, no parameter)
+//   glm4_moe   Glm4MoeMoE: experts, gate (Glm4MoeTopkRouter), shared_experts; forward: gate, experts,
+//              shared_experts (e_score_correction_bias a buffer)
+//   minimax_m2 MiniMaxM2SparseMoeBlock: gate, experts; forward: gate, experts
+//   phimoe     PhimoeSparseMoeBlock: router (PhimoeTopKRouter), experts; forward: router, experts
 //   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
 //              GptOssMLP: router, experts; Llama4TextMoe: experts, router, shared_expert (forward:
 //              router, experts, shared_expert).
@@ -26,8 +30,9 @@ namespace zeroplan::models {
 namespace {
 
 struct Family {
-  const char* hf_class;  // fully qualified, as DeepSpeed's leaf_module `classes` match it
-  bool experts_first;    // experts registered before the router
+  const char* hf_class;         // fully qualified, as DeepSpeed's leaf_module `classes` match it
+  bool experts_first;           // experts registered before the router
+  const char* router = "gate";  // the router module's attribute name
 };
 
 Family family_of(const std::string& type) {
@@ -41,6 +46,11 @@ Family family_of(const std::string& type) {
     return {"transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Moe", true};
   if (type == "deepseek_v3")
     return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
+  if (type == "glm4_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
+  if (type == "minimax_m2")
+    return {"transformers.models.minimax_m2.modeling_minimax_m2.MiniMaxM2SparseMoeBlock", false};
+  if (type == "phimoe")
+    return {"transformers.models.phimoe.modeling_phimoe.PhimoeSparseMoeBlock", false, "router"};
   if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
   if (type == "llama4_text" || type == "llama4")
     return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};
@@ -92,7 +102,8 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     if (moe_style != MoeStyle::Mixtral && moe_style != MoeStyle::PerExpert) continue;
     const std::string hub_block = prefix + (moe_style == MoeStyle::Mixtral ? ".block_sparse_moe" : ".mlp");
     std::vector<TensorSpec> rt;
-    const TensorSpec router = tensor(block + ".gate.weight", "gate", {E, h}, false);
+    const std::string router_name = fam.router;
+    const TensorSpec router = tensor(block + "." + router_name + ".weight", router_name, {E, h}, false);
     std::vector<TensorSpec> experts = {
         tensor(block + ".experts.gate_up_proj", "gate_up_proj", {E, 2 * f, h}, false),
         tensor(block + ".experts.down_proj", "down_proj", {E, h, f}, false)};
@@ -117,7 +128,7 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
       l.moe_exec.push_back(block + ".experts");
       l.moe_exec.push_back(block + ".shared_expert_gate");
     } else {
-      l.moe_exec = {block + ".gate", block + ".experts"};
+      l.moe_exec = {block + "." + router_name, block + ".experts"};
       l.moe_exec.insert(l.moe_exec.end(), shared_exec.begin(), shared_exec.end());
     }
     // Replace the checkpoint's block tensors (contiguous in inventory()) by the runtime ones.

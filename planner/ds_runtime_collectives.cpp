@@ -53,9 +53,12 @@ int64_t elem_bytes_of(Precision p) {
 bool norms_registered_last(const std::string& model_type) {
   // DeepseekV3DecoderLayer registers self_attn, mlp, input_layernorm, post_attention_layernorm too
   // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
-  // Glm4MoeDecoderLayer (modeling_glm4_moe.py __init__).
-  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
-                        "gemma2", "gemma3", "gemma3_text", "phi3", "deepseek_v2", "deepseek_v3", "glm4_moe"})
+  // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3 and Exaone4 DecoderLayers (their
+  // modeling files' __init__: self_attn, mlp, then the norms).
+  for (const char* t :
+       {"llama",    "mistral",  "qwen2",      "qwen3",       "mixtral", "qwen2_moe",   "qwen3_moe",
+        "gemma",    "gemma2",   "gemma3",     "gemma3_text", "phi3",    "deepseek_v2", "deepseek_v3",
+        "glm4_moe", "seed_oss", "minimax_m2", "phimoe",      "olmo3",   "exaone4"})
     if (model_type == t) return true;
   return false;
 }
@@ -222,13 +225,17 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     std::vector<const T*> attn_exec;
     const bool gemma3 = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text";
     auto is_qk_norm = [](const T& x) { return x.spec->module == "q_norm" || x.spec->module == "k_norm"; };
-    for (const T& x : attn) {
+    for (size_t i = 0; i < attn.size(); ++i) {
+      const T& x = attn[i];
       if (is_qk_norm(x)) continue;
       if (gemma3 && x.spec->module == "o_proj")
         for (const T& n : attn)
           if (is_qk_norm(n)) attn_exec.push_back(&n);
       attn_exec.push_back(&x);
-      if (!gemma3 && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
+      // After the projection's last tensor (its bias, where it has one: GLM-4.5 has q/k norms and
+      // q/k/v biases; recorded in glm4_moe_s2_n2_bf16_default, one all_reduce of exactly the model).
+      const bool last_of_module = i + 1 == attn.size() || attn[i + 1].spec->module != x.spec->module;
+      if (!gemma3 && last_of_module && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
         for (const T& n : attn)
           if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
     }

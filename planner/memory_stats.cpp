@@ -179,7 +179,7 @@ int64_t plain_act_tensors(const std::string& act) {
 // 2.15 CPU: a head-major query gives a head-major output, a token-major one a token-major output), so
 // `attn_output.reshape(*input_shape, -1)` before o_proj copies it: o_proj saves a separate e*q_width.
 bool rope_by_concat(const std::string& t) {
-  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "stablelm"})
+  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "minimax_m2", "stablelm"})
     if (t == x) return true;
   return false;
 }
@@ -206,6 +206,11 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // layers have none (attention_dropout 0.0, no residual dropout in modeling_llama.py).
   const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
   const bool resid_dropout = dropout_on(m.resid_dropout, gpt_style);
+  // A dropout's saved mask: bool on CUDA (at::native_dropout, the fused kernel that
+  // Dropout.cpp is_fused_kernel_acceptable picks for CUDA inputs), the scaled noise tensor in the
+  // input's dtype on CPU (Dropout.cpp _dropout_impl: `noise.bernoulli_(1 - p).div_(1 - p); input *
+  // noise`; recorded: seed_oss_s2_n2_bf16_default, 2 bytes per element of each residual dropout).
+  const int64_t drop_mask = cpu ? e : 1;
   const bool attn_dropout = dropout_on(m.attn_dropout, gpt_style);
 
   // Norms. HF LlamaRMSNorm.forward upcasts the input to fp32, then pow(2) and the multiply by
@@ -215,7 +220,12 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // self.weight.float())`) keeps the normalised output in fp32: 4w + 4w when the weight trains
   // (recorded: gemma2 131,072 + 131,072 B per norm at 128 tokens x 256). nn.LayerNorm saves its input
   // (e*w; its mean and rstd, 2 values per token, are below Korthikanti's resolution and left out).
-  const bool gemma_norm = m.model_type.rfind("gemma", 0) == 0;
+  // OLMo-2/3's RMSNorm (modeling_olmo3.py Olmo3RMSNorm.forward: `(self.weight * hidden_states)
+  // .to(input_dtype)` with hidden_states still fp32) multiplies the weight in fp32 too: the normalised x
+  // it saves is fp32 (4w), its output cast back to the compute dtype (recorded:
+  // olmo3_s2_n2_bf16_default, q/k norms and both post-norms).
+  const bool gemma_norm =
+      m.model_type.rfind("gemma", 0) == 0 || m.model_type == "olmo2" || m.model_type == "olmo3";
   auto norm_of = [&](int64_t width, bool trains) -> int64_t {
     if (m.norm == models::NormKind::LayerNorm) return e * width;
     return 4 * width + (trains ? (gemma_norm ? 4 : e) * width : 0);
@@ -311,7 +321,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // e bytes per (query, key) pair per layer, not per head.
     if (hf_attention_explicit_mask(m)) mask_per_sample = checked_mul(checked_mul(e, s), s);
   }
-  if (resid_dropout) per_token += h;  // 1-byte mask after the attention output projection
+  if (resid_dropout) per_token += drop_mask * h;  // the mask after the attention output projection
   // Query/key norms (Qwen3, Gemma-3: RMSNorm(head_dim) on every head, modeling_qwen3.py
   // Qwen3Attention.forward `self.q_norm(self.q_proj(...).view(hidden_shape))`; OLMo-2: over the full
   // width; Cohere/Phi: LayerNorm): the same norm terms at q and k width. Recorded: qwen3_moe q_norm
@@ -358,7 +368,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // GLM-4.5's Glm4MoeTopkRouter.forward is the same fp32 linear (modeling_glm4_moe.py).
     if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe") mlp += 4 * h;
   }
-  if (resid_dropout) mlp += h;  // 1-byte mask after the MLP
+  if (resid_dropout) mlp += drop_mask * h;  // the mask after the MLP
   per_token += mlp;
 
   LayerActivation r;
@@ -370,7 +380,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // With dropout (GPT-style; Korthikanti's 5as^2b = softmax output 2 + mask 1 + dropout output 2):
     // softmax output, mask, dropout output.
     if (attn_dropout)
-      core_per_score = e + 1 + e;  // Korthikanti: 2 + 1 + 2 = 5 bytes per score in 16-bit
+      core_per_score = e + drop_mask + e;  // Korthikanti: 2 + 1 + 2 = 5 bytes per score in 16-bit
     else
       core_per_score = e == 4 ? 4 : 4 + e;  // fp32 softmax output, plus its 16-bit cast when e = 2
     // Gemma-2 soft-capping (modeling_gemma2.py eager_attention_forward: `attn_weights / softcap;
@@ -550,22 +560,31 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // Embedding: the lookup saves only the token ids; GPT-style models apply dropout to the embedding
   // output (a 1-byte mask per element, Korthikanti §4.3 "input embeddings") when its probability is
   // not 0 (GPT-2 embd_pdrop; OPT applies none).
-  act.embedding_per_sample = dropout_on(m.embd_dropout, gpt_style) ? checked_mul(h, s) : 0;
+  // (On CPU the mask is the input-dtype noise tensor, as in layer_activation.)
+  const int64_t embd_mask = w.train.runtime == Runtime::Cpu ? st.act_elem_bytes : 1;
+  act.embedding_per_sample = dropout_on(m.embd_dropout, gpt_style) ? checked_mul(embd_mask * h, s) : 0;
   // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
   // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype
   // for the batch (position_ids [1, s], int64), and every layer's apply_rotary_pos_emb saves them:
   // one storage each for the micro-batch. Recorded: 2 x 64 x 64 x 2 + 64 x 8 = 16,896 bytes at s = 64,
   // head_dim 64, bf16 (tests/deepspeed/fixtures/0.19.8/llama-gqa_*: layer 0 saves 16,384 + 512 more
   // than layer 1; with gradient checkpointing they are most of the difference to the layer inputs).
-  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
-                        "gemma2", "gemma3", "gemma3_text", "phi3"})
+  for (const char* t :
+       {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma", "gemma2",
+        "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3", "exaone4"})
     if (m.model_type == t) {
       const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
-      act.rope_tables = checked_add(checked_mul(checked_mul(2 * e, s), d), checked_mul(8, s));
+      // OLMo-2/3's rotary embedding returns cos and sin in fp32 (modeling_olmo3.py
+      // Olmo3RotaryEmbedding.forward `return cos, sin`, where Llama's casts them to x.dtype); recorded:
+      // olmo3_s2_n2_bf16_default layer 0 saves 32,768 B more than layer 1 at s = 64, head_dim 64.
+      const int64_t te = m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
+      act.rope_tables = checked_add(checked_mul(checked_mul(2 * te, s), d), checked_mul(8, s));
     }
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
-  const int64_t final_norm_out = m.model_type.rfind("gemma", 0) == 0 ? 4 : e;
+  // (OLMo-2/3's: its normalised x, multiplied by the weight in fp32, likewise.)
+  const int64_t final_norm_out =
+      m.model_type.rfind("gemma", 0) == 0 || m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
   const int64_t final_norm =
       m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));

@@ -181,11 +181,14 @@ TEST(ActivationsHf, Gpt2GeluNewAndZeroDropout) {
   const MemoryStats s = tiny(cfg, Runtime::Cpu);
   EXPECT_EQ(s.act.layer_full_per_sample, 918'528);
   EXPECT_EQ(s.act.embedding_per_sample, 0);
-  // GPT2Config's defaults (0.1) bring back the masks: attention output and MLP output, 256 B each.
+  // GPT2Config's defaults (0.1) bring back the masks: attention output and MLP output. On CUDA each
+  // is a bool per element (at::native_dropout), 256 B per token; on CPU the bf16 noise tensor
+  // (Dropout.cpp _dropout_impl), 512 B: recorded as 2 bytes per element in seed_oss_s2_n2_bf16_default.
   const std::string dflt =
       R"({"model_type": "gpt2", "n_embd": 256, "n_head": 4, "n_inner": 1024, "n_layer": 2,
     "n_positions": 256, "vocab_size": 2048})";
-  EXPECT_EQ(tiny(dflt, Runtime::Cpu).act.layer_full_per_sample, 918'528 + 2 * 256 * 64);
+  EXPECT_EQ(tiny(dflt, Runtime::Cuda).act.layer_full_per_sample, 918'528 + 2 * 256 * 64);
+  EXPECT_EQ(tiny(dflt, Runtime::Cpu).act.layer_full_per_sample, 918'528 + 2 * 2 * 256 * 64);
 }
 
 TEST(ActivationsHf, OptReluSavesOneIntermediateTensor) {

@@ -66,6 +66,43 @@ FAMILIES = {
     "gemma3": {"model_type": "gemma3_text", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
                "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB,
                "max_position_embeddings": 256, "sliding_window": 128, "query_pre_attn_scalar": 64},
+    # GLM-4.5 (glm4_moe): q/k/v biases, per-head q/k norms, partial rotary, first layer dense, then
+    # 4 routed experts (top-2, sigmoid router with a correction-bias buffer) + 1 shared expert.
+    "glm4_moe": {"model_type": "glm4_moe", "hidden_size": 256, "intermediate_size": 512,
+                 "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                 "num_key_value_heads": 2, "head_dim": 64, "n_routed_experts": 4, "n_shared_experts": 1,
+                 "num_experts_per_tok": 2, "first_k_dense_replace": 1, "n_group": 1, "topk_group": 1,
+                 "use_qk_norm": True, "attention_bias": True, "partial_rotary_factor": 0.5,
+                 "vocab_size": VOCAB, "max_position_embeddings": 256, "tie_word_embeddings": False},
+    # Seed-OSS: q/k/v biases, head_dim 64 given, residual dropout 0.1 (its default) after o_proj and
+    # down_proj. attention_dropout is set to 0 (its default is 0.1): with dropout, CPU SDPA leaves its
+    # flash kernel for the math path (sdp_utils_cpp.cpp check_for_dropout), which saves the scores,
+    # where the CUDA flash kernel users run draws the mask inside the kernel.
+    "seed_oss": {"model_type": "seed_oss", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                 "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB,
+                 "max_position_embeddings": 256, "tie_word_embeddings": False, "attention_dropout": 0.0},
+    # OLMo-3: OLMo-2's post-norms and full-width q/k norms; sliding window larger than the sequence.
+    "olmo3": {"model_type": "olmo3", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+              "max_position_embeddings": 256, "sliding_window": 128, "tie_word_embeddings": False,
+              "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # EXAONE-4: post-norms, per-head q/k norms, sliding window larger than the sequence.
+    "exaone4": {"model_type": "exaone4", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                "max_position_embeddings": 256, "sliding_window": 128, "tie_word_embeddings": False,
+                "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # PhiMoE: LayerNorm with biases, 4 experts with sparsemixer top-2 routing.
+    "phimoe": {"model_type": "phimoe", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+               "max_position_embeddings": 256, "num_local_experts": 4, "num_experts_per_tok": 2,
+               "tie_word_embeddings": False, "router_aux_loss_coef": 0.0, "pad_token_id": 0,
+               "bos_token_id": 1, "eos_token_id": 2},
+    # MiniMax-M2: full-width q/k norms, head_dim 64 given, partial rotary (rotary_dim 32), 4 experts top-2.
+    "minimax_m2": {"model_type": "minimax_m2", "hidden_size": 256, "intermediate_size": 128,
+                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                   "rotary_dim": 32, "vocab_size": VOCAB, "max_position_embeddings": 256,
+                   "num_local_experts": 4, "num_experts_per_tok": 2, "tie_word_embeddings": False,
+                   "router_aux_loss_coef": 0.0, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -225,6 +262,10 @@ def _build():
         add(family="gemma2", stage=stage, world=2, attn="eager", tag="eager")
     for stage in (2, 3):
         add(family="deepseek_v3", stage=stage, world=2)
+    # 2026 families (issue 29 item 2), stages 2 and 3 at N = 2.
+    for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2"):
+        for stage in (2, 3):
+            add(family=fam, stage=stage, world=2)
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
