@@ -265,6 +265,24 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
                   "stage 1: grads_in_partition after the boundary reduction, parameters in the partition "
                   "whole")
           .after_step = false;
+    // The same buffer while the boundary reduction runs: an early reduce_ipg_grads allocates
+    // grads_in_partition whole (copy_grads_in_partition) while the full 16-bit gradients not yet
+    // copied into the IPG bucket are alive. Traced (issue 23, llama-gqa_s1_n2_bf16_rbs50k, 0.19.8 and
+    // 0.16.9: the allocator around the optimizer's reduction calls): +2,360,320 B inside the second
+    // reduce_ipg_grads, the recorded backward peak (a 50,000-element bucket). With a bucket that takes
+    // every gradient in one flush (llama-gqa_s1_n2_bf16_default) the gradients are in the bucket, their
+    // own storage released, before the partition exists: no overlap there. Between the two, the overlap
+    // is the partition less the gradients the first flush moved out, pe x min(bucket, Psi). Kept apart
+    // from the Gradients category: the ZeRO paper's steady-state 2Psi of stage-1 gradients (Table 1)
+    // is the full gradients; this is the transient overlap at the end of the backward.
+    const int64_t overlap =
+        std::max<int64_t>(0, gip_bytes - checked_mul(pe, std::min(z.reduce_bucket_size, psi_t)));
+    if (ds && !off_opt && z.contiguous_gradients && overlap > 0)
+      freed_by_step(out.add_gpu("grads_in_partition during the boundary reduction", Category::Buffers, overlap,
+                                kBackward,
+                                "stage 1: copy_grads_in_partition allocates the partition while gradients "
+                                "not yet moved into the bucket are alive"),
+                    Buffer::Moment::End);
   } else if (!off_opt) {
     out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
                 "stage 2: grads_in_partition, the parameters overlapping the partition whole")
