@@ -278,8 +278,8 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
     const int64_t overlap =
         std::max<int64_t>(0, gip_bytes - checked_mul(pe, std::min(z.reduce_bucket_size, psi_t)));
     if (ds && !off_opt && z.contiguous_gradients && overlap > 0)
-      freed_by_step(out.add_gpu("grads_in_partition during the boundary reduction", Category::Buffers, overlap,
-                                kBackward,
+      freed_by_step(out.add_gpu("grads_in_partition during the boundary reduction", Category::Buffers,
+                                overlap, kBackward,
                                 "stage 1: copy_grads_in_partition allocates the partition while gradients "
                                 "not yet moved into the bucket are alive"),
                     Buffer::Moment::End);
