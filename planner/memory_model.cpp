@@ -284,9 +284,27 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
                                 "not yet moved into the bucket are alive"),
                     Buffer::Moment::End);
   } else if (!off_opt) {
-    out.add_gpu(gip_name, Category::Gradients, gip_bytes, full_grad_phases,
+    // Stage 2 without contiguous gradients (DeepSpeed's engine): each param.grad stays whole until its
+    // bucket is flushed, and the flush (reduce_ipg_grads -> buffered_reduce_fallback ->
+    // allreduce_bucket) flattens the bucket's gradients into one more copy while they are alive.
+    // Recorded (llama-gqa_s2_n2_bf16_nocontig, 0.19.8, a bucket larger than the model): the backward
+    // peaks at the baseline + 2 x 2Psi, the gradients and their flat copy, with grads_in_partition
+    // not yet alive beside them. With one flush (the bucket takes every gradient) and no accumulation
+    // the partition therefore leaves the backward; with several flushes, or micro-steps after the
+    // first, it is alive beside the next bucket (not recorded: kept at the backward's end).
+    const bool flush_grads = !engine && !z.contiguous_gradients && stage == 2;
+    const int64_t bucket_grads =
+        std::min(psi_t, checked_add(z.reduce_bucket_size, m.trainable_tensors.largest_numel()));
+    const bool one_flush = flush_grads && bucket_grads >= psi_t && z.grad_accum == 1;
+    out.add_gpu(gip_name, Category::Gradients, gip_bytes, one_flush ? uint8_t(kStep) : full_grad_phases,
                 "stage 2: grads_in_partition, the parameters overlapping the partition whole")
         .after_step = false;
+    if (flush_grads)
+      for (const char* name : {"16-bit gradients awaiting the bucket flush", "bucket flush flat copy"})
+        freed_by_step(out.add_gpu(name, Category::Buffers, checked_mul(pe, bucket_grads), kBackward,
+                                  "contiguous_gradients false: param.grads wait for their bucket's flush, "
+                                  "which flattens them"),
+                      Buffer::Moment::End);
   }
   if (stage == 1 && !engine && !z.contiguous_gradients && !off_opt) {
     // Without contiguous gradients the boundary reduction goes through the engine's fallback
@@ -644,7 +662,10 @@ void StatesContext::add_transient_parameter_gradient(MemoryBreakdown& out) const
   // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads; stage3.py
   // reduce_independent_p_g_buckets_and_remove_grads), so the largest trainable tensor's gradient
   // (the embedding or lm_head: V*h) exists transiently in the backward.
-  if (!m.params_only && !m.trainable_tensors.numel.empty() &&
+  // (Stage 2 without contiguous gradients keeps every param.grad until its bucket's flush: counted
+  // there, add_zero12_optimizer.)
+  const bool kept_until_flush = !engine && stage == 2 && !z.contiguous_gradients && !off_opt;
+  if (!m.params_only && !m.trainable_tensors.numel.empty() && !kept_until_flush &&
       (!engine || engine_rules.param_grad_materialised) &&
       (stage >= 2 || (full_grad_phases == kStep && path.wrapper != OptimizerWrapper::BF16Optimizer)))
     out.add_gpu("largest parameter gradient (transient)", Category::Buffers,
