@@ -133,11 +133,12 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {
-      "llama", "mistral",    "mixtral",     "qwen2",      "qwen3",       "qwen2_moe",   "qwen3_moe",
-      "gemma", "gemma2",     "gemma3_text", "phi3",       "olmo2",       "olmoe",       "granite",
-      "glm4",  "starcoder2", "cohere",      "gpt_oss",    "llama4_text", "deepseek_v2", "deepseek_v3",
-      "phi",   "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4"};
+  static const char* const kTypes[] = {"llama",       "mistral",   "mixtral",  "qwen2",       "qwen3",
+                                       "qwen2_moe",   "qwen3_moe", "gemma",    "gemma2",      "gemma3_text",
+                                       "phi3",        "olmo2",     "olmoe",    "granite",     "glm4",
+                                       "starcoder2",  "cohere",    "gpt_oss",  "llama4_text", "deepseek_v2",
+                                       "deepseek_v3", "phi",       "glm4_moe", "seed_oss",    "minimax_m2",
+                                       "phimoe",      "olmo3",     "exaone4",  "smollm3",     "arcee"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -344,7 +345,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
       type == "glm4_moe" || type == "seed_oss" || type == "minimax_m2" || type == "phimoe")
     dflt_kv = 8;
   if (type == "exaone4") dflt_kv = 32;
-  if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text") dflt_kv = 4;
+  if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
   // head_dim defaults: GemmaConfig/Gemma2Config/Gemma3TextConfig 256, Qwen3Config 128,
@@ -368,15 +369,18 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "phi3" || type == "olmoe") dflt_pos = 4096;
   if (type == "glm4_moe" || type == "phimoe") dflt_pos = 131072;
   if (type == "seed_oss") dflt_pos = 524288;
+  if (type == "smollm3") dflt_pos = 32768;
+  if (type == "arcee") dflt_pos = 4096;
   if (type == "minimax_m2") dflt_pos = 196608;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
   m.norm_eps = r.opt_double({"rms_norm_eps", "norm_epsilon", "layer_norm_eps"}, 0.0);
   m.mlp = MlpKind::Gated;
   m.position = PositionKind::Rotary;
-  // Tied by default: GemmaConfig, Gemma2Config, Gemma3TextConfig, Starcoder2Config, CohereConfig.
+  // Tied by default: GemmaConfig, Gemma2Config, Gemma3TextConfig, Starcoder2Config, CohereConfig,
+  // SmolLM3Config.
   const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
-                           type == "starcoder2" || type == "cohere";
+                           type == "starcoder2" || type == "cohere" || type == "smollm3";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
   m.activation =
       r.opt_string({"hidden_activation", "hidden_act"},
@@ -464,6 +468,12 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.attn_dropout = r.opt_double({"attention_dropout"}, 0.1);
     m.resid_dropout = r.opt_double({"residual_dropout"}, 0.1);
     m.embd_dropout = 0.0;
+  }
+  if (type == "arcee") {
+    // ArceeMLP (AFM-4.5B): a plain up_proj -> act_fn -> down_proj, ArceeConfig hidden_act "relu2"
+    // (ReLUSquaredActivation: relu, then torch.square), no gate.
+    m.mlp = MlpKind::Plain;
+    m.activation = r.opt_string({"hidden_act"}, "relu2");
   }
   if (type == "phimoe") {
     // PhimoeDecoderLayer / PhimoeModel: nn.LayerNorm (weight and bias, eps = rms_norm_eps) for the

@@ -569,9 +569,9 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // one storage each for the micro-batch. Recorded: 2 x 64 x 64 x 2 + 64 x 8 = 16,896 bytes at s = 64,
   // head_dim 64, bf16 (tests/deepspeed/fixtures/0.19.8/llama-gqa_*: layer 0 saves 16,384 + 512 more
   // than layer 1; with gradient checkpointing they are most of the difference to the layer inputs).
-  for (const char* t :
-       {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma", "gemma2",
-        "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3", "exaone4"})
+  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
+                        "gemma2", "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3",
+                        "exaone4", "smollm3", "arcee"})
     if (m.model_type == t) {
       const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
       // OLMo-2/3's rotary embedding returns cos and sin in fp32 (modeling_olmo3.py

@@ -46,7 +46,8 @@ DEFAULT_FAMILIES = [
     "llama", "mistral", "mixtral", "qwen2", "qwen3", "qwen2_moe", "qwen3_moe", "deepseek_v2",
     "deepseek_v3", "gpt_oss", "llama4_text", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
     "olmoe", "granite", "glm4", "starcoder2", "cohere", "phi", "gpt_neox", "gpt2", "opt", "falcon", "bloom",
-    "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4",
+    "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4", "smollm3",
+    "arcee",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava",
 ]

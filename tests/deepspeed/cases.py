@@ -103,6 +103,17 @@ FAMILIES = {
                    "rotary_dim": 32, "vocab_size": VOCAB, "max_position_embeddings": 256,
                    "num_local_experts": 4, "num_experts_per_tok": 2, "tie_word_embeddings": False,
                    "router_aux_loss_coef": 0.0, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # SmolLM3: GQA, tied embeddings, NoPE on every 4th layer (no_rope_layer_interval 2 here: layer 1
+    # has no rotary).
+    "smollm3": {"model_type": "smollm3", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                "max_position_embeddings": 256, "no_rope_layer_interval": 2, "pad_token_id": 0,
+                "bos_token_id": 1, "eos_token_id": 2},
+    # Arcee (AFM): a plain up/down MLP with relu^2.
+    "arcee": {"model_type": "arcee", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+              "max_position_embeddings": 256, "tie_word_embeddings": False, "pad_token_id": 0,
+              "bos_token_id": 1, "eos_token_id": 2},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -263,7 +274,7 @@ def _build():
     for stage in (2, 3):
         add(family="deepseek_v3", stage=stage, world=2)
     # 2026 families (issue 29 item 2), stages 2 and 3 at N = 2.
-    for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2"):
+    for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2", "smollm3", "arcee"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2)
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
