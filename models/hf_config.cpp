@@ -133,12 +133,12 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {"llama",       "mistral",   "mixtral",  "qwen2",       "qwen3",
-                                       "qwen2_moe",   "qwen3_moe", "gemma",    "gemma2",      "gemma3_text",
-                                       "phi3",        "olmo2",     "olmoe",    "granite",     "glm4",
-                                       "starcoder2",  "cohere",    "gpt_oss",  "llama4_text", "deepseek_v2",
-                                       "deepseek_v3", "phi",       "glm4_moe", "seed_oss",    "minimax_m2",
-                                       "phimoe",      "olmo3",     "exaone4",  "smollm3",     "arcee"};
+  static const char* const kTypes[] = {
+      "llama",   "mistral",    "mixtral",     "qwen2",      "qwen3",       "qwen2_moe",   "qwen3_moe",
+      "gemma",   "gemma2",     "gemma3_text", "phi3",       "olmo2",       "olmoe",       "granite",
+      "glm4",    "starcoder2", "cohere",      "gpt_oss",    "llama4_text", "deepseek_v2", "deepseek_v3",
+      "phi",     "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4",
+      "smollm3", "arcee",      "dots1"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -265,6 +265,29 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = true;
+  } else if (type == "dots1") {
+    // Dots1Config (dots.llm1): DeepSeek-V3's MoE layout without defaults for its sizes
+    // (n_routed_experts, n_shared_experts and num_experts_per_tok default to None, with which
+    // transformers builds no model); first_k_dense_replace 0, norm_topk_prob False. Layer i is sparse
+    // iff i >= first_k_dense_replace; Dots1MoE holds experts, gate (fp32 weight [E, h] +
+    // e_score_correction_bias buffer) and one shared MLP of moe_intermediate_size * n_shared_experts.
+    for (const char* key : {"n_routed_experts", "n_shared_experts", "num_experts_per_tok"})
+      if (!r.find({key}))
+        throw_user_error(
+            "model config '{}': dots1 needs '{}' (Dots1Config's default is None, with which transformers "
+            "builds no model); give the value from the model's config.json",
+            r.origin(), key);
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"n_routed_experts"}, kMaxExperts).value_or(0);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(0);
+    m.moe_intermediate_size = r.req_int({"moe_intermediate_size"}, kMaxIntermediate);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(0);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(0);
+    all_moe(false);
+    for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
+    m.router_score_bias = true;
   } else if (type == "minimax_m2") {
     // MiniMaxM2Config: num_local_experts 256 (attribute_map num_experts), 8 per token; every layer
     // sparse, no shared expert; experts as wide as intermediate_size; the checkpoint keeps Mixtral's
@@ -356,7 +379,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "gpt_oss") dflt_head_dim = 64;
   // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
-  if (type == "glm4_moe") dflt_head_dim = m.hidden_size / m.num_heads;
+  if (type == "glm4_moe" || type == "dots1") dflt_head_dim = m.hidden_size / m.num_heads;
   // SeedOssConfig head_dim 128 (None: hidden / heads); MiniMaxM2Config head_dim 128.
   if ((type == "seed_oss" && !r.is_null("head_dim")) || type == "minimax_m2") dflt_head_dim = 128;
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
@@ -442,7 +465,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // (built whatever use_qk_norm says: modeling_minimax_m2.py); per head ([head_dim]): EXAONE-4.
   if (type == "olmo2" || type == "olmoe" || type == "olmo3" || type == "minimax_m2")
     m.qk_norm = QkNorm::FullWidth;
-  if (type == "exaone4") m.qk_norm = QkNorm::PerHead;
+  // Dots1Attention: q_norm/k_norm = Dots1RMSNorm(head_dim), always built.
+  if (type == "exaone4" || type == "dots1") m.qk_norm = QkNorm::PerHead;
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {

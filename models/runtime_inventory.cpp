@@ -15,6 +15,7 @@
 //              buffer, no parameter)
 //   glm4_moe   Glm4MoeMoE: experts, gate (Glm4MoeTopkRouter), shared_experts; forward: gate, experts,
 //              shared_experts (e_score_correction_bias a buffer)
+//   dots1      Dots1MoE: experts, gate, shared_experts (as glm4_moe)
 //   minimax_m2 MiniMaxM2SparseMoeBlock: gate, experts; forward: gate, experts
 //   phimoe     PhimoeSparseMoeBlock: router (PhimoeTopKRouter), experts; forward: router, experts
 //   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
@@ -47,6 +48,7 @@ Family family_of(const std::string& type) {
   if (type == "deepseek_v3")
     return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
   if (type == "glm4_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
+  if (type == "dots1") return {"transformers.models.dots1.modeling_dots1.Dots1MoE", true};
   if (type == "minimax_m2")
     return {"transformers.models.minimax_m2.modeling_minimax_m2.MiniMaxM2SparseMoeBlock", false};
   if (type == "phimoe")

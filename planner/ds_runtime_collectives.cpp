@@ -53,12 +53,12 @@ int64_t elem_bytes_of(Precision p) {
 bool norms_registered_last(const std::string& model_type) {
   // DeepseekV3DecoderLayer registers self_attn, mlp, input_layernorm, post_attention_layernorm too
   // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
-  // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3, Exaone4, SmolLM3 and Arcee DecoderLayers (their
-  // modeling files' __init__: self_attn, mlp, then the norms).
+  // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3, Exaone4, SmolLM3, Arcee and Dots1 DecoderLayers
+  // (their modeling files' __init__: self_attn, mlp, then the norms).
   for (const char* t : {"llama",       "mistral",     "qwen2",    "qwen3",    "mixtral",     "qwen2_moe",
                         "qwen3_moe",   "gemma",       "gemma2",   "gemma3",   "gemma3_text", "phi3",
                         "deepseek_v2", "deepseek_v3", "glm4_moe", "seed_oss", "minimax_m2",  "phimoe",
-                        "olmo3",       "exaone4",     "smollm3",  "arcee"})
+                        "olmo3",       "exaone4",     "smollm3",  "arcee",    "dots1"})
     if (model_type == t) return true;
   return false;
 }

@@ -365,8 +365,9 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // `F.linear(hidden_states.type(torch.float32), self.weight.type(torch.float32))` saves the fp32
     // input, 4h per token; recorded 131,072 B at 128 tokens x 256), besides the bf16 input the shared
     // expert saves (counted above as the MLP input).
-    // GLM-4.5's Glm4MoeTopkRouter.forward is the same fp32 linear (modeling_glm4_moe.py).
-    if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe") mlp += 4 * h;
+    // GLM-4.5's Glm4MoeTopkRouter.forward and dots.llm1's Dots1TopkRouter.forward are the same fp32
+    // linear (modeling_glm4_moe.py, modeling_dots1.py).
+    if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe" || m.model_type == "dots1") mlp += 4 * h;
   }
   if (resid_dropout) mlp += drop_mask * h;  // the mask after the MLP
   per_token += mlp;

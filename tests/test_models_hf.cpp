@@ -13,6 +13,7 @@
 #include <sstream>
 #include <string>
 
+#include "common/errors.h"
 #include "models/hf_config.h"
 #include "models/model_spec.h"
 
@@ -164,6 +165,23 @@ TEST(TransformersCountByHand, Glm45ShapeIsExact) {
   EXPECT_EQ(m.num_parameters(), 352797814784);
   EXPECT_EQ(m.num_experts, 160);
   EXPECT_EQ(m.qk_norm, QkNorm::PerHead);
+}
+
+// Dots1Config leaves n_routed_experts, n_shared_experts and num_experts_per_tok None, with which
+// transformers 5.24 builds no model (AutoModelForCausalLM.from_config fails on the default config):
+// zeroplan asks for them rather than guess.
+TEST(TransformersCountByHand, Dots1WithoutExpertCountsIsRefusedByName) {
+  nlohmann::json j = {{"model_type", "dots1"},  {"hidden_size", 256},       {"num_attention_heads", 4},
+                      {"num_hidden_layers", 2}, {"intermediate_size", 512}, {"moe_intermediate_size", 128},
+                      {"vocab_size", 2048},     {"n_shared_experts", 1},    {"num_experts_per_tok", 2}};
+  try {
+    (void)model_from_hf_json("dots1-config", j);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("n_routed_experts"), std::string::npos) << e.what();
+  }
+  j["n_routed_experts"] = 4;
+  EXPECT_EQ(model_from_hf_json("dots1-config", j).num_experts, 4);
 }
 
 TEST(TransformersData, RecordsTheVersionsUsed) {
