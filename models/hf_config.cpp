@@ -138,7 +138,7 @@ bool is_llama_family(const std::string& t) {
       "gemma",   "gemma2",     "gemma3_text", "phi3",       "olmo2",       "olmoe",       "granite",
       "glm4",    "starcoder2", "cohere",      "gpt_oss",    "llama4_text", "deepseek_v2", "deepseek_v3",
       "phi",     "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4",
-      "smollm3", "arcee",      "dots1"};
+      "smollm3", "arcee",      "dots1",       "ernie4_5"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -368,6 +368,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
       type == "glm4_moe" || type == "seed_oss" || type == "minimax_m2" || type == "phimoe")
     dflt_kv = 8;
   if (type == "exaone4") dflt_kv = 32;
+  if (type == "ernie4_5") dflt_kv = 2;  // Ernie4_5Config num_key_value_heads 2
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
@@ -381,7 +382,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
   if (type == "glm4_moe" || type == "dots1") dflt_head_dim = m.hidden_size / m.num_heads;
   // SeedOssConfig head_dim 128 (None: hidden / heads); MiniMaxM2Config head_dim 128.
-  if ((type == "seed_oss" && !r.is_null("head_dim")) || type == "minimax_m2") dflt_head_dim = 128;
+  // Ernie4_5Config head_dim 128 (None: hidden / heads).
+  if (((type == "seed_oss" || type == "ernie4_5") && !r.is_null("head_dim")) || type == "minimax_m2")
+    dflt_head_dim = 128;
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
@@ -393,6 +396,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "glm4_moe" || type == "phimoe") dflt_pos = 131072;
   if (type == "seed_oss") dflt_pos = 524288;
   if (type == "smollm3") dflt_pos = 32768;
+  if (type == "ernie4_5") dflt_pos = 131072;
   if (type == "arcee") dflt_pos = 4096;
   if (type == "minimax_m2") dflt_pos = 196608;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
@@ -403,7 +407,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Tied by default: GemmaConfig, Gemma2Config, Gemma3TextConfig, Starcoder2Config, CohereConfig,
   // SmolLM3Config.
   const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
-                           type == "starcoder2" || type == "cohere" || type == "smollm3";
+                           type == "starcoder2" || type == "cohere" || type == "smollm3" ||
+                           type == "ernie4_5";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
   m.activation =
       r.opt_string({"hidden_activation", "hidden_act"},
@@ -424,6 +429,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.qkv_bias_only = r.opt_bool("attention_bias", false);
   } else if (type == "starcoder2") {
     m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", true);
+  } else if (type == "ernie4_5") {
+    // Ernie4_5Config use_bias (default False): a bias on q/k/v/o and gate/up/down alike; lm_head none.
+    m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", false);
   } else if (type == "seed_oss") {
     // SeedOssAttention: q/k/v bias=attention_bias (default True), o_proj bias=attention_out_bias
     // (default False).
@@ -438,7 +446,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   } else {
     m.attention_bias = r.opt_bool("attention_bias", type == "gpt_oss");
   }
-  if (type != "starcoder2") m.mlp_bias = r.opt_bool("mlp_bias", false);
+  if (type != "starcoder2" && type != "ernie4_5") m.mlp_bias = r.opt_bool("mlp_bias", false);
   m.fused_qkv = type == "phi3";
   m.fused_gate_up = type == "phi3" || type == "glm4";
 

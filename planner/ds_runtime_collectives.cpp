@@ -58,7 +58,7 @@ bool norms_registered_last(const std::string& model_type) {
   for (const char* t : {"llama",       "mistral",     "qwen2",    "qwen3",    "mixtral",     "qwen2_moe",
                         "qwen3_moe",   "gemma",       "gemma2",   "gemma3",   "gemma3_text", "phi3",
                         "deepseek_v2", "deepseek_v3", "glm4_moe", "seed_oss", "minimax_m2",  "phimoe",
-                        "olmo3",       "exaone4",     "smollm3",  "arcee",    "dots1"})
+                        "olmo3",       "exaone4",     "smollm3",  "arcee",    "dots1",       "ernie4_5"})
     if (model_type == t) return true;
   return false;
 }

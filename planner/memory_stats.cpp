@@ -581,6 +581,16 @@ MemoryStats compute_memory_stats(const Workload& w) {
       const int64_t te = m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
       act.rope_tables = checked_add(checked_mul(checked_mul(2 * te, s), d), checked_mul(8, s));
     }
+  if (m.model_type == "ernie4_5") {
+    // ERNIE-4.5's apply_rotary_pos_emb (modeling_ernie4_5.py) interleaves cos and sin in every layer
+    // (`cos[..., : d // 2].repeat_interleave(2, dim=-1)`, fp32 [1, s, d]): each layer saves its own
+    // pair, and the shared tables are not saved. Recorded (ernie4_5_s2_n2_bf16_default): both layers
+    // save 32,768 B more than Llama's second layer at s = 64, head_dim 64, = 2 x 4 x s x d. Counted
+    // with the shared tables (once per micro-batch per layer); under full checkpointing only the
+    // recomputed layer holds its pair, so this overstates by (L - 1) pairs there.
+    const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+    act.rope_tables = checked_mul(m.num_layers, checked_mul(checked_mul(2 * 4, s), d));
+  }
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
   // (OLMo-2/3's: its normalised x, multiplied by the weight in fp32, likewise.)
