@@ -247,44 +247,35 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = v3;
-  } else if (type == "glm4_moe") {
-    // Glm4MoeConfig (GLM-4.5/4.6): n_routed_experts 128 (attribute_map num_local_experts), 8 per token,
-    // moe_intermediate_size 1408, n_shared_experts 1, first_k_dense_replace 1, norm_topk_prob True.
-    // Layer i is sparse iff i >= first_k_dense_replace (modeling_glm4_moe.py Glm4MoeDecoderLayer);
-    // the shared experts are one Glm4MoeMLP of moe_intermediate_size * n_shared_experts; the router
-    // (Glm4MoeTopkRouter) is a [E, h] weight with e_score_correction_bias a buffer, as DeepSeek-V3.
-    // num_nextn_predict_layers (MTP) is a config field only: transformers builds no MTP layer.
+  } else if (type == "glm4_moe" || type == "dots1") {
+    // DeepSeek-V3's MoE layout: layer i is sparse iff i >= first_k_dense_replace; the block holds
+    // experts, a router (a [E, h] weight with e_score_correction_bias a buffer) and one shared MLP of
+    // moe_intermediate_size * n_shared_experts (modeling_glm4_moe.py Glm4MoeMoE, modeling_dots1.py
+    // Dots1MoE).
+    //  - Glm4MoeConfig (GLM-4.5/4.6): n_routed_experts 128 (attribute_map num_local_experts), 8 per
+    //    token, moe_intermediate_size 1408, n_shared_experts 1, first_k_dense_replace 1,
+    //    norm_topk_prob True. num_nextn_predict_layers (MTP) is a config field only: transformers
+    //    builds no MTP layer.
+    //  - Dots1Config (dots.llm1): n_routed_experts, n_shared_experts and num_experts_per_tok default to
+    //    None, with which transformers builds no model, so they are required; first_k_dense_replace 0,
+    //    norm_topk_prob False.
+    const bool glm = type == "glm4_moe";
+    if (!glm)
+      for (const char* key : {"n_routed_experts", "n_shared_experts", "num_experts_per_tok"})
+        if (!r.find({key}))
+          throw_user_error(
+              "model config '{}': dots1 needs '{}' (Dots1Config's default is None, with which transformers "
+              "builds no model); give the value from the model's config.json",
+              r.origin(), key);
     m.moe_style = MoeStyle::PerExpert;
     m.num_experts = r.opt_int({"n_routed_experts", "num_local_experts"}, kMaxExperts).value_or(128);
     m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
-    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1408);
+    m.moe_intermediate_size = glm ? r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1408)
+                                  : r.req_int({"moe_intermediate_size"}, kMaxIntermediate);
     m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(1);
     m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
-    m.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
-    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(1);
-    all_moe(false);
-    for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
-    m.router_score_bias = true;
-  } else if (type == "dots1") {
-    // Dots1Config (dots.llm1): DeepSeek-V3's MoE layout without defaults for its sizes
-    // (n_routed_experts, n_shared_experts and num_experts_per_tok default to None, with which
-    // transformers builds no model); first_k_dense_replace 0, norm_topk_prob False. Layer i is sparse
-    // iff i >= first_k_dense_replace; Dots1MoE holds experts, gate (fp32 weight [E, h] +
-    // e_score_correction_bias buffer) and one shared MLP of moe_intermediate_size * n_shared_experts.
-    for (const char* key : {"n_routed_experts", "n_shared_experts", "num_experts_per_tok"})
-      if (!r.find({key}))
-        throw_user_error(
-            "model config '{}': dots1 needs '{}' (Dots1Config's default is None, with which transformers "
-            "builds no model); give the value from the model's config.json",
-            r.origin(), key);
-    m.moe_style = MoeStyle::PerExpert;
-    m.num_experts = r.opt_int({"n_routed_experts"}, kMaxExperts).value_or(0);
-    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(0);
-    m.moe_intermediate_size = r.req_int({"moe_intermediate_size"}, kMaxIntermediate);
-    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(0);
-    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
-    m.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
-    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(0);
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", glm);
+    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(glm ? 1 : 0);
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = true;

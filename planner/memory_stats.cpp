@@ -178,6 +178,11 @@ int64_t plain_act_tensors(const std::string& act) {
 // StableLM): q is then contiguous head-major, SDPA's output takes the query's strides (measured, torch
 // 2.15 CPU: a head-major query gives a head-major output, a token-major one a token-major output), so
 // `attn_output.reshape(*input_shape, -1)` before o_proj copies it: o_proj saves a separate e*q_width.
+// RMSNorms whose saved normalised x is fp32 (layer_activation says why): Gemma's and OLMo-2/3's.
+bool norm_saves_fp32(const std::string& t) {
+  return t.rfind("gemma", 0) == 0 || t == "olmo2" || t == "olmo3";
+}
+
 bool rope_by_concat(const std::string& t) {
   for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "minimax_m2", "stablelm"})
     if (t == x) return true;
@@ -224,8 +229,7 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   // .to(input_dtype)` with hidden_states still fp32) multiplies the weight in fp32 too: the normalised x
   // it saves is fp32 (4w), its output cast back to the compute dtype (recorded:
   // olmo3_s2_n2_bf16_default, q/k norms and both post-norms).
-  const bool gemma_norm =
-      m.model_type.rfind("gemma", 0) == 0 || m.model_type == "olmo2" || m.model_type == "olmo3";
+  const bool gemma_norm = norm_saves_fp32(m.model_type);
   auto norm_of = [&](int64_t width, bool trains) -> int64_t {
     if (m.norm == models::NormKind::LayerNorm) return e * width;
     return 4 * width + (trains ? (gemma_norm ? 4 : e) * width : 0);
@@ -594,8 +598,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
   // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
   // (OLMo-2/3's: its normalised x, multiplied by the weight in fp32, likewise.)
-  const int64_t final_norm_out =
-      m.model_type.rfind("gemma", 0) == 0 || m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
+  const int64_t final_norm_out = norm_saves_fp32(m.model_type) ? 4 : e;
   const int64_t final_norm =
       m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
   const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
