@@ -44,6 +44,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -322,7 +323,9 @@ double gemm_tiling_utilization(int64_t m, int64_t n, int tile_m, int tile_n, int
   return useful / (static_cast<double>(waves) * sms);
 }
 
-GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms) {
+namespace {
+
+GemmQuantization gemm_quantization_uncached(int64_t m, int64_t n, int64_t k, int sms) {
   GemmQuantization best;
   const TimeModelData& d = time_model_data();
   if (sms <= 0 || d.gemm_tiles.empty()) return best;
@@ -338,6 +341,29 @@ GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms) {
     }
   }
   return best;
+}
+
+}  // namespace
+
+GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms) {
+  // Memoized: the search prices the same few GEMM shapes for every candidate plan, and the scan over
+  // 8 tiles x 4 splits was 57% of an evaluation (perf on bench_search BM_EvaluatePlan, 70B on 4x8
+  // H100). A small direct-mapped cache per thread; a pure function of its arguments (time_model.json
+  // is read once), so the result is the same value the scan returns.
+  struct Entry {
+    int64_t m = -1, n = -1, k = -1;
+    int sms = -1;
+    GemmQuantization q;
+  };
+  constexpr size_t kEntries = 2048;  // a search meets a few hundred distinct launch shapes (micro-batches x passes)
+  thread_local std::array<Entry, kEntries> cache;
+  const uint64_t h = (static_cast<uint64_t>(m) * 0x9E3779B97F4A7C15ull) ^
+                     (static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full) ^
+                     (static_cast<uint64_t>(k) * 0x165667B19E3779F9ull) ^ static_cast<uint64_t>(sms);
+  Entry& e = cache[(h ^ (h >> 29)) % kEntries];
+  if (e.m != m || e.n != n || e.k != k || e.sms != sms)
+    e = {m, n, k, sms, gemm_quantization_uncached(m, n, k, sms)};
+  return e.q;
 }
 
 const TimeModelData& time_model_data() {
