@@ -47,9 +47,14 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
   if (z.offload_optimizer != planner::Offload::None || z.offload_param != planner::Offload::None)
     off = fmt::format("offload optimizer {}, parameters {}{}", planner::to_string(z.offload_optimizer),
                       planner::to_string(z.offload_param), z.pin_memory ? " (pinned)" : " (pageable)");
+  // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (planner/zero_config.h).
+  const std::string precision = planner::to_string(p.precision) +
+                                (!z.bf16_master_weights    ? ""
+                                 : z.bf16_optimizer_states ? " (bf16 master weights + optimizer states)"
+                                                           : " (bf16 master weights, fp32 optimizer states)");
   return fmt::format(
       "ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, seq {}, checkpointing {}, {}",
-      z.stage, planner::to_string(p.precision), z.micro_batch, z.grad_accum, w.cluster.world_size(),
+      z.stage, precision, z.micro_batch, z.grad_accum, w.cluster.world_size(),
       z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len, planner::to_string(z.checkpointing),
       off);
 }
@@ -227,9 +232,11 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   std::optional<planner::Plan> with_ckpt;
   if (flags.checkpointing.empty()) {
     rc.issues.push_back(
-        {configs::Severity::Info, "",
+        {configs::Severity::Info,
+         "",
          "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-         "pass --checkpointing full if your script enables gradient_checkpointing", {}});
+         "pass --checkpointing full if your script enables gradient_checkpointing",
+         {}});
     if (!predicted.fits) {
       planner::ZeroConfig z = rc.zero;
       z.checkpointing = planner::Checkpointing::Full;

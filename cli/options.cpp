@@ -198,6 +198,10 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(t);
   app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
       ->group(t);
+  app.add_option("--allow", f.allow,
+                 "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
+                 "(bf16 master weights, gradients and Adam states: DeepSpeed >= 0.18.3, ZeRO 1-3, bf16)")
+      ->group(t);
 
   auto* o = "Output";
   app.add_flag("--json", f.json, "Print one JSON object on stdout (the documented contract)")->group(o);
@@ -382,6 +386,24 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
   if (f.memory_margin.empty() || *end != '\0' || !std::isfinite(m) || m < 0 || m >= 0.9)
     throw_user_error("--memory-margin '{}' must be a fraction in [0, 0.9), e.g. 0.05", f.memory_margin);
   o.memory_margin = m;
+  // --allow: comma list of levers (planner::SearchOptions).
+  for (size_t a = 0; a <= f.allow.size() && !f.allow.empty();) {
+    const size_t b = std::min(f.allow.find(',', a), f.allow.size());
+    const std::string lever = f.allow.substr(a, b - a);
+    if (lever == "bf16-master") {
+      if (f.precision != "bf16")
+        throw_user_error(
+            "--allow bf16-master needs --precision bf16 (DeepSpeed reads it from the bf16 section)");
+      if (f.deepspeed_version == "0.16.9")
+        throw_user_error(
+            "--allow bf16-master needs DeepSpeed >= 0.18.3 (bf16.bf16_master_weights_and_grads); "
+            "--deepspeed-version is 0.16.9");
+      o.allow_bf16_master = true;
+    } else {
+      throw_user_error("--allow '{}': unknown lever (known: bf16-master)", lever);
+    }
+    a = b + 1;
+  }
   return o;
 }
 

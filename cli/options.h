@@ -26,13 +26,17 @@ struct PlanFlags {
   std::string checkpointing;                     // none|selective|full (searched when absent)
   std::string attention = "flash";               // flash|eager
   std::string kernels;
-  std::string tp = "1", sp = "1";                // --tp / --sp (parallel layout; > 1 not modelled yet)                           // comma list: sdpa|fa2|flash|eager|liger
-  std::string deepspeed_version = "0.19.8";      // modelled DeepSpeed release (planner/ds_runtime.h)
-  std::string z3_leaf_moe = "auto";              // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
+  std::string tp = "1", sp = "1";  // --tp / --sp (parallel layout; > 1 not modelled yet) // comma list:
+                                   // sdpa|fa2|flash|eager|liger
+  std::string deepspeed_version = "0.19.8";  // modelled DeepSpeed release (planner/ds_runtime.h)
+  std::string z3_leaf_moe = "auto";          // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
   std::string checkpoint_impl = "non-reentrant";  // use_reentrant: non-reentrant|reentrant
   std::string memory_efficient_linear = "on";     // ZeRO-3 zero_optimization.memory_efficient_linear: on|off
   std::string intra_link, network, host_mem, nvme_bw, nvme_capacity, nics, gpu_mem;  // cluster overrides
   std::string memory_margin = "0.05";
+  // --allow LIST: levers that change the numerics, searched only when the user allows them
+  // (bf16-master: DeepSpeed's bf16 master weights, gradients and optimizer states).
+  std::string allow;
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan

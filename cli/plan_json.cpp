@@ -84,7 +84,10 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
                 {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
                 {"stage3_param_persistence_threshold", z.param_persistence_threshold},
                 {"stage3_max_live_parameters", z.max_live_parameters},
-                {"sub_group_size", z.sub_group_size}}},
+                {"sub_group_size", z.sub_group_size},
+                // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (--allow bf16-master).
+                {"bf16_master_weights_and_grads", z.bf16_master_weights},
+                {"bf16_optimizer_states", z.bf16_optimizer_states}}},
               {"memory",
                {{"gpu", gpu},
                 {"cpu",

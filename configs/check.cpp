@@ -149,6 +149,7 @@ class Reader {
     activation_checkpointing();
     traps();
     optimizer();
+    master_weights();
     wrapper();
     return std::move(r_);
   }
@@ -440,10 +441,23 @@ class Reader {
       add(Severity::Info, "",
           "neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32 (16 bytes/param of model "
           "states stay, but no 16-bit copies and fp32 GEMMs)");
+    // runtime/config.py _do_error_check: 0.16.9 asserts stage 2 ('... only supported with ZeRO Stage 2 for
+    // now.'), 0.18.9 and 0.19.8 stages 1-3 ('... only supported with ZeRO Stage 1, 2, or 3.').
+    const bool stage2_only = r_.deepspeed_version == std::string("0.16.9");
+    const int zs = zero_stage_raw();
     if (fp16 && zbool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false) &&
-        zero_stage_raw() != 2)
+        (stage2_only ? zs != 2 : zs == 0))
       add(Severity::Error, "fp16.fp16_master_weights_and_grads",
-          "DeepSpeed asserts fp16_master_weights_and_grads is only supported with ZeRO stage 2");
+          stage2_only ? "DeepSpeed asserts 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
+                        "2 for now.'"
+                      : "DeepSpeed asserts 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
+                        "1, 2, or 3.'");
+    else if (fp16 && zbool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false))
+      add(Severity::Warning, "fp16.fp16_master_weights_and_grads",
+          "zeroplan prices fp32 master weights here: fp16 masters (which DeepSpeed runs only with "
+          "ZeRO-Offload "
+          "and DeepSpeedCPUAdam) are not modelled, so the predicted optimizer states are too high",
+          "bf16 masters (bf16.bf16_master_weights_and_grads) are modelled");
   }
 
   int zero_stage_raw() const {
@@ -669,6 +683,88 @@ class Reader {
           "switch to using the deepspeed parameter 'gradient_clipping'\"",
           "move it to the top level as \"gradient_clipping\"",
           json{{"op", "rename"}, {"to", "gradient_clipping"}});
+  }
+
+  // bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states (DeepSpeed >= 0.18.3; older
+  // releases' key tables do not have them and validate_keys reports them): the plan's master and
+  // moment dtypes (planner/zero_config.h), and what DeepSpeed refuses, in its words:
+  //  - runtime/config.py _do_error_check asserts stage 1-3 for either key, and the master for the states;
+  //  - runtime/base_optimizer.py _configure_master_weights: a bf16 master with fp32 optimizer states
+  //    (0.19.8: or with any optimizer offload) needs optimizer offload with DeepSpeedCPUAdam, which the
+  //    engine builds only from an Adam/AdamW "optimizer" section (engine.py get_optimizer_configuration;
+  //    "torch_adam": true gives torch's AdamW instead). Recorded with 0.19.8: tests/deepspeed_configs.
+  void master_weights() {
+    if (r_.precision != Precision::BF16) return;
+    if (key_schema("bf16.bf16_master_weights_and_grads", r_.deepspeed_version) == nullptr) return;
+    const bool master = zbool(find(cfg_, {"bf16", "bf16_master_weights_and_grads"})).value_or(false);
+    const bool states = zbool(find(cfg_, {"bf16", "bf16_optimizer_states"})).value_or(false);
+    if (!master && !states) return;
+    const int stage = r_.zero.stage;
+    bool ok = true;  // DeepSpeed raises at the first failed assertion: report that one
+    if (master && (stage < 1 || stage > 3)) {
+      add(Severity::Error, "bf16.bf16_master_weights_and_grads",
+          "DeepSpeed asserts 'Bf16_master_weights_and_grads is only supported with ZeRO Stage 1, 2, or 3.'",
+          "use ZeRO stage 1, 2 or 3, or drop the key");
+      ok = false;
+    }
+    if (ok && states && (stage < 1 || stage > 3)) {
+      add(Severity::Error, "bf16.bf16_optimizer_states",
+          "DeepSpeed asserts 'bf16_optimizer_states is only supported with ZeRO Stage 1, 2, or 3.'",
+          "use ZeRO stage 1, 2 or 3, or drop the key");
+      ok = false;
+    }
+    if (ok && states && !master) {
+      add(Severity::Error, "bf16.bf16_optimizer_states",
+          "DeepSpeed asserts 'bf16_optimizer_states requires bf16_master_weights_and_grads to be enabled.'",
+          "set bf16.bf16_master_weights_and_grads true as well");
+      ok = false;
+    }
+    if (!ok) return;
+    const bool offload = r_.zero.offload_optimizer != planner::Offload::None;
+    const bool newest = r_.deepspeed_version == std::string("0.19.8");
+    if (!states || (offload && newest)) {
+      const json* type = find(cfg_, {"optimizer", "type"});
+      std::string lower = type && type->is_string() ? type->get<std::string>() : "";
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return std::tolower(c); });
+      const bool torch_adam = zbool(find(cfg_, {"optimizer", "params", "torch_adam"})).value_or(false);
+      // Without a section the training script's optimizer is used, and with offload DeepSpeed takes only
+      // DeepSpeedCPUAdam from a script (zero_force_ds_cpu_optimizer, default true, refuses the others);
+      // judged: adv_bf16master_offload_nosection runs under both runners.
+      const bool cpu_adam =
+          offload && (type == nullptr || ((lower == "adam" || lower == "adamw") && !torch_adam));
+      if (!cpu_adam) {
+        const std::string zs = stage == 3 ? "ZeRO-3" : stage == 2 ? "ZeRO-2" : "ZeRO-1";
+        add(Severity::Error, "bf16.bf16_master_weights_and_grads",
+            fmt::format(
+                "DeepSpeed asserts 'Master weights feature requires {} Offload with DeepSpeedCPUAdam.' "
+                "({}){}",
+                zs,
+                !offload ? "the optimizer is not offloaded"
+                         : "the optimizer section does not build DeepSpeedCPUAdam",
+                states ? "" : "; with bf16_optimizer_states the states may stay on the GPU"),
+            !offload ? "set bf16.bf16_optimizer_states true, or offload the optimizer with an AdamW section"
+                     : "name Adam or AdamW in the optimizer section (without torch_adam), so that DeepSpeed "
+                       "builds DeepSpeedCPUAdam");
+        return;
+      }
+      // 0.19.8 with bf16 states offloaded: the CPU optimizer must keep bf16 moments, which only the
+      // engine's own construction from an optimizer section arranges (engine.py
+      // get_optimizer_configuration sets fp32_optimizer_states=False); a script's DeepSpeedCPUAdam
+      // keeps its default fp32 states. Judged: adv_bf16master_bf16opt_offload_nosection refused by
+      // both runners, adv_bf16master_bf16opt_offload accepted.
+      if (states && offload && newest && type == nullptr) {
+        add(Severity::Error, "bf16.bf16_optimizer_states",
+            "DeepSpeed asserts 'bf16_optimizer_states with ZeRO-Offload requires DeepSpeedCPUAdam "
+            "constructed "
+            "with fp32_optimizer_states=False so optimizer moments are stored in bf16.' (without an "
+            "\"optimizer\" section the script's optimizer is used)",
+            "add an \"optimizer\": {\"type\": \"AdamW\"} section so that DeepSpeed builds the CPU optimizer");
+        return;
+      }
+    }
+    r_.zero.bf16_master_weights = master;
+    r_.zero.bf16_optimizer_states = states;
   }
 
   // data_types.grad_accum_dtype and the optimizer wrapper DeepSpeed's engine picks from it, from the

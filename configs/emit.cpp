@@ -102,6 +102,8 @@ std::string plan_summary(const planner::Workload& w, const planner::Plan& p) {
   if (z.offload_optimizer != Offload::None)
     off += ", optimizer offload " + planner::to_string(z.offload_optimizer);
   if (z.offload_param != Offload::None) off += ", parameter offload " + planner::to_string(z.offload_param);
+  if (z.bf16_master_weights)
+    off += z.bf16_optimizer_states ? ", bf16 master weights + optimizer states" : ", bf16 master weights";
   return fmt::format(
       "{} on {}x{}x{}: ZeRO-{}{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, "
       "seq {}, checkpointing {}",
@@ -150,6 +152,9 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
   switch (p.precision) {
     case Precision::BF16:
       c["bf16"] = {{"enabled", auto_or(true)}};
+      // runtime/precision_config.py (>= 0.18.3); configs/check.cpp master_weights for the rules.
+      if (z.bf16_master_weights) c["bf16"]["bf16_master_weights_and_grads"] = true;
+      if (z.bf16_optimizer_states) c["bf16"]["bf16_optimizer_states"] = true;
       break;
     case Precision::FP16:
       c["fp16"] = {{"enabled", auto_or(true)},

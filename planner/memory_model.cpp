@@ -91,6 +91,23 @@ struct StatesContext {
   uint8_t full_grad_phases;
   Buffer::Moment full_grad_moment;
 
+  // Bytes per element of the ZeRO optimizer's master partition and of its gradient: runtime/
+  // base_optimizer.py _configure_master_weights returns torch.bfloat16 under
+  // bf16_master_weights_and_grads, torch.float32 otherwise (stage_1_and_2.py / stage3.py create
+  // single_partition_of_fp32_groups / fp32_partitioned_groups_flat and their .grad in that dtype).
+  int64_t master_bytes() const { return z.bf16_master_weights ? 2 : 4; }
+  // Adam's exp_avg + exp_avg_sq per element: torch/FusedAdam create them like the master they update
+  // (bf16 under bf16_optimizer_states); DeepSpeedCPUAdam keeps fp32 moments unless built with
+  // fp32_optimizer_states=False, which 0.19.8's engine does under bf16_optimizer_states
+  // (engine.py get_optimizer_configuration) and 0.18.9's does not (its default True).
+  int64_t moment_bytes() const {
+    if (!z.bf16_optimizer_states) return 8;
+    return off_opt && w.train.deepspeed_version == DeepSpeedVersion::V0_18_9 ? 8 : 4;
+  }
+  // With a bf16 master over a bf16 model, the step's `.to(master dtype)` of the flat 16-bit gradient
+  // partition returns that tensor itself: no separate fp32 copy exists.
+  bool master_is_16bit() const { return z.bf16_master_weights && pe == 2; }
+
   // The policies, one per DeepSpeed runtime path (definitions below), and what plugs in beside them.
   void add_flat_parameters(MemoryBreakdown& out) const;
   void add_stage0_allreduce_copy(MemoryBreakdown& out) const;
@@ -330,11 +347,13 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
   if (!off_opt) {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
     // fp32 training) + Adam exp_avg, exp_avg_sq.
-    out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t),
-                kAllPhases, "stage_1_and_2.py single_partition_of_fp32_groups: 4 x padded Psi / N")
+    out.add_gpu(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
+                Category::OptimizerStates, checked_mul(master_bytes(), part_t), kAllPhases,
+                "stage_1_and_2.py single_partition_of_fp32_groups: 4 (bf16 master: 2) x padded Psi / N")
         .ds_name = "optimizer.single_partition_of_fp32_groups";
-    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
-                kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py)");
+    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates,
+                checked_mul(moment_bytes(), part_t), kAllPhases,
+                "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py; bf16 states: 4 bytes)");
     // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
     // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
     // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
@@ -343,7 +362,7 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
     // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
     // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
     // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
-    if (!compact) {
+    if (!compact && !master_is_16bit()) {
       Buffer& b = out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t),
                               kStep, "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
       b.after_step = false;
@@ -511,21 +530,31 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
                 "stage3.py grad_partitions_flat_buffer: 2Psi/N")
         .ds_name = "optimizer.grad_partitions_flat_buffer";
   if (!off_opt) {
-    out.add_gpu("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
-                kAllPhases, "stage3.py fp32_partitioned_groups_flat: 4Psi/N")
+    // A bf16 master over bf16 parameters is still a copy: stage3.py _create_fp32_partitions reuses the
+    // 16-bit partition only when `fp16_partitioned_groups_flat[i].device == self.device`, a torch.device
+    // compared with the string current_device_name(), which is False (torch 2.x: torch.device('cpu') ==
+    // 'cpu' and torch.device('cuda:0') == 'cuda:0' are both False). Recorded:
+    // llama-gqa_s3_n2_bf16_bf16master_bf16opt, optimizer states 6 x Psi/N.
+    out.add_gpu(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
+                Category::OptimizerStates, checked_mul(master_bytes(), t_part), kAllPhases,
+                "stage3.py fp32_partitioned_groups_flat: 4Psi/N (bf16 master: 2Psi/N)")
         .ds_name = "optimizer.fp32_partitioned_groups_flat";
-    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
-                kAllPhases, "K*Psi/N with the master above, K=12 (ZeRO paper)");
+    out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates,
+                checked_mul(moment_bytes(), t_part), kAllPhases,
+                "K*Psi/N with the master above, K=12 (ZeRO paper; bf16 states: 4 bytes)");
     // _prepare_fp32_grad_for_sub_group: one sub group's gradients converted to fp32 at a time,
     // `self.flatten(self.averaged_gradients[i]).to(fp32)`: the 16-bit flat copy is alive during its
     // .to (in fp32 training .to returns the flat copy itself). Measured (llama-gqa_s3_n2_bf16_rbs50k,
     // 0.19.8): +6,688,512 B inside _prepare_sub_group = 4,459,008 fp32 + 2,229,504 bf16 at N = 2.
+    // With a bf16 master the .to returns the bf16 flat copy itself: no fp32 copy.
     const int64_t sub = std::min(z.sub_group_size, t_part);
-    Buffer& g32 =
-        out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers, checked_mul(4, sub), kStep,
-                    "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+    if (!master_is_16bit()) {
+      Buffer& g32 =
+          out.add_gpu("fp32 gradient of one sub-group at step", Category::Buffers, checked_mul(4, sub), kStep,
+                      "4 x min(sub_group_size, partition) (stage3.py _prepare_fp32_grad_for_sub_group)");
+      if (!engine) g32.step_moment = Buffer::StepMoment::Update;
+    }
     if (!engine) {
-      g32.step_moment = Buffer::StepMoment::Update;
       if (!fp32)
         out.add_gpu("16-bit flat gradient of one sub-group at step", Category::Buffers, checked_mul(pe, sub),
                     kStep,
@@ -626,17 +655,23 @@ int64_t Stage3Policy::add_offload_host(MemoryBreakdown& out) const {
                  "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
         .ds_name = "optimizer.grad_partitions_flat_buffer";
     if (z.offload_optimizer == Offload::CPU) {
-      out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, t_part),
-                   pinned, "stage3.py fp32_partitioned_groups_flat on the host")
+      out.add_host(
+             z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
+             Category::OptimizerStates, checked_mul(master_bytes(), t_part), pinned,
+             "stage3.py fp32_partitioned_groups_flat on the host")
           .ds_name = "optimizer.fp32_partitioned_groups_flat";
-      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, t_part),
-                   pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
-      out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, t_part), pinned,
-                   "fp32_partitioned_groups_flat[i].grad on the host");
+      out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
+                   checked_mul(moment_bytes(), t_part), pinned,
+                   "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+      out.add_host(z.bf16_master_weights ? "bf16 gradient partition" : "fp32 gradient partition",
+                   Category::Gradients, checked_mul(master_bytes(), t_part), pinned,
+                   "fp32_partitioned_groups_flat[i].grad on the host, in the master dtype");
     } else {
-      nvme_rank = checked_add(nvme_rank, checked_mul(12, t_part));  // fp32 master + exp_avg + exp_avg_sq
+      // master + exp_avg + exp_avg_sq
+      nvme_rank = checked_add(nvme_rank, checked_mul(master_bytes() + moment_bytes(), t_part));
       out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
-                   checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)), 4),
+                   checked_mul(checked_mul(kNvmeOptimizerBufferCount, std::min(z.sub_group_size, t_part)),
+                               master_bytes()),
                    true,
                    "offload_optimizer nvme: buffer_count 4 x largest sub group in fp32 (optimizer_utils.py)");
     }
@@ -680,19 +715,24 @@ int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
   // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
   // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
   if (z.offload_optimizer == Offload::CPU) {
-    out.add_host("fp32 master params (partition)", Category::OptimizerStates, checked_mul(4, part_t), pinned,
+    out.add_host(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
+                 Category::OptimizerStates, checked_mul(master_bytes(), part_t), pinned,
                  "single_partition_of_fp32_groups on the host")
         .ds_name = "optimizer.single_partition_of_fp32_groups";
-    out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates, checked_mul(8, part_t),
-                 pinned, "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
+    out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
+                 checked_mul(moment_bytes(), part_t), pinned,
+                 "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
   } else {
-    nvme_rank = checked_add(nvme_rank, checked_mul(12, part_t));  // fp32 master + exp_avg + exp_avg_sq
+    // master + exp_avg + exp_avg_sq
+    nvme_rank = checked_add(nvme_rank, checked_mul(master_bytes() + moment_bytes(), part_t));
     out.add_host("optimizer swap buffers (NVMe)", Category::Buffers,
-                 checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), 4), true,
+                 checked_mul(checked_mul(kNvmeOptimizerBufferCount, part_t), master_bytes()), true,
                  "offload_optimizer nvme: buffer_count 4 x partition in fp32");
   }
-  out.add_host("fp32 gradient partition", Category::Gradients, checked_mul(4, part_t), pinned,
-               "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned");
+  out.add_host(
+      z.bf16_master_weights ? "bf16 gradient partition" : "fp32 gradient partition", Category::Gradients,
+      checked_mul(master_bytes(), part_t), pinned,
+      "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned, in the master dtype");
   // stage_1_and_2.py __init__ with cpu_offload: a 16-bit copy of the partition for the upload after
   // the step (param_buffer_of_bit16_for_cpu_offload_groups), and one largest-parameter-sized 16-bit
   // gradient staging buffer on each side (temp_grad_buffer_for_cpu_offload / _for_gpu_offload,

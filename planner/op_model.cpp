@@ -355,7 +355,8 @@ GemmQuantization gemm_quantization(int64_t m, int64_t n, int64_t k, int sms) {
     int sms = -1;
     GemmQuantization q;
   };
-  constexpr size_t kEntries = 2048;  // a search meets a few hundred distinct launch shapes (micro-batches x passes)
+  constexpr size_t kEntries =
+      2048;  // a search meets a few hundred distinct launch shapes (micro-batches x passes)
   thread_local std::array<Entry, kEntries> cache;
   const uint64_t h = (static_cast<uint64_t>(m) * 0x9E3779B97F4A7C15ull) ^
                      (static_cast<uint64_t>(n) * 0xC2B2AE3D27D4EB4Full) ^
@@ -741,9 +742,15 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
   // Optimizer step on the GPU (derivation in the header comment).
   if (optimizer_params > 0) {
     const double p = static_cast<double>(optimizer_params);
-    b.memory("16-bit gradient partition -> fp32", OpPass::Step, 2, 6.0 * p);
-    b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 12.0 * p);
-    b.memory("fused Adam (multi-tensor) + 16-bit param copy", OpPass::Step, 3, 30.0 * p);
+    // A bf16 master (bf16_master_weights_and_grads) takes the 16-bit gradient partition as it is (the
+    // step's .to(master dtype) returns it): no conversion; the norm and clip read and write bf16, and
+    // fused Adam reads/writes a bf16 master (and bf16 moments under bf16_optimizer_states):
+    // 2 x master + master gradient + 2 x moments + 16-bit copy = 30 B in fp32, 16 B all-bf16.
+    const double mb = rt.master_bytes;
+    if (mb > 2) b.memory("16-bit gradient partition -> fp32", OpPass::Step, 2, (2.0 + mb) * p);
+    b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 3.0 * mb * p);
+    b.memory("fused Adam (multi-tensor) + 16-bit param copy", OpPass::Step, 3,
+             (3.0 * mb + 2.0 * rt.moment_bytes + 2.0) * p);
   }
   return t;
 }

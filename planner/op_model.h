@@ -144,6 +144,10 @@ struct RuntimeKernels {
   double grad_reduce_bytes_per_elem = 0;
   double grad_reduce_launches = 0;
   bool grad_reduce_every_micro_step = true;
+  // The optimizer step's element sizes (planner/zero_config.h bf16_master_weights /
+  // bf16_optimizer_states): master partition and its gradient, and Adam's two moments together.
+  double master_bytes = 4;
+  double moment_bytes = 8;
 };
 
 // Whether full checkpointing's recompute skips the MLP output GEMM (ComputeStats::recompute_early_stop):

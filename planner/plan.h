@@ -26,11 +26,15 @@ struct Plan {
 };
 
 struct SearchOptions {
-  std::optional<int> stage;                  // --stage fixes it
-  std::optional<int> ep;                     // --ep fixes the expert-parallel size (planner/expert_parallel.h)
+  std::optional<int> stage;  // --stage fixes it
+  std::optional<int> ep;     // --ep fixes the expert-parallel size (planner/expert_parallel.h)
   std::optional<Offload> offload_optimizer;  // fixed when given
   std::optional<Offload> offload_param;
   double memory_margin = 0.05;  // keep 5% of GPU memory free: allocator fragmentation headroom
+  // --allow bf16-master: also try bf16 master weights, gradients and optimizer states
+  // (ZeroConfig::bf16_master_weights / bf16_optimizer_states) at stages 1-3 with the optimizer on the
+  // GPU. They change the numerics (updates rounded to bf16), so never searched unless allowed.
+  bool allow_bf16_master = false;
 };
 
 struct SearchResult {

@@ -373,22 +373,28 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
   const int64_t pe = s.mem.param_elem_bytes;
   std::string states;
   if (e.zero.stage < 3)
-    states = fmt::format("its unpartitioned 16-bit weights{} shrink from {} to {}, while the experts' optimizer "
-                         "states (partitioned over the N/ep = {} expert-data-parallel ranks instead of N) stay "
-                         "total/N per rank",
-                         e.zero.stage <= 1 ? " and gradients" : "", gb(checked_mul(pe, s.mem.total_params)),
-                         gb(checked_mul(pe, c.local_params)), w.cluster.world_size() / c.ep);
+    states = fmt::format(
+        "its unpartitioned 16-bit weights{} shrink from {} to {}, while the experts' optimizer "
+        "states (partitioned over the N/ep = {} expert-data-parallel ranks instead of N) stay "
+        "total/N per rank",
+        e.zero.stage <= 1 ? " and gradients" : "", gb(checked_mul(pe, s.mem.total_params)),
+        gb(checked_mul(pe, c.local_params)), w.cluster.world_size() / c.ep);
   else
-    states = fmt::format("ZeRO-3 partitions hold total/N either way, but each rank gathers only its local experts "
-                         "(stage-3 gathers and reduce-scatters move {:.0f}% of the bytes)",
-                         c.local_fraction * 100);
+    states = fmt::format(
+        "ZeRO-3 partitions hold total/N either way, but each rank gathers only its local experts "
+        "(stage-3 gathers and reduce-scatters move {:.0f}% of the bytes)",
+        c.local_fraction * 100);
   std::string msg = fmt::format(
-      "Expert parallelism: with ep {} (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size) each rank holds {} of "
-      "the {} experts per MoE layer: {}; its {} all-to-alls per step ({} per MoE layer per micro-batch, {:.1f} MB "
+      "Expert parallelism: with ep {} (DeepSpeed AutoEP, ds_config expert_parallel.autoep_size) each rank "
+      "holds {} of "
+      "the {} experts per MoE layer: {}; its {} all-to-alls per step ({} per MoE layer per micro-batch, "
+      "{:.1f} MB "
       "each for {} tokens x top-{}) cost {}, all exposed.",
       c.ep, w.model.num_experts / c.ep, w.model.num_experts, states,
       c.a2a_calls_per_step + c.count_calls_per_step,
-      c.moe_layers > 0 ? (c.a2a_calls_per_step + c.count_calls_per_step) / c.moe_layers / std::max<int64_t>(1, e.zero.grad_accum) : 0,
+      c.moe_layers > 0 ? (c.a2a_calls_per_step + c.count_calls_per_step) / c.moe_layers /
+                             std::max<int64_t>(1, e.zero.grad_accum)
+                       : 0,
       static_cast<double>(c.a2a_bytes) / 1e6, e.zero.micro_batch * w.train.seq_len, w.model.experts_per_token,
       ms(c.a2a_time_s));
   const bool ep_wins = e.fits != h.fits ? e.fits : e.tokens_per_s > h.tokens_per_s;
@@ -396,28 +402,32 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
     msg += fmt::format(" Only with it does a plan fit ({}: {} per GPU; without it the closest needs {}).",
                        describe_config(e.zero), gb(e.memory.peak), gb(h.memory.peak));
   else if (!e.fits && !h.fits)
-    msg += fmt::format(" Neither fits (with ep {}: {} per GPU, {} of host memory per node; without: {} per GPU, {} "
-                       "of host memory per node).",
-                       c.ep, gb(e.memory.peak), gb(e.memory.host_per_node), gb(h.memory.peak),
-                       gb(h.memory.host_per_node));
+    msg += fmt::format(
+        " Neither fits (with ep {}: {} per GPU, {} of host memory per node; without: {} per GPU, {} "
+        "of host memory per node).",
+        c.ep, gb(e.memory.peak), gb(e.memory.host_per_node), gb(h.memory.peak), gb(h.memory.host_per_node));
   else if (h.fits && !e.fits)
     msg += fmt::format(" It does not fit ({} per GPU); HF experts under ZeRO do.", gb(e.memory.peak));
   else {
     // Why: the step components that differ most between the two plans.
     std::string why;
     if (ep_wins && h.time.offload_s > e.time.offload_s + 0.05 * h.time.step_s)
-      why = fmt::format("without it only an offloading plan fits, which spends {} per step on offload (here {})",
-                        ms(h.time.offload_s), ms(e.time.offload_s));
+      why = fmt::format(
+          "without it only an offloading plan fits, which spends {} per step on offload (here {})",
+          ms(h.time.offload_s), ms(e.time.offload_s));
     else if (ep_wins && e.zero.micro_batch > h.zero.micro_batch)
       why = fmt::format("its smaller weights leave room for micro-batch {} (without: {})", e.zero.micro_batch,
                         h.zero.micro_batch);
     else if (ep_wins)
       why = fmt::format("ZeRO's collectives move {:.0f}% of the bytes ({} exposed here, {} without)",
-                        c.local_fraction * 100, ms(e.time.exposed_communication_s), ms(h.time.exposed_communication_s));
+                        c.local_fraction * 100, ms(e.time.exposed_communication_s),
+                        ms(h.time.exposed_communication_s));
     else
-      why = fmt::format("the all-to-alls ({}) cost more than the smaller weights and ZeRO traffic save", ms(c.a2a_time_s));
-    msg += fmt::format(" {} ({} vs {} for HF experts under ZeRO, {}): {}.", ep_wins ? "It is faster" : "It is slower",
-                       tps(e.tokens_per_s), tps(h.tokens_per_s), describe_config(h.zero), why);
+      why = fmt::format("the all-to-alls ({}) cost more than the smaller weights and ZeRO traffic save",
+                        ms(c.a2a_time_s));
+    msg += fmt::format(" {} ({} vs {} for HF experts under ZeRO, {}): {}.",
+                       ep_wins ? "It is faster" : "It is slower", tps(e.tokens_per_s), tps(h.tokens_per_s),
+                       describe_config(h.zero), why);
   }
   // The HF side at ZeRO-3: its MoE blocks as leaves (one gather per block) or not (per-expert gathers),
   // both ways from planner/zero3_leaf.h.
@@ -428,17 +438,52 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
                       std::abs(static_cast<double>(lc.leaf.peak_bytes - lc.not_leaf.peak_bytes)) <=
                           1e-3 * static_cast<double>(std::max<int64_t>(1, lc.not_leaf.peak_bytes));
     if (lc.applies && same)
-      msg += fmt::format(" At ZeRO-3 without it, MoE blocks as leaves or not (--z3-leaf-moe) cost the same here: {} "
-                         "gathers per step either way (the experts are one fused module per block).",
-                         lc.leaf.gather_calls);
+      msg += fmt::format(
+          " At ZeRO-3 without it, MoE blocks as leaves or not (--z3-leaf-moe) cost the same here: {} "
+          "gathers per step either way (the experts are one fused module per block).",
+          lc.leaf.gather_calls);
     else if (lc.applies)
       msg += fmt::format(
-          " At ZeRO-3 without it, MoE blocks as leaves (--z3-leaf-moe on; DeepSpeed's default here: {}) take {} "
+          " At ZeRO-3 without it, MoE blocks as leaves (--z3-leaf-moe on; DeepSpeed's default here: {}) take "
+          "{} "
           "gathers per step ({} of collectives, peak {}) against {} gathers ({}, peak {}) expert by expert.",
-          lc.auto_is_leaf ? "leaf" : "not leaf", lc.leaf.gather_calls, ms(lc.leaf.comm_time_s), gb(lc.leaf.peak_bytes),
-          lc.not_leaf.gather_calls, ms(lc.not_leaf.comm_time_s), gb(lc.not_leaf.peak_bytes));
+          lc.auto_is_leaf ? "leaf" : "not leaf", lc.leaf.gather_calls, ms(lc.leaf.comm_time_s),
+          gb(lc.leaf.peak_bytes), lc.not_leaf.gather_calls, ms(lc.not_leaf.comm_time_s),
+          gb(lc.not_leaf.peak_bytes));
   }
   msg += " AutoEP routes dropless (no capacity factor); the all-to-all sizes assume balanced routing.";
+  return msg;
+}
+
+// --allow bf16-master (planner/plan.h): what the bf16 master weights and optimizer states buy against
+// the best plan with fp32 masters, and the numerics they change.
+std::string bf16_master_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                 const Plan& rec) {
+  SearchOptions o = opts;
+  o.allow_bf16_master = false;
+  const SearchResult fp32 = search_plans(w, s, o);
+  const Plan* base = fp32.recommendation ? &*fp32.recommendation : nullptr;
+  const int64_t states = rec.memory.at_peak[static_cast<size_t>(Category::OptimizerStates)];
+  if (!rec.zero.bf16_master_weights) {
+    return fmt::format(
+        "bf16 master weights + optimizer states (--allow bf16-master) were searched and not chosen: fp32 "
+        "masters are as fast or faster here{}.",
+        base ? "" : " (nothing fits either way)");
+  }
+  std::string msg = fmt::format(
+      "bf16 master weights, gradients and Adam states (--allow bf16-master; DeepSpeed "
+      "bf16.bf16_master_weights_and_grads + bf16_optimizer_states): the optimizer states take {} per GPU "
+      "(6 bytes per parameter of the partition instead of 12)",
+      gb(states));
+  if (base)
+    msg += fmt::format("; the best plan with fp32 masters ({}) reaches {} ({}) at peak {}",
+                       describe_config(base->zero), tps(base->tokens_per_s),
+                       pct(base->tokens_per_s, rec.tokens_per_s), gb(base->memory.peak));
+  else
+    msg += "; with fp32 masters nothing fits";
+  msg +=
+      ". This changes the numerics: every update is applied to a bf16 weight and the moments keep bf16's 8 "
+      "significant bits, so small updates round away; compare the loss curve with an fp32-master run.";
   return msg;
 }
 
@@ -452,6 +497,8 @@ std::string describe_config(const ZeroConfig& z) {
   if (z.offload_param != Offload::None)
     s += fmt::format(", parameter offload {}", offload_name(z.offload_param));
   if (z.ep_size > 1) s += fmt::format(", expert parallel {} (AutoEP)", z.ep_size);
+  if (z.bf16_master_weights)
+    s += z.bf16_optimizer_states ? ", bf16 master weights + optimizer states" : ", bf16 master weights";
   s += fmt::format(", reduce_bucket_size {:.0e}, overlap_comm {}", static_cast<double>(z.reduce_bucket_size),
                    z.overlap_comm ? "on" : "off");
   return s;
@@ -491,6 +538,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
+  if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
 
   // Offload: needed, or chosen for speed, or not needed.
   if (uses_offload(rec.zero)) {

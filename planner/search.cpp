@@ -295,16 +295,27 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
           for (Checkpointing ck : ckpt_choices) {
             for (int64_t bucket : kSearchBucketSizes) {
               for (bool overlap : {false, true}) {
-                ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
-                z.offload_optimizer = oo;
-                z.offload_param = po;
-                z.checkpointing = ck;
-                z.reduce_bucket_size = bucket;
-                z.allgather_bucket_size = bucket;
-                z.overlap_comm = overlap;
-                z.ep_size = ep;
-                z.memory_efficient_linear = w.train.memory_efficient_linear;
-                ev.consider(z, bp, best_ep, have_ep);
+                for (bool bf16_master : {false, true}) {
+                  // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own
+                  // CPU optimizer (configs/check.cpp master_weights), which --emit writes only with
+                  // --emit-optimizer: offered with the optimizer on the GPU.
+                  if (bf16_master && !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
+                                       w.train.precision == Precision::BF16 &&
+                                       w.train.implementation != Implementation::ZeroplanEngine))
+                    continue;
+                  ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+                  z.bf16_master_weights = bf16_master;
+                  z.bf16_optimizer_states = bf16_master;
+                  z.offload_optimizer = oo;
+                  z.offload_param = po;
+                  z.checkpointing = ck;
+                  z.reduce_bucket_size = bucket;
+                  z.allgather_bucket_size = bucket;
+                  z.overlap_comm = overlap;
+                  z.ep_size = ep;
+                  z.memory_efficient_linear = w.train.memory_efficient_linear;
+                  ev.consider(z, bp, best_ep, have_ep);
+                }
               }
             }
           }

@@ -192,9 +192,11 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
   offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
   if (z.offload_param == Offload::None) offload += part_bytes / host_bw;
   if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
-    // fp32 param, m, v (12 B/param) read and written once per step, the node's ranks share the disk.
-    offload +=
-        2.0 * 12.0 * static_cast<double>(partition) * w.cluster.gpus_per_node / (w.cluster.nvme_GBps * 1e9);
+    // Master param, m, v (fp32: 12 B/param; bf16 master 10, with bf16 states 6) read and written once
+    // per step, the node's ranks share the disk.
+    const double state_bytes = (z.bf16_master_weights ? 2.0 : 4.0) + (z.bf16_optimizer_states ? 4.0 : 8.0);
+    offload += 2.0 * state_bytes * static_cast<double>(partition) * w.cluster.gpus_per_node /
+               (w.cluster.nvme_GBps * 1e9);
   }
   return offload;
 }
@@ -351,6 +353,9 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
   const int64_t trainable = s.trainable_params;
   const auto [bf16_optimizer, partition] = share;
   RuntimeKernels rt;
+  // runtime/base_optimizer.py _configure_master_weights (planner/zero_config.h).
+  rt.master_bytes = z.bf16_master_weights ? 2.0 : 4.0;
+  rt.moment_bytes = z.bf16_optimizer_states ? 4.0 : 8.0;
   if (w.train.implementation != Implementation::ZeroplanEngine && trainable > 0) {
     // Gradient elements DeepSpeed touches before handing them to NCCL, per trained element (a =
     // gradient bytes: 16-bit, or fp32 under fp32 training and BF16_Optimizer's fp32 gradients):

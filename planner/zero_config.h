@@ -46,6 +46,14 @@ struct ZeroConfig {
   // The search copies TrainingSpec::memory_efficient_linear (--memory-efficient-linear); `check`
   // reads the user's config.
   bool memory_efficient_linear = true;
+  // bf16.bf16_master_weights_and_grads and bf16.bf16_optimizer_states (DeepSpeed >= 0.18.3,
+  // runtime/precision_config.py; runtime/base_optimizer.py _configure_master_weights): the ZeRO
+  // optimizer's master partition and its gradient in bf16 instead of fp32, and with the second also
+  // Adam's two moments. Stages 1-3 only; without bf16 optimizer states DeepSpeed requires optimizer
+  // offload with DeepSpeedCPUAdam (configs/check.cpp says so). They change the numerics, so the
+  // search never turns them on by itself.
+  bool bf16_master_weights = false;
+  bool bf16_optimizer_states = false;
   // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
   bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 

@@ -4,10 +4,9 @@
 // hand computation shown next to each check, never from the code under test.
 #include <gtest/gtest.h>
 
-#include <string_view>
-
 #include <algorithm>
 #include <cmath>
+#include <string_view>
 
 #include "model_specs.h"
 #include "models/model_spec.h"
@@ -92,6 +91,39 @@ TEST(MemoryModelStates, Fp32TrainingUnderZeroKeepsDeepSpeedsFp32Clone) {
   // fp32 on N = 4 with 1e9 params: params 4e9 + grads 4e9/4 + (4 + 8)e9/4 = 4e9 + 1e9 + 3e9 = 8e9.
   const auto m = estimate(params_workload(1'000'000'000, 1, 4, Precision::FP32), 2);
   EXPECT_EQ(m.model_states(), 8'000'000'000);
+}
+
+TEST(MemoryModelStates, Bf16MasterWeightsAndOptimizerStatesHalveTheOptimizerStates) {
+  // bf16.bf16_master_weights_and_grads + bf16_optimizer_states (DeepSpeed >= 0.18.3): master 2 bytes
+  // and Adam's two moments 2 + 2 bytes per element of the partition, instead of 4 + 8 (recorded with
+  // DeepSpeed 0.19.8: tests/deepspeed/fixtures/0.19.8/llama-gqa_s{1,2,3}_n2_bf16_bf16master_bf16opt,
+  // optimizer states 6,688,512 B = 6 x 1,114,752). Hand count, Psi = 1e9, N = 4, partition 2.5e8:
+  //   stage 2: optimizer states 6 x 2.5e8 = 1.5e9 (fp32 masters: 12 x 2.5e8 = 3e9); params 2e9, grads
+  //   2 x 2.5e8 = 5e8 unchanged;
+  //   stage 3: 6 x 2.5e8 = 1.5e9 as well (a separate bf16 copy, not the parameter partition).
+  Workload w = params_workload(1'000'000'000, 1, 4, Precision::BF16);
+  for (int stage : {2, 3}) {
+    ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+    z.bf16_master_weights = z.bf16_optimizer_states = true;
+    const auto m = estimate_memory(w, stats_of(w), z);
+    EXPECT_EQ(m.category(Category::OptimizerStates), 1'500'000'000) << "stage " << stage;
+    EXPECT_EQ(estimate(w, stage).category(Category::OptimizerStates), 3'000'000'000) << "stage " << stage;
+    EXPECT_EQ(m.category(Category::Parameters), estimate(w, stage).category(Category::Parameters));
+  }
+  // bf16 master with fp32 moments (DeepSpeed requires optimizer offload then): on the host, master 2 +
+  // moments 8 + the master's gradient 2 per element: 10 x 2.5e8 optimizer states, 2 x 2.5e8 gradient.
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(2);
+  z.bf16_master_weights = true;
+  z.offload_optimizer = Offload::CPU;
+  const auto off = estimate_memory(w, stats_of(w), z);
+  int64_t host_states = 0, host_master_grad = 0;
+  for (int i = 0; i < off.num_host; ++i) {
+    const Buffer& b = off.host[static_cast<size_t>(i)];
+    if (b.category == Category::OptimizerStates) host_states += b.bytes;
+    if (std::string_view(b.name) == "bf16 gradient partition") host_master_grad += b.bytes;
+  }
+  EXPECT_EQ(host_states, 2'500'000'000);
+  EXPECT_EQ(host_master_grad, 500'000'000);
 }
 
 TEST(MemoryModelStates, Bf16WithoutZeroFollowsTheDeepSpeedVersion) {
@@ -219,10 +251,12 @@ TEST(MemoryModelProperties, ActivationsAreLinearInMicroBatch) {
     int64_t a1 = 0, a4 = 0;
     const std::string_view rope = "rotary cos/sin + position ids";
     for (int i = 0; i < one.num_gpu; ++i)
-      if (one.gpu[static_cast<size_t>(i)].category == Category::Activations && one.gpu[static_cast<size_t>(i)].name != rope)
+      if (one.gpu[static_cast<size_t>(i)].category == Category::Activations &&
+          one.gpu[static_cast<size_t>(i)].name != rope)
         a1 += one.gpu[static_cast<size_t>(i)].bytes;
     for (int i = 0; i < four.num_gpu; ++i)
-      if (four.gpu[static_cast<size_t>(i)].category == Category::Activations && four.gpu[static_cast<size_t>(i)].name != rope)
+      if (four.gpu[static_cast<size_t>(i)].category == Category::Activations &&
+          four.gpu[static_cast<size_t>(i)].name != rope)
         a4 += four.gpu[static_cast<size_t>(i)].bytes;
     EXPECT_GT(a1, 0);
     EXPECT_EQ(a4, 4 * a1) << to_string(ck);
@@ -244,7 +278,8 @@ TEST(MemoryModelProperties, CheckpointingOrdersActivationMemory) {
     const MemoryBreakdown m = estimate_memory(w, s, z);
     int64_t a = 0;
     for (int i = 0; i < m.num_gpu; ++i)
-      if (m.gpu[static_cast<size_t>(i)].category == Category::Activations && (m.gpu[static_cast<size_t>(i)].phases & kForward))
+      if (m.gpu[static_cast<size_t>(i)].category == Category::Activations &&
+          (m.gpu[static_cast<size_t>(i)].phases & kForward))
         a += m.gpu[static_cast<size_t>(i)].bytes;
     return a;
   };

@@ -192,6 +192,8 @@ class ZeroKnobs(Record):
     stage3_param_persistence_threshold: int = 0
     stage3_max_live_parameters: int = 0
     sub_group_size: int = 0
+    bf16_master_weights_and_grads: bool = False
+    bf16_optimizer_states: bool = False
 
 
 @dataclass

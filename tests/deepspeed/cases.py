@@ -343,6 +343,17 @@ def _build():
     # own linear keep the gathered weights alive through its saved W^T views?
     add(stage=3, world=2, zero={"stage3_max_live_parameters": 100000, "stage3_max_reuse_distance": 100000,
                                 "memory_efficient_linear": False}, tag="maxlive100k_nomel")
+    # 17. 16-bit master weights and gradients (issue 28 item 2; DeepSpeed >= 0.18.3,
+    # bf16.bf16_master_weights_and_grads / bf16_optimizer_states, runtime/base_optimizer.py
+    # _configure_master_weights): with the optimizer states in bf16 too (on the device), and with fp32
+    # states, which DeepSpeed allows only with ZeRO-Offload and DeepSpeedCPUAdam.
+    bf16m = {"enabled": True, "bf16_master_weights_and_grads": True}
+    for stage in (1, 2, 3):
+        add(stage=stage, world=2, extra={"bf16": dict(bf16m, bf16_optimizer_states=True)}, tag="bf16master_bf16opt")
+    for stage in (2, 3):
+        add(stage=stage, world=2, zero={"offload_optimizer": {"device": "cpu"}}, extra={"bf16": bf16m},
+            tag="bf16master_offloadopt")
+    add(stage=2, world=4, extra={"bf16": dict(bf16m, bf16_optimizer_states=True)}, tag="bf16master_bf16opt")
     return out
 
 
