@@ -134,11 +134,11 @@ class ConfigReader {
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
   static const char* const kTypes[] = {
-      "llama",   "mistral",    "mixtral",     "qwen2",      "qwen3",       "qwen2_moe",   "qwen3_moe",
-      "gemma",   "gemma2",     "gemma3_text", "phi3",       "olmo2",       "olmoe",       "granite",
-      "glm4",    "starcoder2", "cohere",      "gpt_oss",    "llama4_text", "deepseek_v2", "deepseek_v3",
-      "phi",     "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4",
-      "smollm3", "arcee",      "dots1",       "ernie4_5"};
+      "llama",   "mistral",    "mixtral",     "qwen2",      "qwen3",           "qwen2_moe",   "qwen3_moe",
+      "gemma",   "gemma2",     "gemma3_text", "phi3",       "olmo2",           "olmoe",       "granite",
+      "glm4",    "starcoder2", "cohere",      "gpt_oss",    "llama4_text",     "deepseek_v2", "deepseek_v3",
+      "phi",     "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",          "olmo3",       "exaone4",
+      "smollm3", "arcee",      "dots1",       "ernie4_5",   "hunyuan_v1_dense"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -376,6 +376,13 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Ernie4_5Config head_dim 128 (None: hidden / heads).
   if (((type == "seed_oss" || type == "ernie4_5") && !r.is_null("head_dim")) || type == "minimax_m2")
     dflt_head_dim = 128;
+  // HunYuanDenseV1Config.head_dim defaults to None, and HunYuanDenseV1Attention's getattr(config,
+  // "head_dim", hidden // heads) then returns None: transformers builds no model without it.
+  if (type == "hunyuan_v1_dense" && (!r.find({"head_dim"}) || r.is_null("head_dim")))
+    throw_user_error(
+        "model config '{}': hunyuan_v1_dense needs 'head_dim' (HunYuanDenseV1Config's default is None, with "
+        "which transformers builds no model); give the value from the model's config.json",
+        r.origin());
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
@@ -466,6 +473,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.qk_norm = QkNorm::FullWidth;
   // Dots1Attention: q_norm/k_norm = Dots1RMSNorm(head_dim), always built.
   if (type == "exaone4" || type == "dots1") m.qk_norm = QkNorm::PerHead;
+  // HunYuanDenseV1Attention: query_layernorm/key_layernorm = RMSNorm(head_dim), always built, applied
+  // after the rotary embedding (same saved bytes as a norm before it: the norm saves its input either
+  // way, and SDPA the normalised q/k).
+  if (type == "hunyuan_v1_dense") m.qk_norm = QkNorm::PerHead;
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {

@@ -135,8 +135,11 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
     case QkNorm::None:
       break;
     case QkNorm::PerHead:  // Qwen3Attention / Gemma3Attention: RMSNorm(head_dim)
-      g.norm("self_attn.q_norm", m.head_dim, false);
-      g.norm("self_attn.k_norm", m.head_dim, false);
+      // HunYuanDenseV1Attention names them query_layernorm / key_layernorm.
+      g.norm(m.model_type == "hunyuan_v1_dense" ? "self_attn.query_layernorm" : "self_attn.q_norm",
+             m.head_dim, false);
+      g.norm(m.model_type == "hunyuan_v1_dense" ? "self_attn.key_layernorm" : "self_attn.k_norm", m.head_dim,
+             false);
       break;
     case QkNorm::FullWidth:  // Olmo2Attention: RMSNorm(heads*head_dim), RMSNorm(kv_heads*head_dim);
       // OlmoeAttention: RMSNorm(hidden), RMSNorm(hidden/heads*kv_heads) -- the same without head_dim

@@ -55,10 +55,11 @@ bool norms_registered_last(const std::string& model_type) {
   // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
   // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3, Exaone4, SmolLM3, Arcee and Dots1 DecoderLayers
   // (their modeling files' __init__: self_attn, mlp, then the norms).
-  for (const char* t : {"llama",       "mistral",     "qwen2",    "qwen3",    "mixtral",     "qwen2_moe",
-                        "qwen3_moe",   "gemma",       "gemma2",   "gemma3",   "gemma3_text", "phi3",
-                        "deepseek_v2", "deepseek_v3", "glm4_moe", "seed_oss", "minimax_m2",  "phimoe",
-                        "olmo3",       "exaone4",     "smollm3",  "arcee",    "dots1",       "ernie4_5"})
+  for (const char* t :
+       {"llama",    "mistral",  "qwen2",      "qwen3",           "mixtral", "qwen2_moe",   "qwen3_moe",
+        "gemma",    "gemma2",   "gemma3",     "gemma3_text",     "phi3",    "deepseek_v2", "deepseek_v3",
+        "glm4_moe", "seed_oss", "minimax_m2", "phimoe",          "olmo3",   "exaone4",     "smollm3",
+        "arcee",    "dots1",    "ernie4_5",   "hunyuan_v1_dense"})
     if (model_type == t) return true;
   return false;
 }
@@ -221,21 +222,27 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     // Attention's forward order: q/k norms run on their projection's output, right after it
     // (modeling_qwen3.py Qwen3Attention.forward: q_norm(q_proj(x)), k_norm(k_proj(x)), v_proj; recorded
     // in qwen3_moe_s3_n2_bf16_persist0_prefetch0), except Gemma-3, which projects q, k, v first
-    // (modeling_gemma3.py Gemma3Attention.forward); the rest in registration order.
+    // (modeling_gemma3.py Gemma3Attention.forward), and HunYuan, which projects q, k, v, applies the
+    // rotary embedding and then query_layernorm / key_layernorm (modeling_hunyuan_v1_dense.py); the rest
+    // in registration order.
     std::vector<const T*> attn_exec;
-    const bool gemma3 = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text";
-    auto is_qk_norm = [](const T& x) { return x.spec->module == "q_norm" || x.spec->module == "k_norm"; };
+    const bool norms_after_qkv = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text" ||
+                                 w.model.model_type == "hunyuan_v1_dense";
+    auto is_qk_norm = [](const T& x) {
+      return x.spec->module == "q_norm" || x.spec->module == "k_norm" ||
+             x.spec->module == "query_layernorm" || x.spec->module == "key_layernorm";
+    };
     for (size_t i = 0; i < attn.size(); ++i) {
       const T& x = attn[i];
       if (is_qk_norm(x)) continue;
-      if (gemma3 && x.spec->module == "o_proj")
+      if (norms_after_qkv && x.spec->module == "o_proj")
         for (const T& n : attn)
           if (is_qk_norm(n)) attn_exec.push_back(&n);
       attn_exec.push_back(&x);
       // After the projection's last tensor (its bias, where it has one: GLM-4.5 has q/k norms and
       // q/k/v biases; recorded in glm4_moe_s2_n2_bf16_default, one all_reduce of exactly the model).
       const bool last_of_module = i + 1 == attn.size() || attn[i + 1].spec->module != x.spec->module;
-      if (!gemma3 && last_of_module && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
+      if (!norms_after_qkv && last_of_module && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
         for (const T& n : attn)
           if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
     }

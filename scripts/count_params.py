@@ -47,7 +47,7 @@ DEFAULT_FAMILIES = [
     "deepseek_v3", "gpt_oss", "llama4_text", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
     "olmoe", "granite", "glm4", "starcoder2", "cohere", "phi", "gpt_neox", "gpt2", "opt", "falcon", "bloom",
     "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4", "smollm3",
-    "arcee", "ernie4_5",
+    "arcee", "ernie4_5", "hunyuan_v1_dense",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava",
 ]
@@ -58,12 +58,21 @@ SIZE_KEYS = {"hidden_size", "n_embd", "n_embed", "num_hidden_layers", "n_layer",
              "n_head", "intermediate_size", "ffn_dim", "vocab_size", "n_positions", "max_position_embeddings"}
 
 
+# Fields a config class leaves None although its model cannot be built without them: zeroplan requires
+# them (models/hf_config.cpp), so the default set gives them, and the minimal config keeps them.
+#  - HunYuanDenseV1Config.head_dim is None and HunYuanDenseV1Attention takes getattr(config, "head_dim",
+#    hidden // heads), which returns the None (`self.head_dim**-0.5` then fails): the intended fallback,
+#    4096 // 32 = 128.
+REQUIRED_FIELDS = {"hunyuan_v1_dense": {"head_dim": 128}}
+
+
 def minimal(full):
     """The size fields and model_type; for a vision-language wrapper's text_config also every field
     the wrapper sets differently from the text config class's own defaults (Mistral3Config's
     text_config is Mistral-Small-3.1-shaped, not MistralConfig's defaults), and head_dim (MistralConfig
     derives its default from the default hidden size, so the wrapper's differing value must be given)."""
-    d = {k: v for k, v in full.items() if k in SIZE_KEYS or k == "model_type"}
+    d = {k: v for k, v in full.items()
+         if k in SIZE_KEYS or k == "model_type" or k in REQUIRED_FIELDS.get(full.get("model_type"), {})}
     text = full.get("text_config")
     if isinstance(text, dict):
         own = jsonable(AutoConfig.for_model(text["model_type"]).to_dict())
@@ -142,7 +151,7 @@ def main():
     for mt in DEFAULT_FAMILIES:
         if only and mt not in only:
             continue
-        cfg = AutoConfig.for_model(mt)
+        cfg = AutoConfig.for_model(mt, **REQUIRED_FIELDS.get(mt, {}))
         full = jsonable(cfg.to_dict())
         full["model_type"] = mt
         for suffix, d in (("", minimal(full)), (".full", full)):

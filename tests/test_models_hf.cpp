@@ -184,6 +184,31 @@ TEST(TransformersCountByHand, Dots1WithoutExpertCountsIsRefusedByName) {
   EXPECT_EQ(model_from_hf_json("dots1-config", j).num_experts, 4);
 }
 
+// HunYuanDenseV1Config.head_dim defaults to None and HunYuanDenseV1Attention's getattr(config, "head_dim",
+// hidden // heads) returns that None (transformers 5.24 then fails on `self.head_dim**-0.5`): zeroplan asks
+// for it. Given, the per-head query/key layernorms are counted under their own names (the defaults set
+// above checks them tensor by tensor).
+TEST(TransformersCountByHand, HunyuanWithoutHeadDimIsRefusedByName) {
+  nlohmann::json j = {{"model_type", "hunyuan_v1_dense"}, {"hidden_size", 256},
+                      {"num_attention_heads", 4},         {"num_hidden_layers", 2},
+                      {"intermediate_size", 512},         {"vocab_size", 2048}};
+  auto expect_refused = [](const nlohmann::json& cfg) {
+    try {
+      (void)model_from_hf_json("hunyuan-config", cfg);
+      ADD_FAILURE() << "expected a refusal for " << cfg.dump();
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim"), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(j);  // no head_dim
+  j["head_dim"] = nullptr;
+  expect_refused(j);  // head_dim: null, as HunYuanDenseV1Config.to_dict() writes it
+  j["head_dim"] = 64;
+  const ModelSpec m = model_from_hf_json("hunyuan-config", j);
+  EXPECT_EQ(m.head_dim, 64);
+  EXPECT_EQ(m.qk_norm, QkNorm::PerHead);
+}
+
 TEST(TransformersData, RecordsTheVersionsUsed) {
   const auto& v = counts().at("versions");
   EXPECT_FALSE(v.at("transformers").get<std::string>().empty());
