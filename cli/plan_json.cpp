@@ -109,6 +109,15 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
                 {"error_band", p.time.error_band}}},
               {"communication",
                {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
+              // The checkpoint save (planner/save_phase.h): disk bytes of DeepSpeed's checkpoint and of the
+              // 16-bit model, and the host RAM the save adds on node 0.
+              {"save",
+               {{"checkpoint_bytes", p.save.checkpoint_total_bytes},
+                {"checkpoint_optim_file_bytes_per_rank", p.save.checkpoint_optim_file_bytes},
+                {"checkpoint_model_file_bytes", p.save.checkpoint_model_file_bytes},
+                {"model16_file_bytes", p.save.model16_file_bytes},
+                {"host_bytes_node0", p.save.host_bytes_node0},
+                {"host_ok", p.save.host_ok}}},
               {"throughput",
                {{"tokens_per_s", p.tokens_per_s},
                 {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},

@@ -546,6 +546,12 @@ class Reader {
     z.max_reuse_distance =
         zero_size(zo, "stage3_max_reuse_distance", "max_reuse_distance", z.max_reuse_distance, std::nullopt);
     z.sub_group_size = zero_size(zo, "sub_group_size", nullptr, z.sub_group_size, std::nullopt);
+    // stage3_gather_16bit_weights_on_model_save (alias stage3_gather_fp16_weights_on_model_save;
+    // runtime/zero/config.py, default False; "auto" is filled with False by accelerate, ds_keys.cpp):
+    // what save_16bit_model writes at stage 3 (planner/save_phase.h).
+    z.gather_16bit_weights_on_model_save =
+        zbool(find(zo, {"stage3_gather_16bit_weights_on_model_save"}))
+            .value_or(zbool(find(zo, {"stage3_gather_fp16_weights_on_model_save"})).value_or(false));
     // overlap_comm: None -> True for stage 3 only (runtime/zero/config.py overlap_comm_valid).
     z.overlap_comm = zbool(find(zo, {"overlap_comm"})).value_or(s3);
     z.contiguous_gradients = zbool(find(zo, {"contiguous_gradients"})).value_or(z.contiguous_gradients);

@@ -197,8 +197,9 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     zo["stage3_max_reuse_distance"] = z.max_reuse_distance;
     zo["sub_group_size"] = z.sub_group_size;
     // Partitioned weights are not in state_dict; without this, save_16bit_model / Trainer.save_model
-    // write no usable weights (runtime/zero/config.py gather_16bit_weights_on_model_save).
-    zo["stage3_gather_16bit_weights_on_model_save"] = true;
+    // write no usable weights (runtime/zero/config.py gather_16bit_weights_on_model_save). The plan turns
+    // it off only where gathering the model would not fit rank 0's host RAM (planner/save_phase.h).
+    zo["stage3_gather_16bit_weights_on_model_save"] = z.gather_16bit_weights_on_model_save;
     // Written only when the plan was made with --memory-efficient-linear off (DeepSpeed's default is true).
     if (!z.memory_efficient_linear) zo["memory_efficient_linear"] = false;
     if (z.offload_optimizer != Offload::None)

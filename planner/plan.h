@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "planner/memory_breakdown.h"
+#include "planner/save_phase.h"
 #include "planner/step_time.h"
 #include "planner/zero_config.h"
 
@@ -23,6 +24,9 @@ struct Plan {
   double tokens_per_s = 0;
   double tokens_per_s_per_gpu = 0;
   double mfu = 0;
+  // The checkpoint save (planner/save_phase.h); a plan whose save does not fit the node's host RAM does
+  // not fit (the run would die at its first save).
+  SaveEstimate save;
 };
 
 struct SearchOptions {

@@ -77,6 +77,15 @@ Category largest_category(const MemoryBreakdown& m) {
 }
 
 std::string peak_sentence(const Plan& p) {
+  if (p.memory.peak <= p.capacity_bytes && !p.save.host_ok)
+    // planner/save_phase.h: it trains, and dies at its first save.
+    return fmt::format(
+        "{} per GPU, which fits, but saving it needs {} more host RAM on node 0 (torch.save's copies and the "
+        "16-bit model) beyond the {} training holds there, more than the node has: the run would die at its "
+        "first save. Set stage3_gather_16bit_weights_on_model_save false and convert the DeepSpeed "
+        "checkpoint "
+        "offline (zero_to_fp32.py), or pass --host-mem if the node has more",
+        gb(p.memory.peak), gb(p.save.host_bytes_node0), gb(p.memory.host_per_node));
   const Category c = largest_category(p.memory);
   return fmt::format("{} per GPU of {} usable ({} of it {})", gb(p.memory.peak), gb(p.capacity_bytes),
                      gb(p.memory.at_peak[static_cast<int>(c)]), category_name(c));
@@ -273,7 +282,10 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
   auto over = [host](const Plan& p) {
     const double gpu =
         static_cast<double>(p.memory.peak) / static_cast<double>(std::max<int64_t>(1, p.capacity_bytes));
-    const double h = host > 0 ? static_cast<double>(p.memory.host_per_node) / static_cast<double>(host) : 0.0;
+    // The host memory training holds plus what its checkpoint save adds on node 0 (planner/save_phase.h).
+    const double h = host > 0 ? static_cast<double>(p.memory.host_per_node + p.save.host_bytes_node0) /
+                                    static_cast<double>(host)
+                              : 0.0;
     return std::max(gpu, h);
   };
   for (const Plan& p : r.best_per_stage)
@@ -284,7 +296,12 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
                                 w.cluster.world_size(), w.cluster.gpu.name, gb(closest->capacity_bytes),
                                 opts.memory_margin * 100);
   if (host > 0) msg += fmt::format(", {} of host memory per node", gb(host));
-  if (gpu_fits)
+  const bool only_save =
+      gpu_fits && !closest->save.host_ok && (host <= 0 || closest->memory.host_per_node <= host);
+  if (only_save)
+    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
+                       peak_sentence(*closest));
+  else if (gpu_fits)
     msg += fmt::format(
         "): the closest plan, {}, fits in GPU memory ({}) but needs {} of host memory per node.",
         describe_config(closest->zero), gb(closest->memory.peak), gb(closest->memory.host_per_node));
@@ -539,6 +556,14 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
+  if (rec.zero.stage == 3 && !rec.zero.gather_16bit_weights_on_model_save)
+    r.reasons.push_back(fmt::format(
+        "Saving: stage3_gather_16bit_weights_on_model_save is off, because gathering the {} 16-bit model "
+        "into "
+        "rank 0's host memory would not fit beside the {} training holds per node; the HF Trainer then saves "
+        "DeepSpeed's checkpoint ({} on disk) and the weights come from zero_to_fp32.py, offline.",
+        gb(checked_mul(w.train.precision == Precision::FP32 ? 4 : 2, s.mem.total_params)),
+        gb(rec.memory.host_per_node), gb(rec.save.checkpoint_total_bytes)));
 
   // Offload: needed, or chosen for speed, or not needed.
   if (uses_offload(rec.zero)) {

@@ -135,7 +135,7 @@ class Evaluator {
       for (const auto& [micro, accum] : bp.pairs) {
         z.micro_batch = micro;
         z.grad_accum = accum;
-        Plan p = evaluate_plan(w_, s_, z, margin_);
+        Plan p = evaluate(z);
         ++evaluated;
         keep(p, best, have);
         any_fit = any_fit || p.fits;
@@ -147,7 +147,7 @@ class Evaluator {
     int64_t last_fit = 0, first_fail = 0;
     for (int64_t micro = 1; micro <= kMaxMicroBatch; micro *= 2) {
       z.micro_batch = micro;
-      Plan p = evaluate_plan(w_, s_, z, margin_);
+      Plan p = evaluate(z);
       ++evaluated;
       keep(p, best, have);
       if (!p.fits) {
@@ -162,7 +162,7 @@ class Evaluator {
     while (hi - lo > 1) {
       const int64_t mid = lo + (hi - lo) / 2;
       z.micro_batch = mid;
-      Plan p = evaluate_plan(w_, s_, z, margin_);
+      Plan p = evaluate(z);
       ++evaluated;
       if (p.fits) {
         lo = mid;
@@ -174,6 +174,19 @@ class Evaluator {
   }
 
  private:
+  // A stage-3 candidate whose 16-bit save (stage3_gather_16bit_weights_on_model_save, which the search
+  // turns on) would not fit the node's host RAM is tried without the gather: DeepSpeed's checkpoint alone,
+  // converted offline with zero_to_fp32.py (planner/save_phase.h; the reasons say so).
+  Plan evaluate(const ZeroConfig& z) const {
+    Plan p = evaluate_plan(w_, s_, z, margin_);
+    if (!p.save.host_ok && z.gather_16bit_weights_on_model_save) {
+      ZeroConfig nz = z;
+      nz.gather_16bit_weights_on_model_save = false;
+      Plan q = evaluate_plan(w_, s_, nz, margin_);
+      if (q.save.host_ok) return q;
+    }
+    return p;
+  }
   static void keep(const Plan& p, Plan& best, bool& have) {
     if (!have || better(p, best)) {
       best = p;
@@ -201,7 +214,8 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
                        p.memory.host_per_node <= w.cluster.host_memory_bytes_per_node;
   const bool nvme_ok = p.memory.nvme_per_node <= 0 || w.cluster.nvme_bytes_per_node <= 0 ||
                        p.memory.nvme_per_node <= w.cluster.nvme_bytes_per_node;
-  p.fits = p.memory.peak <= p.capacity_bytes && host_ok && nvme_ok;
+  p.save = estimate_save(w, s, z, p.memory.host_per_node);
+  p.fits = p.memory.peak <= p.capacity_bytes && host_ok && nvme_ok && p.save.host_ok;
   p.time = estimate_time(w, s, z);
   if (p.time.step_s > 0) {
     const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(w.train.seq_len);
@@ -304,6 +318,8 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
                                        w.train.implementation != Implementation::ZeroplanEngine))
                     continue;
                   ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+                  // zeroplan's emitted stage-3 configs gather the 16-bit model on save (configs/emit.cpp).
+                  z.gather_16bit_weights_on_model_save = stage == 3;
                   z.bf16_master_weights = bf16_master;
                   z.bf16_optimizer_states = bf16_master;
                   z.offload_optimizer = oo;

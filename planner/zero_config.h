@@ -54,6 +54,10 @@ struct ZeroConfig {
   // search never turns them on by itself.
   bool bf16_master_weights = false;
   bool bf16_optimizer_states = false;
+  // zero_optimization.stage3_gather_16bit_weights_on_model_save (runtime/zero/config.py, default False):
+  // whether save_16bit_model (HF Trainer.save_model) gathers the stage-3 model on rank 0
+  // (planner/save_phase.h). zeroplan's emitted stage-3 configs set it true; `check` reads the user's.
+  bool gather_16bit_weights_on_model_save = false;
   // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
   bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 

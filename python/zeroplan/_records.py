@@ -220,6 +220,8 @@ class Plan(Record):
     time: StepTime = field(default_factory=StepTime)
     communication: Communication = field(default_factory=Communication)
     throughput: Throughput = field(default_factory=Throughput)
+    # the checkpoint save: disk bytes and the host RAM it adds on node 0 (planner/save_phase.h)
+    save: Dict[str, Any] = field(default_factory=dict)
     deepspeed_config: Dict[str, Any] = field(default_factory=dict)
 
     @property

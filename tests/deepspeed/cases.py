@@ -175,7 +175,7 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
-              seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default"):
+              seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False):
     name = f"{family}_s{stage}_n{world}_{precision}_{tag}"
     lora_cfg = None
     if lora:
@@ -192,6 +192,7 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         "gradient_checkpointing": gc,
         "attn_implementation": attn,
         "lora": lora_cfg,
+        "save": save,
     }
 
 
@@ -360,6 +361,13 @@ def _build():
         add(stage=stage, world=2, zero={"offload_optimizer": {"device": "cpu"}}, extra={"bf16": bf16m},
             tag="bf16master_offloadopt")
     add(stage=2, world=4, extra={"bf16": dict(bf16m, bf16_optimizer_states=True)}, tag="bf16master_bf16opt")
+    # 18. The checkpoint save (issue 28 item 4): save_checkpoint's files and save_16bit_model's, with
+    # rank 0's peak during each (harness.py), stages 0-3 on 2 ranks; stage 3 gathers the 16-bit model
+    # (stage3_gather_16bit_weights_on_model_save true) or not.
+    for stage in (0, 1, 2):
+        add(stage=stage, world=2, save=True, tag="save")
+    add(stage=3, world=2, save=True, zero={"stage3_gather_16bit_weights_on_model_save": True}, tag="save")
+    add(stage=3, world=2, save=True, tag="save_nogather")
     return out
 
 

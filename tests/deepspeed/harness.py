@@ -581,6 +581,42 @@ def rank_main(rank, case, port, result_path):
     python_visible = sum(visible.values())
     torch.distributed.barrier()
 
+    # The checkpoint save (issue 28 item 4), when the case asks for it: DeepSpeed's own checkpoint
+    # (engine.save_checkpoint: every rank's files) and the consolidated 16-bit model
+    # (engine.save_16bit_model, what the HF Trainer's save_model calls; at stage 3 it gathers only with
+    # stage3_gather_16bit_weights_on_model_save). Recorded: each file's size, and rank 0's peak above
+    # the live bytes before each call (on CPU ranks every tensor is host memory, so this is the host
+    # RAM the save holds on a GPU machine too where the code moves tensors to the CPU).
+    save = None
+    if case.get("save"):
+        import shutil
+        root = os.path.join(os.path.dirname(os.path.abspath(result_path)), case["name"] + ".save")
+        if rank == 0:
+            shutil.rmtree(root, ignore_errors=True)
+            os.makedirs(root)
+        torch.distributed.barrier()
+        save = {}
+        for what, call in (("checkpoint", lambda: engine.save_checkpoint(os.path.join(root, "ckpt"), tag="t")),
+                           ("16bit_model", lambda: engine.save_16bit_model(os.path.join(root, "model16")))):
+            gc.collect()
+            before = memcount.live()
+            memcount.reset_peak()
+            call()
+            peak = memcount.peak() - before
+            gc.collect()
+            torch.distributed.barrier()
+            save[what] = {"rank0_peak_above_live": peak}
+        if rank == 0:
+            for what, sub in (("checkpoint", "ckpt"), ("16bit_model", "model16")):
+                files = {}
+                for dirpath, _, names in os.walk(os.path.join(root, sub)):
+                    for n in names:
+                        full = os.path.join(dirpath, n)
+                        files[os.path.relpath(full, os.path.join(root, sub))] = os.path.getsize(full)
+                save[what]["files"] = dict(sorted(files.items()))
+            shutil.rmtree(root, ignore_errors=True)
+        torch.distributed.barrier()
+
     if rank == 0:
         import peft as _peft_mod  # noqa: F401  (version only)
         engine_info = {"optimizer_wrapper": type(engine.optimizer).__name__ if engine.optimizer is not None else None,
@@ -638,6 +674,8 @@ def rank_main(rank, case, port, result_path):
             "timing_s": {"warmup_step": round(t_warm, 3), "measured_step": round(t_meas, 3)},
             "allocations_in_measured_step": memcount.allocs() - allocs0,
         }
+        if save is not None:
+            result["save"] = save
         with open(result_path, "w") as f:
             json.dump(result, f)
     torch.distributed.barrier()
