@@ -329,6 +329,17 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
       predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
   s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
                    gb(predicted.memory.host_pinned_per_node));
+  // The checkpoint save (planner/save_phase.h).
+  const planner::SaveEstimate& sv = predicted.save;
+  s += fmt::format(
+      "  checkpoint save: DeepSpeed checkpoint {} on disk, 16-bit model {}; +{} of host RAM on node 0 while "
+      "saving{}\n",
+      gb(sv.checkpoint_total_bytes),
+      sv.model16_file_bytes > 0
+          ? gb(sv.model16_file_bytes)
+          : std::string("not written (stage3_gather_16bit_weights_on_model_save is false)"),
+      gb(sv.host_bytes_node0),
+      sv.host_ok ? "" : ", more than the node has left: the run would die at its first save");
   if (with_ckpt)
     s += fmt::format(
         "  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
