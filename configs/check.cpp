@@ -622,6 +622,35 @@ class Reader {
       add(Severity::Error, "zero_optimization.offload_optimizer.ratio",
           "DeepSpeed asserts 'Partial offloading only supported for ZeRO Stage 3'",
           "remove \"ratio\" or use stage 3", json{{"op", "remove"}});
+    // Stage 3 partial offload: stage3.py _create_fp32_partitions sends sub group i of a rank's G to the CPU
+    // when i >= int((1 - ratio) * G); _create_fp16_sub_groups closes a sub group once it holds
+    // sub_group_size partition elements, so G is about ceil(partition / sub_group_size). With one sub group
+    // (the default 1e9 holds a whole partition of up to 1e9 x N parameters) any ratio in (0, 1) offloads it
+    // all, which is what the plan prices; otherwise the split is not modelled.
+    if (ratio && ratio->is_number() && stage == 3 && z.offload_optimizer != Offload::None) {
+      const double r = ratio->get<double>();
+      const int64_t world = std::max<int64_t>(1, w_.cluster.world_size());
+      const int64_t part = (w_.model.num_parameters() + world - 1) / world;
+      const int64_t groups =
+          std::max<int64_t>(1, (part + z.sub_group_size - 1) / std::max<int64_t>(1, z.sub_group_size));
+      const int64_t on_gpu = static_cast<int64_t>((1.0 - r) * static_cast<double>(groups));
+      if (r > 0 && r < 1 && on_gpu == 0)
+        add(Severity::Info, "zero_optimization.offload_optimizer.ratio",
+            fmt::format(
+                "ratio {} offloads every sub group here: each rank has about {} sub group(s) of "
+                "sub_group_size {} and DeepSpeed keeps on the GPU only the first int((1 - ratio) x {}) = 0 "
+                "(stage3.py _create_fp32_partitions), so the optimizer is wholly offloaded, as planned",
+                r, groups, z.sub_group_size, groups),
+            "lower sub_group_size for a partial offload");
+      else if (r > 0 && r < 1)
+        add(Severity::Warning, "zero_optimization.offload_optimizer.ratio",
+            fmt::format(
+                "partial offload: about {} of each rank's {} sub groups stay on the GPU (stage3.py "
+                "_create_fp32_partitions); zeroplan prices the optimizer as wholly offloaded, so its GPU "
+                "memory is low by their share and the CPU Adam time high",
+                on_gpu, groups),
+            "");
+    }
     // pin_memory: the version's default (runtime/zero/offload_config.py: False up to 0.17, True in 0.18+;
     // read from the key table). The deprecated cpu_offload_use_pin_memory sets nothing in 0.15+
     // (set_new_param=False), so only its value is reported.
