@@ -25,6 +25,8 @@ SaveEstimate estimate_save(const Workload& w, const ModelStats& s, const ZeroCon
   if (psi <= 0) return e;
   const bool fp32 = w.train.precision == Precision::FP32;
   const int64_t pe = fp32 ? 4 : 2;
+  // ASSUMPTION: every parameter partitioned over the ZeRO group; AutoEP's expert parameters, partitioned over
+  // their expert-data-parallel group instead (planner/expert_parallel.h), are not told apart here.
   const int64_t N = std::max<int64_t>(1, layout_of(w, z).zero());
   const bool off_opt = z.stage >= 1 && z.offload_optimizer != Offload::None;
   const RuntimePath path =
