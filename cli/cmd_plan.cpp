@@ -29,6 +29,7 @@ CommandResult run_plan(const PlanFlags& flags) {
   if (flags.emit_optimizer && flags.emit.empty())
     throw UserError("--emit-optimizer only applies with --emit PATH");
   const planner::Workload w = build_workload(flags);
+  if (flags.max_seq) return run_max_seq(flags, opts, w);
 
   const planner::SearchResult r = planner::search(w, opts);
   const planner::Plan* chosen = r.recommendation ? &*r.recommendation : nullptr;

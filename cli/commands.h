@@ -12,6 +12,9 @@ using CommandResult = int;
 
 // cli/cmd_plan.cpp: the default action (`zeroplan --model M --gpus G`).
 CommandResult run_plan(const PlanFlags& flags);
+// cli/cmd_max_seq.cpp: `--max-seq` (the longest sequence that fits), called by run_plan.
+CommandResult run_max_seq(const PlanFlags& flags, const planner::SearchOptions& opts,
+                          const planner::Workload& w);
 // cli/cmd_list.cpp: `zeroplan models`, `zeroplan gpus`.
 void register_lists(CLI::App& app, CommandResult& result);
 // cli/subcommands.cpp: calls every register_NAME below.
@@ -32,6 +35,7 @@ void register_calibrate(CLI::App& app, PlanFlags& flags, CommandResult& result);
 // [--json]` (executor helper, issue 6): runs the plan on the executor, prints predicted vs measured per
 // component.
 void register_validate(CLI::App& app, PlanFlags& flags, CommandResult& result);
-// cli/cmd_diagnose.cpp: `zeroplan diagnose LOG... [--config C] [--model M --gpus G] [--json] [--emit F]` (issue 15).
+// cli/cmd_diagnose.cpp: `zeroplan diagnose LOG... [--config C] [--model M --gpus G] [--json] [--emit F]`
+// (issue 15).
 void register_diagnose(CLI::App& app, PlanFlags& flags, CommandResult& result);
 }  // namespace zeroplan::cli

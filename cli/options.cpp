@@ -198,6 +198,11 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(t);
   app.add_option("--memory-margin", f.memory_margin, "Fraction of GPU memory kept free (default 0.05)")
       ->group(t);
+  app.add_flag(
+         "--max-seq", f.max_seq,
+         "Find the longest sequence that fits (micro-batch 1 unless fixed), with a table of peak memory "
+         "and tokens/s against the sequence length; --seq-len is ignored")
+      ->group(t);
   app.add_option("--allow", f.allow,
                  "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
                  "(bf16 master weights, gradients and Adam states: DeepSpeed >= 0.18.3, ZeRO 1-3, bf16)")

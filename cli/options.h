@@ -40,6 +40,7 @@ struct PlanFlags {
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan
+  bool max_seq = false;       // --max-seq: the longest sequence that fits (cli/cmd_max_seq.cpp)
   std::string compare;        // --compare deepspeed
   std::string emit;           // --emit ds_config.json
   std::string html;           // --html report.html (cli/html_report.h)
