@@ -25,8 +25,7 @@ namespace zeroplan::cli {
 
 namespace {
 
-constexpr int64_t kStep = 1024;         // granularity of the answer (tokens)
-constexpr int64_t kMaxSeq = 4'194'304;  // --seq-len's own limit (cli/options.cpp kMaxSeqLen)
+constexpr int64_t kStep = 1024;  // granularity of the answer (tokens)
 
 struct Probe {
   int64_t seq = 0;
@@ -58,7 +57,7 @@ CommandResult run_max_seq(const PlanFlags& flags, const planner::SearchOptions& 
 
   std::vector<Probe> sweep;  // the doubling probes, for the table
   int64_t lo = 0, hi = 0;
-  for (int64_t seq = kStep; seq <= kMaxSeq; seq *= 2) {
+  for (int64_t seq = kStep; seq <= kMaxSeqLen; seq *= 2) {
     sweep.push_back(probe(seq));
     if (!sweep.back().fits()) {
       hi = seq;

@@ -19,7 +19,6 @@ namespace {
 // Documented input limits (README "Limits"): far above any real run, low enough that every byte
 // count stays inside checked 64-bit arithmetic.
 constexpr int64_t kMaxParams = 1'000'000'000'000'000;  // 1e15 parameters: 16 bytes each < 2^63
-constexpr int64_t kMaxSeqLen = 4'194'304;              // 4M tokens: beyond any published context
 constexpr int64_t kMaxMicroBatch = 65'536;
 constexpr int64_t kMaxGradAccum = 1'000'000;
 constexpr int64_t kMaxGlobalBatch = 1'000'000'000;

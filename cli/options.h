@@ -11,6 +11,9 @@
 
 namespace zeroplan::cli {
 
+// --seq-len's upper bound (4M tokens: beyond any published context); --max-seq searches up to it.
+inline constexpr int64_t kMaxSeqLen = 4'194'304;
+
 struct PlanFlags {
   std::string model;   // --model: alias, zoo name or config.json path
   std::string params;  // --params N (model known by its count only)

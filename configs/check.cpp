@@ -445,18 +445,19 @@ class Reader {
     // now.'), 0.18.9 and 0.19.8 stages 1-3 ('... only supported with ZeRO Stage 1, 2, or 3.').
     const bool stage2_only = r_.deepspeed_version == std::string("0.16.9");
     const int zs = zero_stage_raw();
-    if (fp16 && zbool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false) &&
-        (stage2_only ? zs != 2 : zs == 0))
+    const bool fp16_master =
+        fp16 && zbool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false);
+    if (fp16_master && (stage2_only ? zs != 2 : zs == 0))
       add(Severity::Error, "fp16.fp16_master_weights_and_grads",
           stage2_only ? "DeepSpeed asserts 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
                         "2 for now.'"
                       : "DeepSpeed asserts 'Fp16_master_weights_and_grads is only supported with ZeRO Stage "
                         "1, 2, or 3.'");
-    else if (fp16 && zbool(find(cfg_, {"fp16", "fp16_master_weights_and_grads"})).value_or(false))
+    else if (fp16_master)
       add(Severity::Warning, "fp16.fp16_master_weights_and_grads",
           "zeroplan prices fp32 master weights here: fp16 masters (which DeepSpeed runs only with "
-          "ZeRO-Offload "
-          "and DeepSpeedCPUAdam) are not modelled, so the predicted optimizer states are too high",
+          "ZeRO-Offload and DeepSpeedCPUAdam) are not modelled, so the predicted optimizer states are too "
+          "high",
           "bf16 masters (bf16.bf16_master_weights_and_grads) are modelled");
   }
 

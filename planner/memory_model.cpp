@@ -91,18 +91,15 @@ struct StatesContext {
   uint8_t full_grad_phases;
   Buffer::Moment full_grad_moment;
 
-  // Bytes per element of the ZeRO optimizer's master partition and of its gradient: runtime/
-  // base_optimizer.py _configure_master_weights returns torch.bfloat16 under
-  // bf16_master_weights_and_grads, torch.float32 otherwise (stage_1_and_2.py / stage3.py create
-  // single_partition_of_fp32_groups / fp32_partitioned_groups_flat and their .grad in that dtype).
-  int64_t master_bytes() const { return z.bf16_master_weights ? 2 : 4; }
-  // Adam's exp_avg + exp_avg_sq per element: torch/FusedAdam create them like the master they update
-  // (bf16 under bf16_optimizer_states); DeepSpeedCPUAdam keeps fp32 moments unless built with
-  // fp32_optimizer_states=False, which 0.19.8's engine does under bf16_optimizer_states
-  // (engine.py get_optimizer_configuration) and 0.18.9's does not (its default True).
-  int64_t moment_bytes() const {
-    if (!z.bf16_optimizer_states) return 8;
-    return off_opt && w.train.deepspeed_version == DeepSpeedVersion::V0_18_9 ? 8 : 4;
+  // The optimizer's element sizes (planner/zero_config.h master_bytes / moment_bytes) and the names of
+  // the master and its gradient in that dtype.
+  int64_t master_bytes() const { return planner::master_bytes(z); }
+  int64_t moment_bytes() const { return planner::moment_bytes(z, w.train.deepspeed_version); }
+  const char* master_name() const {
+    return z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)";
+  }
+  const char* master_grad_name() const {
+    return z.bf16_master_weights ? "bf16 gradient partition" : "fp32 gradient partition";
   }
   // With a bf16 master over a bf16 model, the step's `.to(master dtype)` of the flat 16-bit gradient
   // partition returns that tensor itself: no separate fp32 copy exists.
@@ -347,8 +344,7 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
   if (!off_opt) {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
     // fp32 training) + Adam exp_avg, exp_avg_sq.
-    out.add_gpu(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
-                Category::OptimizerStates, checked_mul(master_bytes(), part_t), kAllPhases,
+    out.add_gpu(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), part_t), kAllPhases,
                 "stage_1_and_2.py single_partition_of_fp32_groups: 4 (bf16 master: 2) x padded Psi / N")
         .ds_name = "optimizer.single_partition_of_fp32_groups";
     out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates,
@@ -535,8 +531,7 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
     // compared with the string current_device_name(), which is False (torch 2.x: torch.device('cpu') ==
     // 'cpu' and torch.device('cuda:0') == 'cuda:0' are both False). Recorded:
     // llama-gqa_s3_n2_bf16_bf16master_bf16opt, optimizer states 6 x Psi/N.
-    out.add_gpu(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
-                Category::OptimizerStates, checked_mul(master_bytes(), t_part), kAllPhases,
+    out.add_gpu(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), t_part), kAllPhases,
                 "stage3.py fp32_partitioned_groups_flat: 4Psi/N (bf16 master: 2Psi/N)")
         .ds_name = "optimizer.fp32_partitioned_groups_flat";
     out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates,
@@ -655,16 +650,13 @@ int64_t Stage3Policy::add_offload_host(MemoryBreakdown& out) const {
                  "stage3.py grad_partitions_flat_buffer on the CPU with offload_optimizer")
         .ds_name = "optimizer.grad_partitions_flat_buffer";
     if (z.offload_optimizer == Offload::CPU) {
-      out.add_host(
-             z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
-             Category::OptimizerStates, checked_mul(master_bytes(), t_part), pinned,
-             "stage3.py fp32_partitioned_groups_flat on the host")
+      out.add_host(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), t_part), pinned,
+                   "stage3.py fp32_partitioned_groups_flat on the host")
           .ds_name = "optimizer.fp32_partitioned_groups_flat";
       out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
                    checked_mul(moment_bytes(), t_part), pinned,
                    "DeepSpeedCPUAdam exp_avg + exp_avg_sq on the host");
-      out.add_host(z.bf16_master_weights ? "bf16 gradient partition" : "fp32 gradient partition",
-                   Category::Gradients, checked_mul(master_bytes(), t_part), pinned,
+      out.add_host(master_grad_name(), Category::Gradients, checked_mul(master_bytes(), t_part), pinned,
                    "fp32_partitioned_groups_flat[i].grad on the host, in the master dtype");
     } else {
       // master + exp_avg + exp_avg_sq
@@ -715,8 +707,7 @@ int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
   // stage_1_and_2.py with cpu_offload: single_partition_of_fp32_groups and its .grad live in pinned
   // host memory; Adam states follow the fp32 partition (DeepSpeedCPUAdam).
   if (z.offload_optimizer == Offload::CPU) {
-    out.add_host(z.bf16_master_weights ? "bf16 master params (partition)" : "fp32 master params (partition)",
-                 Category::OptimizerStates, checked_mul(master_bytes(), part_t), pinned,
+    out.add_host(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), part_t), pinned,
                  "single_partition_of_fp32_groups on the host")
         .ds_name = "optimizer.single_partition_of_fp32_groups";
     out.add_host("Adam momentum + variance (partition)", Category::OptimizerStates,
@@ -730,8 +721,7 @@ int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
                  "offload_optimizer nvme: buffer_count 4 x partition in fp32");
   }
   out.add_host(
-      z.bf16_master_weights ? "bf16 gradient partition" : "fp32 gradient partition", Category::Gradients,
-      checked_mul(master_bytes(), part_t), pinned,
+      master_grad_name(), Category::Gradients, checked_mul(master_bytes(), part_t), pinned,
       "initialize_optimizer_states: single_partition_of_fp32_groups[i].grad pinned, in the master dtype");
   // stage_1_and_2.py __init__ with cpu_offload: a 16-bit copy of the partition for the upload after
   // the step (param_buffer_of_bit16_for_cpu_offload_groups), and one largest-parameter-sized 16-bit

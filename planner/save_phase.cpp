@@ -9,14 +9,6 @@
 
 namespace zeroplan::planner {
 
-namespace {
-
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-}  // namespace
-
 SaveEstimate estimate_save(const Workload& w, const ModelStats& s, const ZeroConfig& z,
                            int64_t training_host_per_node) {
   SaveEstimate e;
@@ -31,10 +23,9 @@ SaveEstimate estimate_save(const Workload& w, const ModelStats& s, const ZeroCon
   const bool off_opt = z.stage >= 1 && z.offload_optimizer != Offload::None;
   const RuntimePath path =
       runtime_path(w.train.deepspeed_version, z.stage, w.train.precision, z.grad_accum_dtype, off_opt);
-  // The optimizer's tensors per element: the master (fp32, or bf16 under bf16_master_weights_and_grads;
-  // fp32 training still keeps DeepSpeed's fp32 clone at stages 1-3) and Adam's two moments.
-  const int64_t master = z.bf16_master_weights ? 2 : 4;
-  const int64_t moments = z.bf16_optimizer_states ? 4 : 8;
+  // The optimizer's tensors per element (planner/zero_config.h): the master and Adam's two moments.
+  const int64_t master = master_bytes(z);
+  const int64_t moments = moment_bytes(z, w.train.deepspeed_version);
   const bool partitioned = z.stage >= 1 || path.wrapper == OptimizerWrapper::BF16Optimizer;
   // One rank's partition: stages 1/2 (and BF16_Optimizer) pad the flat buffer to 2N elements
   // (stage_1_and_2.py / bf16_optimizer.py); stage 3 partitions each tensor, ~Psi_t / N.

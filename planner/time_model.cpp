@@ -194,7 +194,8 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
   if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
     // Master param, m, v (fp32: 12 B/param; bf16 master 10, with bf16 states 6) read and written once
     // per step, the node's ranks share the disk.
-    const double state_bytes = (z.bf16_master_weights ? 2.0 : 4.0) + (z.bf16_optimizer_states ? 4.0 : 8.0);
+    const double state_bytes =
+        static_cast<double>(master_bytes(z) + moment_bytes(z, w.train.deepspeed_version));
     offload += 2.0 * state_bytes * static_cast<double>(partition) * w.cluster.gpus_per_node /
                (w.cluster.nvme_GBps * 1e9);
   }
@@ -354,8 +355,8 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
   const auto [bf16_optimizer, partition] = share;
   RuntimeKernels rt;
   // runtime/base_optimizer.py _configure_master_weights (planner/zero_config.h).
-  rt.master_bytes = z.bf16_master_weights ? 2.0 : 4.0;
-  rt.moment_bytes = z.bf16_optimizer_states ? 4.0 : 8.0;
+  rt.master_bytes = static_cast<double>(master_bytes(z));
+  rt.moment_bytes = static_cast<double>(moment_bytes(z, w.train.deepspeed_version));
   if (w.train.implementation != Implementation::ZeroplanEngine && trainable > 0) {
     // Gradient elements DeepSpeed touches before handing them to NCCL, per trained element (a =
     // gradient bytes: 16-bit, or fp32 under fp32 training and BF16_Optimizer's fp32 gradients):

@@ -12,4 +12,14 @@ ZeroConfig ZeroConfig::deepspeed_defaults(int stage) {
   return z;
 }
 
+int64_t master_bytes(const ZeroConfig& z) {
+  return z.bf16_master_weights ? 2 : 4;
+}
+
+int64_t moment_bytes(const ZeroConfig& z, DeepSpeedVersion v) {
+  if (!z.bf16_optimizer_states) return 8;
+  const bool offloaded = z.stage >= 1 && z.offload_optimizer != Offload::None;
+  return offloaded && v == DeepSpeedVersion::V0_18_9 ? 8 : 4;
+}
+
 }  // namespace zeroplan::planner

@@ -65,4 +65,15 @@ struct ZeroConfig {
   static ZeroConfig deepspeed_defaults(int stage);
 };
 
+// Bytes per element of the ZeRO optimizer's master partition and of its gradient: runtime/
+// base_optimizer.py _configure_master_weights returns torch.bfloat16 under bf16_master_weights_and_grads,
+// torch.float32 otherwise (stage_1_and_2.py / stage3.py create single_partition_of_fp32_groups /
+// fp32_partitioned_groups_flat and their .grad in that dtype, also in fp32 training).
+int64_t master_bytes(const ZeroConfig& z);
+// Adam's exp_avg + exp_avg_sq per element: torch/FusedAdam create them like the master they update (bf16
+// under bf16_optimizer_states); an offloaded optimizer's DeepSpeedCPUAdam keeps fp32 moments unless built
+// with fp32_optimizer_states=False, which 0.19.8's engine does under bf16_optimizer_states (engine.py
+// get_optimizer_configuration) and 0.18.9's does not (its default True).
+int64_t moment_bytes(const ZeroConfig& z, DeepSpeedVersion v);
+
 }  // namespace zeroplan::planner
