@@ -2,6 +2,7 @@
 // Runs the real `zeroplan` binary (ZEROPLAN_BINARY) with arguments and captures stdout, stderr and
 // the exit code, for tests of the command-line contract. Arguments are passed through a shell with
 // single-quote escaping, so any byte sequence (non-ASCII, very long) reaches argv unchanged.
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -61,6 +62,15 @@ inline CliResult run_cli(const std::vector<std::string>& args, const std::string
   std::remove((dir + "/err").c_str());
   rmdir(dir.c_str());
   return r;
+}
+
+// The CLI contract for a user's mistake: exit 2, nothing on stdout, one line on stderr that says `says`.
+inline void expect_cli_user_error(const std::vector<std::string>& args, const std::string& says) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
 }
 
 }  // namespace zeroplan::testing

@@ -15,23 +15,17 @@
 
 namespace {
 
+using zeroplan::testing::expect_cli_user_error;
 using zeroplan::testing::run_cli;
 using zeroplan::testing::slurp;
 namespace fs = std::filesystem;
 
-void expect_user_error(const std::vector<std::string>& args, const std::string& says) {
-  const auto r = run_cli(args);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.stderr_lines(), 1) << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-}
-
 TEST(CliBf16Master, UserErrors) {
-  expect_user_error({"--model", "7b", "--gpus", "8xA100", "--allow", "fp8"}, "unknown lever");
-  expect_user_error({"--model", "7b", "--gpus", "8xA100", "--allow", "bf16-master", "--precision", "fp16"},
-                    "needs --precision bf16");
-  expect_user_error(
+  expect_cli_user_error({"--model", "7b", "--gpus", "8xA100", "--allow", "fp8"}, "unknown lever");
+  expect_cli_user_error(
+      {"--model", "7b", "--gpus", "8xA100", "--allow", "bf16-master", "--precision", "fp16"},
+      "needs --precision bf16");
+  expect_cli_user_error(
       {"--model", "7b", "--gpus", "8xA100", "--allow", "bf16-master", "--deepspeed-version", "0.16.9"},
       "0.18.3");
 }

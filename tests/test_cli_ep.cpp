@@ -13,27 +13,21 @@
 
 namespace {
 
+using zeroplan::testing::expect_cli_user_error;
 using zeroplan::testing::run_cli;
 using zeroplan::testing::slurp;
 namespace fs = std::filesystem;
 
-void expect_user_error(const std::vector<std::string>& args, const std::string& says) {
-  const auto r = run_cli(args);
-  EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.stderr_lines(), 1) << r.err;
-  EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
-}
-
 TEST(CliEp, UserErrors) {
-  expect_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "3"}, "must divide the 8 GPUs");
-  expect_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "0"}, "positive integer");
-  expect_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "two"}, "positive integer");
-  expect_user_error({"--model", "7b", "--gpus", "8xH100", "--ep", "2"}, "mixture-of-experts");
-  expect_user_error({"--model", "gpt-oss-20b", "--gpus", "8xH100", "--ep", "2"}, "no preset");
+  expect_cli_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "3"},
+                        "must divide the 8 GPUs");
+  expect_cli_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "0"}, "positive integer");
+  expect_cli_user_error({"--model", "qwen3-30b-a3b", "--gpus", "8xH100", "--ep", "two"}, "positive integer");
+  expect_cli_user_error({"--model", "7b", "--gpus", "8xH100", "--ep", "2"}, "mixture-of-experts");
+  expect_cli_user_error({"--model", "gpt-oss-20b", "--gpus", "8xH100", "--ep", "2"}, "no preset");
   // 8 experts over 16 GPUs: ep 16 divides the GPUs but not the experts.
-  expect_user_error({"--model", "mixtral-8x7b", "--gpus", "2x8xH100", "--ep", "16"},
-                    "must divide the 8 routed experts");
+  expect_cli_user_error({"--model", "mixtral-8x7b", "--gpus", "2x8xH100", "--ep", "16"},
+                        "must divide the 8 routed experts");
 }
 
 TEST(CliEp, EmitAndCheckRoundTrip) {
