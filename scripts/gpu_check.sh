@@ -8,12 +8,19 @@
 #   deps      unpack-free: build GoogleTest from the carried sources into .deps/gtest
 #   build     configure (CMake + Ninja, sm_90) and build zeroplan, the CUDA tests and benches
 #   test      the CUDA test suites (kernels vs fp64 references, backend, engine on the GPU)
-#   calibrate zeroplan calibrate --quick -> results/h200_profile.json
+#   calibrate zeroplan calibrate --quick -> results/<gpu>_profile.json
 #   validate  the validation plans of issue 7 (validate --backend cuda, one-GPU rank emulation),
 #             then the planner's predictions again with the calibrated profile
 #   baseline  the PyTorch comparison (scripts/pytorch_baseline.py)
 #   bench     bench_cuda_gemm, bench_cuda_copies and bench_cuda_attention
+#   deepspeed DeepSpeed 0.19.8's own step time and memory on this GPU (scripts/deepspeed_step_bench.py;
+#             the image has no DeepSpeed: carry .whl with its wheels, docs/validation.md says how)
+#   attention PyTorch SDPA's flash and cuDNN attention kernels against zeroplan's attention curves
+#             (scripts/attention_bench.py)
 #   all       every phase above (default)
+# ZP_GPU names the datasheet profile the plans are predicted with (default H200; H100 on the
+# nvidia-h100-x1 kind); the calibrated profile is written as <gpu>_profile.json.
+# ZP_BASELINES="1b-bf16 7b-lora16-model ..." runs a subset of the PyTorch baselines (names below).
 # Suggested split over three calls within one warm lease (the build and results/ persist while the
 # machine stays warm; each phase re-runs what it needs otherwise):
 #   1) env deps build test calibrate
@@ -49,6 +56,8 @@ PHASES=("$@")
 [ ${#PHASES[@]} -eq 0 ] && PHASES=(all)
 ZP=$BUILD/zeroplan
 FAILED=()
+GPU=${ZP_GPU:-H200}
+PROFILE=$RES/$(echo "$GPU" | tr 'A-Z' 'a-z')_profile.json
 
 T0=$(date +%s)
 BUDGET=${ZP_BUDGET_S:-100000}
@@ -139,7 +148,7 @@ phase_test() {
 
 phase_calibrate() {
   say calibrate
-  run_for 180 calibrate "$ZP" calibrate --quick --force --out "$RES/h200_profile.json" >"$RES/calibrate.txt" 2>&1
+  run_for 180 calibrate "$ZP" calibrate --quick --force --out "$PROFILE" >"$RES/calibrate.txt" 2>&1
   cat "$RES/calibrate.txt"
 }
 
@@ -156,7 +165,7 @@ PLANS=(
 phase_validate() {
   say validate
   [ -x "$ZP" ] || { note_fail "validate: no zeroplan binary"; return 1; }
-  [ -f "$RES/h200_profile.json" ] || phase_calibrate
+  [ -f "$PROFILE" ] || phase_calibrate
   if ! "$ZP" validate --help >/dev/null 2>&1; then note_fail "this zeroplan has no validate subcommand"; return 1; fi
   local entry name flags vflags
   for entry in "${PLANS[@]}"; do
@@ -164,7 +173,7 @@ phase_validate() {
     # ZP_PLANS="name1 name2" runs a subset (to split the plans over several calls).
     if [ -n "${ZP_PLANS:-}" ] && [[ " $ZP_PLANS " != *" $name "* ]]; then continue; fi
     say "validate $name"
-    local before=${flags//GPU/H200} after=${flags//GPU/$RES/h200_profile.json}
+    local before=${flags//GPU/$GPU} after=${flags//GPU/$PROFILE}
     # Predicted with the datasheet profile and measured on the GPU (one run of the engine).
     run_for "${ZP_PLAN_TIMEOUT:-240}" "validate $name" "$ZP" validate --backend cuda $before $vflags --steps 3 --json \
       >"$RES/validate_$name.json" 2>"$RES/validate_$name.err" || tail -3 "$RES/validate_$name.err"
@@ -174,20 +183,61 @@ phase_validate() {
   done
 }
 
+# base name cmd...: one PyTorch baseline, unless ZP_BASELINES names others.
+base() {
+  local name=$1; shift
+  if [ -n "${ZP_BASELINES:-}" ] && [[ " $ZP_BASELINES " != *" $name "* ]]; then return 0; fi
+  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch $name" "$@"
+}
+
 phase_baseline() {
   say baseline
   local py=scripts/pytorch_baseline.py
-  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 1b bf16" python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
+  # PEFT's default keeps the adapters in fp32; DeepSpeed casts them to bf16 with the model
+  # (docs/validation.md, the LoRA row): the same run with the adapters in the model's dtype.
+  base 7b-lora16-model python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
+    --lora-rank 16 --lora-adapter-dtype model --out "$RES/pytorch_7b_lora16_model.json"
+  base 1b-bf16 python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode bf16 \
     --out "$RES/pytorch_1b_bf16.json"
-  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 1b amp" python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode amp \
+  base 1b-amp python3 $py --config scripts/gpu_models/tinyllama-1.1b.json --micro-batch 4 --seq-len 2048 --mode amp \
     --out "$RES/pytorch_1b_amp.json"
-  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b bf16" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 1 --seq-len 4096 --mode bf16 \
+  base 7b-bf16 python3 $py --config models/zoo/llama-2-7b.json --micro-batch 1 --seq-len 4096 --mode bf16 \
     --out "$RES/pytorch_7b_bf16.json"
-  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b bf16 ckpt" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
+  base 7b-bf16-ckpt python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 4096 --mode bf16 --checkpointing \
     --out "$RES/pytorch_7b_bf16_ckpt.json"
   # The 7b-lora plan's model in PyTorch + PEFT (the image has peft): its memory against zeroplan's.
-  run_for "${ZP_BASELINE_TIMEOUT:-240}" "pytorch 7b lora r16" python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 --lora-rank 16 \
+  base 7b-lora16 python3 $py --config models/zoo/llama-2-7b.json --micro-batch 4 --seq-len 2048 --mode bf16 --lora-rank 16 \
     --out "$RES/pytorch_7b_lora16.json"
+}
+
+# DeepSpeed needs its wheels (the image has none): .whl/ carried, installed into /tmp/site.
+ds_python() {
+  if ! python3 -c "import deepspeed" 2>/dev/null; then
+    ls .whl/*.whl >/dev/null 2>&1 || { echo "no DeepSpeed and no .whl/ carried"; return 1; }
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl ||
+      return 1
+    export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+  fi
+}
+
+phase_deepspeed() {
+  say deepspeed
+  ds_python || { note_fail "deepspeed: not installable"; return 1; }
+  # stage:micro:seq[:opts] (scripts/deepspeed_step_bench.py): the 1b-stage0 plan's shapes at every
+  # stage, with checkpointing, and small micro-steps (mb 1, seq 512) where fixed costs dominate.
+  local runs=${ZP_DS_RUNS:-"s0:4:2048 s1:4:2048 s2:4:2048 s3:4:2048 s2:4:2048:ckpt s3:4:2048:ckpt s0:1:512 s2:1:512 s3:1:512 s3:1:512:pt0 s0:1:512:ga4 s3:1:512:ga4"}
+  # One process per run: an engine's memory is not all returned in-process (seen on the H100, 2026-11-26).
+  local r
+  for r in $runs; do
+    run_for "${ZP_DS_TIMEOUT:-200}" "deepspeed $r" python3 scripts/deepspeed_step_bench.py \
+      --config scripts/gpu_models/tinyllama-1.1b.json --runs "$r" --out "$RES/deepspeed_${r//:/_}.json" \
+      2>"$RES/deepspeed_${r//:/_}.err" || grep -iE "error" "$RES/deepspeed_${r//:/_}.err" | tail -2
+  done
+}
+
+phase_attention() {
+  say attention
+  run_for "${ZP_ATTN_TIMEOUT:-120}" "attention bench" python3 scripts/attention_bench.py --out "$RES/attention.json"
 }
 
 phase_bench() {
@@ -199,7 +249,7 @@ phase_bench() {
 }
 
 summarize() {
-  python3 - "$RES" >"$RES/summary.md" <<'PY'
+  python3 - "$RES" "$PROFILE" >"$RES/summary.md" <<'PY'
 import json, os, sys, glob
 res = sys.argv[1]
 def load(p):
@@ -234,7 +284,7 @@ print("|---|---|---|---|---|")
 for p in sorted(glob.glob(os.path.join(res, "pytorch_*.json"))):
     d = load(p) or {}
     print(f"| {os.path.basename(p)[:-5]} | {d.get('step_s_median','')} | {d.get('tokens_per_s','')} | {gb(d.get('max_memory_allocated'))} | {gb(d.get('max_memory_reserved'))} |")
-prof = load(os.path.join(res, "h200_profile.json"))
+prof = load(sys.argv[2])
 if prof:
     print("\n## Calibrated profile\n")
     for k in ["memory_bytes", "gemm_max_efficiency", "gemm_half_efficiency_gflop", "hbm_efficiency", "host_pinned_GBps", "host_pageable_GBps", "cuda_context_bytes"]:
@@ -242,7 +292,7 @@ if prof:
 PY
 }
 
-for ph in env deps build test calibrate validate baseline bench; do
+for ph in env deps build test calibrate deepspeed attention validate baseline bench; do
   if want $ph; then "phase_$ph"; fi
 done
 say "summary"
@@ -250,7 +300,7 @@ summarize || echo "summary failed"
 cat "$RES/summary.md"
 echo "failed steps: ${#FAILED[@]}"; for f in "${FAILED[@]}"; do echo "  - $f"; done
 cp "$LOG" "$RES/summary.md" "$OUT/" 2>/dev/null
-[ -f "$RES/h200_profile.json" ] && cp "$RES/h200_profile.json" "$OUT/"
+[ -f "$PROFILE" ] && cp "$PROFILE" "$OUT/"
 tar -czf "$OUT/results.tgz" -C "$BUILD" results 2>/dev/null
 echo "gpu_check took $(( $(date +%s) - T0 )) s"
 [ ${#FAILED[@]} -eq 0 ]

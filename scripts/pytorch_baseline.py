@@ -36,6 +36,9 @@ def main() -> int:
     ap.add_argument("--mode", choices=["bf16", "amp"], default="bf16")
     ap.add_argument("--checkpointing", action="store_true", help="HF gradient checkpointing (full, per layer)")
     ap.add_argument("--lora-rank", type=int, default=0, help="LoRA adapters of this rank (PEFT); 0 = full")
+    ap.add_argument("--lora-adapter-dtype", choices=["peft", "model"], default="peft",
+                    help="peft: PEFT's default (autocast_adapter_dtype=True keeps adapters in fp32); "
+                         "model: adapters in the model's dtype, as DeepSpeed's engine casts the whole module")
     ap.add_argument("--steps", type=int, default=6, help="timed steps")
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--lr", type=float, default=1e-4)
@@ -83,7 +86,10 @@ def main() -> int:
         lcfg = peft.LoraConfig(r=args.lora_rank, lora_alpha=8, lora_dropout=0.0, bias="none",
                                target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
                                                "down_proj"])
-        model = peft.get_peft_model(model, lcfg)
+        # autocast_adapter_dtype=False leaves the adapters in the base model's dtype (bf16 here), which is
+        # what DeepSpeed's engine does to the whole module (engine.py _configure_distributed_model:
+        # module.bfloat16() under bf16), so that run is the one a DeepSpeed LoRA plan describes.
+        model = peft.get_peft_model(model, lcfg, autocast_adapter_dtype=args.lora_adapter_dtype == "peft")
     n_params = sum(p.numel() for p in model.parameters())
     trainable = [p for p in model.parameters() if p.requires_grad]
     n_trainable = sum(p.numel() for p in trainable)
@@ -127,6 +133,7 @@ def main() -> int:
         "lora_rank": args.lora_rank,
         "peft": peft_version,
         "adapter_dtypes": sorted({str(p.dtype) for p in trainable}),
+        "lora_adapter_dtype": args.lora_adapter_dtype,
         "attn_implementation": "sdpa",
         "step_s_median": med,
         "step_s": times,
