@@ -205,8 +205,8 @@ TEST(OperatorTable, ReentrantCheckpointingRecomputesEveryLayerOperatorOnce) {
 }
 
 TEST(OperatorTable, TinyPassesAreBoundByHostLaunches) {
-  // A 7B micro-step of 64 tokens: ~1,260 forward launches (37 per layer + head) at 10 us of host
-  // time each (planner/data/time_model.json "host") take ~12.6 ms, far above the GPU's work
+  // A 7B micro-step of 64 tokens: ~1,260 forward launches (37 per layer + head) at 24.5 us of host
+  // time each (planner/data/time_model.json "host") take ~30.9 ms, far above the GPU's work
   // (2 x 6.7e9 x 64 = 0.86 TFLOP, ~3 ms at A100 rates): the pass takes the host time.
   const Workload w = llama7b("1xA100-80GB", 64);
   const ModelStats s = compute_model_stats(w);
