@@ -87,8 +87,8 @@ TEST(Stage3Hooks, MoeLayersCountTransformers5FusedExperts) {
     const char* model;
     int64_t all, leaf;
   };
-  for (const Case c : {Case{"mixtral-8x7b", 12, 9}, Case{"qwen3-30b-a3b", 14, 11}, Case{"deepseek-v3", 20, 12},
-                       Case{"gpt-oss-20b", 11, 9}}) {
+  for (const Case c : {Case{"mixtral-8x7b", 12, 9}, Case{"qwen3-30b-a3b", 14, 11},
+                       Case{"deepseek-v3", 20, 12}, Case{"gpt-oss-20b", 11, 9}}) {
     const ComputeStats s = compute_compute_stats(workload(c.model, 8, 2048));
     EXPECT_EQ(s.hooked_modules_per_layer, c.all) << c.model;
     EXPECT_EQ(s.hooked_modules_per_layer_moe_leaf, c.leaf) << c.model;
