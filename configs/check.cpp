@@ -437,10 +437,29 @@ class Reader {
           "simultaneously enabled'",
           "keep one of them");
     r_.precision = bf16 ? Precision::BF16 : fp16 ? Precision::FP16 : Precision::FP32;
-    if (r_.precision == Precision::FP32)
+    // torch_autocast (runtime/torch_autocast.py, 0.19.8): the module keeps its fp32 parameters and the
+    // optimizer its fp32 states; the engine's forward runs under torch.autocast, and the parameters of
+    // the "lower precision safe" modules (default torch.nn.Linear/Conv) get a comm_dtype, so ZeRO keeps
+    // one gradient bucket per dtype and reduces those gradients in the autocast dtype
+    // (stage_1_and_2.py / stage3.py ipg_buckets keyed by get_all_comm_dtypes).
+    const bool autocast = zbool(find(cfg_, {"torch_autocast", "enabled"})).value_or(false);
+    if (autocast && r_.precision == Precision::FP32) {
+      const auto* dt = find(cfg_, {"torch_autocast", "dtype"});
+      const std::string dtype = dt != nullptr && dt->is_string() ? dt->get<std::string>() : "(dtype not set)";
+      add(Severity::Warning, "torch_autocast.enabled",
+          fmt::format("torch_autocast is on ({}): DeepSpeed keeps fp32 parameters, gradients and Adam states "
+                      "(16 bytes/param, as below) and runs the forward under torch.autocast, so the Linear "
+                      "GEMMs run in {} and their gradients are reduced in it; zeroplan prices this run as "
+                      "fp32 training, so the step time below is too slow and the activations are counted "
+                      "in fp32, not autocast's mix",
+                      dtype, dtype),
+          "for a prediction, compare with \"bf16\": {\"enabled\": true} (same 16 bytes/param of model "
+          "states, bf16 GEMMs)");
+    } else if (r_.precision == Precision::FP32) {
       add(Severity::Info, "",
           "neither fp16 nor bf16 is enabled: DeepSpeed trains in fp32 (16 bytes/param of model "
           "states stay, but no 16-bit copies and fp32 GEMMs)");
+    }
     // runtime/config.py _do_error_check: 0.16.9 asserts stage 2 ('... only supported with ZeRO Stage 2 for
     // now.'), 0.18.9 and 0.19.8 stages 1-3 ('... only supported with ZeRO Stage 1, 2, or 3.').
     const bool stage2_only = r_.deepspeed_version == std::string("0.16.9");
