@@ -68,6 +68,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
               {"precision", planner::to_string(p.precision)},
               {"method", planner::to_string(w.train.method)},
               {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
+              {"host_speed", w.train.host_speed},  // --host-speed (planner/training_spec.h)
               // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
               // attn_implementation as transformers names it, and the loss.
               {"kernels",

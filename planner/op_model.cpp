@@ -445,7 +445,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
             peak_flops(g, w.train.precision),
             g.hbm_GBps * 1e9 * g.hbm_efficiency * d.elementwise_bandwidth_factor,
             sustained_tensor_core_factor(g),
-            d.host_us_per_kernel * 1e-6};
+            d.host_us_per_kernel * 1e-6 / w.train.host_speed};
   const double m = static_cast<double>(micro * w.train.seq_len);
   const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
   const double seq = static_cast<double>(w.train.seq_len);

@@ -170,7 +170,7 @@ Stage3HookHost stage3_hook_host(const Workload& w, const ModelStats& ms, const Z
   const int64_t per_layer = leaf ? s.hooked_modules_per_layer_moe_leaf : s.hooked_modules_per_layer;
   const int64_t per_pass = per_layer * s.num_layers + s.hooked_modules_outside_layers;
   const int64_t recomputed = z.checkpointing == Checkpointing::Full ? per_layer * s.num_layers : 0;
-  const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6;
+  const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6 / w.train.host_speed;
   const double host_fwd = static_cast<double>(per_pass) * hook_s;
   const double host_bwd = static_cast<double>(per_pass + recomputed) * hook_s;
   return {2 * per_pass + recomputed, host_fwd, host_bwd};

@@ -93,6 +93,11 @@ struct TrainingSpec {
   // transformers' default attn_implementation "sdpa" runs on Hopper (torch's SDPA backend priority puts
   // flash first).
   bool flash_attention_3 = false;
+  // --host-speed: the training host's single-thread speed relative to the reference host the host
+  // figures were measured on (planner/data/time_model.json "host" and "stage3_hooks": a 16-vCPU
+  // Intel Xeon VM beside an H100, 2026-11-26). Host times are divided by it: 2 = a host whose Python
+  // dispatch runs twice as fast. They show only where the host bounds a pass (short micro-steps).
+  double host_speed = 1.0;
 };
 
 struct Workload {

@@ -214,6 +214,8 @@ class Plan(Record):
     deepspeed_version: str = ""
     # attn_implementation ("sdpa", "flash_attention_3", "eager") and loss the plan assumed (--kernels)
     kernels: Dict[str, Any] = field(default_factory=dict)
+    # the host's single-thread speed relative to the reference host of the host figures (--host-speed)
+    host_speed: float = 1.0
     fits: bool = False
     zero: ZeroKnobs = field(default_factory=ZeroKnobs)
     memory: Memory = field(default_factory=Memory)
