@@ -11,7 +11,7 @@ using planner::Category;
 json model_to_json(const planner::Workload& w) {
   const auto& m = w.model;
   const int64_t total = m.num_parameters();
-  int64_t trainable = total;
+  int64_t trainable = total - m.num_frozen_parameters();
   if (w.train.method != planner::Method::Full)
     trainable = models::lora_trainable_parameters(m, w.train.lora_rank, w.train.lora_targets);
   json j = {{"name", m.name}, {"parameters", total}, {"trainable_parameters", trainable}};

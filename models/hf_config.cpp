@@ -133,12 +133,18 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {
-      "llama",   "mistral",    "mixtral",     "qwen2",      "qwen3",           "qwen2_moe",   "qwen3_moe",
-      "gemma",   "gemma2",     "gemma3_text", "phi3",       "olmo2",           "olmoe",       "granite",
-      "glm4",    "starcoder2", "cohere",      "gpt_oss",    "llama4_text",     "deepseek_v2", "deepseek_v3",
-      "phi",     "glm4_moe",   "seed_oss",    "minimax_m2", "phimoe",          "olmo3",       "exaone4",
-      "smollm3", "arcee",      "dots1",       "ernie4_5",   "hunyuan_v1_dense"};
+  static const char* const kTypes[] = {"llama",       "mistral",     "mixtral",
+                                       "qwen2",       "qwen3",       "qwen2_moe",
+                                       "qwen3_moe",   "gemma",       "gemma2",
+                                       "gemma3_text", "phi3",        "olmo2",
+                                       "olmoe",       "granite",     "glm4",
+                                       "starcoder2",  "cohere",      "gpt_oss",
+                                       "llama4_text", "deepseek_v2", "deepseek_v3",
+                                       "phi",         "glm4_moe",    "seed_oss",
+                                       "minimax_m2",  "phimoe",      "olmo3",
+                                       "exaone4",     "smollm3",     "arcee",
+                                       "dots1",       "ernie4_5",    "hunyuan_v1_dense",
+                                       "ernie4_5_moe"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -279,6 +285,32 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = true;
+  } else if (type == "ernie4_5_moe") {
+    // Ernie4_5_MoeConfig (ERNIE-4.5-21B-A3B): moe_num_experts 64 (attribute_map num_experts), moe_k 6
+    // (num_experts_per_tok), moe_intermediate_size 1536, moe_num_shared_experts 2 (one MLP of
+    // moe_intermediate_size x that, bias=use_bias); layer i is sparse iff (i + 1) % moe_layer_interval
+    // == 0 and moe_layer_start_index <= i <= moe_layer_end_index (-1: the last layer)
+    // (modeling_ernie4_5_moe.py Ernie4_5_MoeDecoderLayer). The router (Ernie4_5_MoeTopKRouter) holds a
+    // fp32 weight [E, h] and moe_statics.e_score_correction_bias [1, E], a frozen nn.Parameter; it
+    // runs in fp32 with softmax scores, top-k on scores + bias, and always renormalises the top-k
+    // weights (clamped by moe_norm_min).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"moe_num_experts", "num_experts"}, kMaxExperts).value_or(64);
+    m.experts_per_token = r.opt_int({"moe_k", "num_experts_per_tok"}, kMaxExperts).value_or(6);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1536);
+    m.num_shared_experts = opt_count(r, "moe_num_shared_experts", kMaxExperts).value_or(2);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    m.norm_topk_prob = true;
+    const int64_t start = opt_count(r, "moe_layer_start_index", kMaxLayers).value_or(1);
+    const int64_t end_raw = r.opt_int({"moe_layer_end_index"}, kMaxLayers).value_or(-1);
+    const int64_t end = end_raw == -1 ? L - 1 : end_raw;
+    const int64_t interval = r.opt_int({"moe_layer_interval"}, kMaxLayers).value_or(1);
+    if (interval < 1)
+      throw_user_error("model config '{}': moe_layer_interval must be at least 1", r.origin());
+    all_moe(false);
+    for (int64_t i = 0; i < L; ++i)
+      m.moe_layers[static_cast<size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
+    m.router_score_bias_param = true;
   } else if (type == "minimax_m2") {
     // MiniMaxM2Config: num_local_experts 256 (attribute_map num_experts), 8 per token; every layer
     // sparse, no shared expert; experts as wide as intermediate_size; the checkpoint keeps Mixtral's
@@ -359,7 +391,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
       type == "glm4_moe" || type == "seed_oss" || type == "minimax_m2" || type == "phimoe")
     dflt_kv = 8;
   if (type == "exaone4") dflt_kv = 32;
-  if (type == "ernie4_5") dflt_kv = 2;  // Ernie4_5Config num_key_value_heads 2
+  if (type == "ernie4_5") dflt_kv = 2;      // Ernie4_5Config num_key_value_heads 2
+  if (type == "ernie4_5_moe") dflt_kv = 4;  // Ernie4_5_MoeConfig num_key_value_heads 4
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
@@ -371,7 +404,9 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "gpt_oss") dflt_head_dim = 64;
   // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
-  if (type == "glm4_moe" || type == "dots1") dflt_head_dim = m.hidden_size / m.num_heads;
+  // Ernie4_5_MoeConfig has no head_dim field either (Ernie4_5_MoeAttention: the same getattr).
+  if (type == "glm4_moe" || type == "dots1" || type == "ernie4_5_moe")
+    dflt_head_dim = m.hidden_size / m.num_heads;
   // SeedOssConfig head_dim 128 (None: hidden / heads); MiniMaxM2Config head_dim 128.
   // Ernie4_5Config head_dim 128 (None: hidden / heads).
   if (((type == "seed_oss" || type == "ernie4_5") && !r.is_null("head_dim")) || type == "minimax_m2")
@@ -394,7 +429,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "glm4_moe" || type == "phimoe") dflt_pos = 131072;
   if (type == "seed_oss") dflt_pos = 524288;
   if (type == "smollm3") dflt_pos = 32768;
-  if (type == "ernie4_5") dflt_pos = 131072;
+  if (type == "ernie4_5" || type == "ernie4_5_moe") dflt_pos = 131072;
   if (type == "arcee") dflt_pos = 4096;
   if (type == "minimax_m2") dflt_pos = 196608;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
@@ -406,7 +441,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // SmolLM3Config.
   const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
                            type == "starcoder2" || type == "cohere" || type == "smollm3" ||
-                           type == "ernie4_5";
+                           type == "ernie4_5" || type == "ernie4_5_moe";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
   m.activation =
       r.opt_string({"hidden_activation", "hidden_act"},
@@ -430,6 +465,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   } else if (type == "ernie4_5") {
     // Ernie4_5Config use_bias (default False): a bias on q/k/v/o and gate/up/down alike; lm_head none.
     m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", false);
+  } else if (type == "ernie4_5_moe") {
+    // Ernie4_5_MoeConfig use_bias (default False): q/k/v/o, the dense and shared-expert MLPs and the
+    // lm_head (Ernie4_5_MoeForCausalLM: nn.Linear(..., bias=config.use_bias)); the routed experts none.
+    m.attention_bias = m.mlp_bias = m.lm_head_bias = r.opt_bool("use_bias", false);
   } else if (type == "seed_oss") {
     // SeedOssAttention: q/k/v bias=attention_bias (default True), o_proj bias=attention_out_bias
     // (default False).
@@ -444,7 +483,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   } else {
     m.attention_bias = r.opt_bool("attention_bias", type == "gpt_oss");
   }
-  if (type != "starcoder2" && type != "ernie4_5") m.mlp_bias = r.opt_bool("mlp_bias", false);
+  if (type != "starcoder2" && type != "ernie4_5" && type != "ernie4_5_moe")
+    m.mlp_bias = r.opt_bool("mlp_bias", false);
   m.fused_qkv = type == "phi3";
   m.fused_gate_up = type == "phi3" || type == "glm4";
 

@@ -65,6 +65,12 @@ class GroupBuilder {
     group_.tensors.push_back(std::move(t));
   }
 
+  // A parameter with requires_grad False (no gradient, no optimizer state).
+  void frozen_param(const std::string& path, std::vector<int64_t> shape, std::string module) {
+    param(path, std::move(shape), std::move(module));
+    group_.tensors.back().frozen = true;
+  }
+
   void embedding(const std::string& path, int64_t rows, int64_t dim) {
     TensorSpec w{.name = full(path) + ".weight", .module = leaf(path), .shape = {rows, dim}};
     w.is_embedding = true;
@@ -178,6 +184,10 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
     case MoeStyle::PerExpert:
       // Qwen2/3-MoE, OLMoE, DeepSeek: mlp.gate router [E, h]; mlp.experts.{e}.gate/up/down_proj.
       g.linear("mlp.gate", E, h, false);
+      // ERNIE-4.5-MoE: the router's correction bias [1, E] is a frozen parameter (the Hub checkpoint
+      // stores it as mlp.moe_statics.e_score_correction_bias; transformers moves it under the gate).
+      if (m.router_score_bias_param)
+        g.frozen_param("mlp.moe_statics.e_score_correction_bias", {1, E}, "moe_statics");
       for (int64_t e = 0; e < E; ++e) {
         const std::string p = "mlp.experts." + std::to_string(e);
         g.linear(p + ".gate_proj", f, h, false);
@@ -187,8 +197,9 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
       if (m.shared_expert_intermediate_size > 0) {
         // Qwen2-MoE: mlp.shared_expert (+ shared_expert_gate [1, h]); DeepSeek: mlp.shared_experts.
         const bool qwen = m.shared_expert_gate;
+        // ERNIE-4.5-MoE's shared experts are an Ernie4_5_MoeMLP, biased with use_bias.
         gated_mlp(m, g, qwen ? "mlp.shared_expert" : "mlp.shared_experts", m.shared_expert_intermediate_size,
-                  false);
+                  m.model_type == "ernie4_5_moe" && m.mlp_bias);
       }
       if (m.shared_expert_gate) g.linear("mlp.shared_expert_gate", 1, h, false);
       break;

@@ -27,6 +27,15 @@ int64_t ModelSpec::num_parameters() const {
   return n;
 }
 
+int64_t ModelSpec::num_frozen_parameters() const {
+  if (params_only) return 0;
+  int64_t n = 0;
+  for (const auto& layer : inventory())
+    for (const auto& t : layer.tensors)
+      if (t.frozen) n = checked_add(n, t.numel());
+  return n;
+}
+
 int64_t ModelSpec::num_moe_layers() const {
   int64_t n = 0;
   for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i) ? 1 : 0;
@@ -52,8 +61,8 @@ int64_t ModelSpec::active_parameters() const {
       if (t.name.find(".experts.") != std::string::npos) routed = checked_add(routed, t.numel());
     }
     if (routed == 0) continue;
-    ZP_CHECK(routed % num_experts == 0, "routed expert parameters {} of {} not divisible by {} experts", routed,
-             layer.name, num_experts);
+    ZP_CHECK(routed % num_experts == 0, "routed expert parameters {} of {} not divisible by {} experts",
+             routed, layer.name, num_experts);
     untouched = checked_add(untouched, routed / num_experts * (num_experts - experts_per_token));
   }
   return total - untouched;

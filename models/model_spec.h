@@ -16,7 +16,16 @@ enum class PositionKind { Rotary, Learned, Alibi };
 // norms exist. Llama covers every "model.layers.N.self_attn / mlp" family (Llama, Mistral, Mixtral,
 // Qwen2/3 and their MoE, DeepSeek-V2/V3, gpt-oss, Llama-4 text, Gemma 1-3, OLMo-2, OLMoE, Granite,
 // GLM-4, Starcoder2, Cohere) and unknown Llama-style configs; the fields below pick the variant.
-enum class Layout { Llama, Phi3, Phi, GPT2, OPT, Bloom, Falcon, GPTNeoX };  // Phi: Phi-1/1.5/2 (model_type phi)
+enum class Layout {
+  Llama,
+  Phi3,
+  Phi,
+  GPT2,
+  OPT,
+  Bloom,
+  Falcon,
+  GPTNeoX
+};  // Phi: Phi-1/1.5/2 (model_type phi)
 // Where a Llama-layout decoder layer has its norms (names as in the HF modeling files).
 enum class NormPlacement {
   Pre,       // input_layernorm + post_attention_layernorm (Llama)
@@ -36,10 +45,10 @@ enum class QkNorm {
 // How a MoE block's experts are stored (names as in the Hub checkpoints).
 enum class MoeStyle {
   None,
-  Mixtral,       // block_sparse_moe.gate, block_sparse_moe.experts.E.w1/w2/w3 (2-D per expert)
-  PerExpert,     // mlp.gate, mlp.experts.E.gate_proj/up_proj/down_proj (Qwen-MoE, OLMoE, DeepSeek)
-  FusedGptOss,   // mlp.router (+bias), mlp.experts.gate_up_proj [E, h, 2f] (+bias), down_proj [E, f, h]
-  FusedLlama4,   // feed_forward.router, feed_forward.experts.gate_up_proj [E, h, 2f], down_proj [E, f, h]
+  Mixtral,      // block_sparse_moe.gate, block_sparse_moe.experts.E.w1/w2/w3 (2-D per expert)
+  PerExpert,    // mlp.gate, mlp.experts.E.gate_proj/up_proj/down_proj (Qwen-MoE, OLMoE, DeepSeek)
+  FusedGptOss,  // mlp.router (+bias), mlp.experts.gate_up_proj [E, h, 2f] (+bias), down_proj [E, f, h]
+  FusedLlama4,  // feed_forward.router, feed_forward.experts.gate_up_proj [E, h, 2f], down_proj [E, f, h]
 };
 
 // One parameter tensor. `module` is the HF module name LoRA targets match against
@@ -54,6 +63,7 @@ struct TensorSpec {
   bool is_bias = false;
   bool is_norm = false;
   bool is_embedding = false;
+  bool frozen = false;  // requires_grad False (ERNIE-4.5-MoE's gate.moe_statics.e_score_correction_bias)
   std::string dtype{};  // safetensors dtype ("BF16", "F32", "U8", ...) when read from a checkpoint
   int64_t numel() const;
 };
@@ -112,15 +122,17 @@ struct ModelSpec {
 
   // MoE details. `intermediate_size` is the dense MLP's width (dense layers of a MoE model too).
   MoeStyle moe_style = MoeStyle::None;
-  int64_t moe_intermediate_size = 0;     // one routed expert's width (Mixtral, OLMoE: intermediate_size)
-  int64_t num_shared_experts = 0;        // experts every token goes to (DeepSeek n_shared_experts; 1 for
-                                         // Qwen2-MoE's and Llama-4's shared_expert)
+  int64_t moe_intermediate_size = 0;  // one routed expert's width (Mixtral, OLMoE: intermediate_size)
+  int64_t num_shared_experts = 0;     // experts every token goes to (DeepSeek n_shared_experts; 1 for
+                                      // Qwen2-MoE's and Llama-4's shared_expert)
   int64_t shared_expert_intermediate_size = 0;  // width of the one shared-expert MLP holding them all
-  bool shared_expert_gate = false;       // Qwen2-MoE: mlp.shared_expert_gate Linear(h, 1)
-  bool router_bias = false;              // gpt-oss: mlp.router has a bias
+  bool shared_expert_gate = false;              // Qwen2-MoE: mlp.shared_expert_gate Linear(h, 1)
+  bool router_bias = false;                     // gpt-oss: mlp.router has a bias
   // Qwen2/3-MoE norm_topk_prob (Qwen2MoeConfig / Qwen3MoeConfig default False): the top-k routing
   // weights are divided by their sum; Mixtral always does so (MixtralTopKRouter), whatever this says.
   bool norm_topk_prob = false;
+  bool router_score_bias_param = false;  // ERNIE-4.5-MoE: the router's e_score_correction_bias [1, E]
+                                         // is a frozen nn.Parameter (requires_grad False), not a buffer
   bool router_score_bias = false;        // DeepSeek-V3 gate.e_score_correction_bias: a buffer, not a
                                          // parameter (no gradient, not in model.parameters())
   std::vector<bool> moe_layers;          // per decoder layer: MoE or dense MLP (empty: all MoE if is_moe())
@@ -193,6 +205,9 @@ struct ModelSpec {
   std::vector<LayerInventory> runtime_inventory() const;
   // Exact parameter count (the inventory's sum; params_only_count for --params).
   int64_t num_parameters() const;
+  // Parameters the model itself builds with requires_grad False (ERNIE-4.5-MoE's correction biases):
+  // full fine-tuning trains num_parameters() minus these.
+  int64_t num_frozen_parameters() const;
   // Parameters a token actually touches, for FLOPs: everything except the routed experts it is not
   // sent to, i.e. total - sum over MoE layers of (E - k)/E of that layer's routed-expert parameters.
   // Attention, dense layers, norms, routers, shared experts and the embeddings and head all count

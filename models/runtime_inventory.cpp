@@ -16,6 +16,9 @@
 //   glm4_moe   Glm4MoeMoE: experts, gate (Glm4MoeTopkRouter), shared_experts; forward: gate, experts,
 //              shared_experts (e_score_correction_bias a buffer)
 //   dots1      Dots1MoE: experts, gate, shared_experts (as glm4_moe)
+//   ernie4_5_moe Ernie4_5_MoeSparseMoeBlock: gate (Ernie4_5_MoeTopKRouter: weight, then moe_statics
+//              holding e_score_correction_bias [1, E], a frozen parameter), experts, shared_experts;
+//              forward: shared_experts, gate (moe_statics inside it), experts
 //   minimax_m2 MiniMaxM2SparseMoeBlock: gate, experts; forward: gate, experts
 //   phimoe     PhimoeSparseMoeBlock: router (PhimoeTopKRouter), experts; forward: router, experts
 //   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
@@ -49,6 +52,8 @@ Family family_of(const std::string& type) {
     return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
   if (type == "glm4_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
   if (type == "dots1") return {"transformers.models.dots1.modeling_dots1.Dots1MoE", true};
+  if (type == "ernie4_5_moe")
+    return {"transformers.models.ernie4_5_moe.modeling_ernie4_5_moe.Ernie4_5_MoeSparseMoeBlock", false};
   if (type == "minimax_m2")
     return {"transformers.models.minimax_m2.modeling_minimax_m2.MiniMaxM2SparseMoeBlock", false};
   if (type == "phimoe")
@@ -109,9 +114,16 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     std::vector<TensorSpec> experts = {
         tensor(block + ".experts.gate_up_proj", "gate_up_proj", {E, 2 * f, h}, false),
         tensor(block + ".experts.down_proj", "down_proj", {E, h, f}, false)};
-    if (!fam.experts_first) rt.push_back(router);
+    // ERNIE-4.5-MoE's router module also registers moe_statics (its frozen correction bias).
+    std::vector<TensorSpec> router_tensors = {router};
+    if (router_score_bias_param) {
+      router_tensors.push_back(tensor(block + "." + router_name + ".moe_statics.e_score_correction_bias",
+                                      "moe_statics", {1, E}, false));
+      router_tensors.back().frozen = true;
+    }
+    if (!fam.experts_first) rt.insert(rt.end(), router_tensors.begin(), router_tensors.end());
     rt.insert(rt.end(), experts.begin(), experts.end());
-    if (fam.experts_first) rt.push_back(router);
+    if (fam.experts_first) rt.insert(rt.end(), router_tensors.begin(), router_tensors.end());
     // Shared experts: the checkpoint's tensors under the same names (an ordinary gated MLP).
     const bool qwen2 = shared_expert_gate;
     const std::string shared = block + (qwen2 ? ".shared_expert" : ".shared_experts");
@@ -129,6 +141,13 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
       l.moe_exec.push_back(block + ".gate");
       l.moe_exec.push_back(block + ".experts");
       l.moe_exec.push_back(block + ".shared_expert_gate");
+    } else if (router_score_bias_param) {
+      // Ernie4_5_MoeSparseMoeBlock.forward: shared_experts, then the gate (which calls moe_statics),
+      // then the experts.
+      l.moe_exec = shared_exec;
+      l.moe_exec.push_back(block + "." + router_name);
+      l.moe_exec.push_back(block + "." + router_name + ".moe_statics");
+      l.moe_exec.push_back(block + ".experts");
     } else {
       l.moe_exec = {block + "." + router_name, block + ".experts"};
       l.moe_exec.insert(l.moe_exec.end(), shared_exec.begin(), shared_exec.end());

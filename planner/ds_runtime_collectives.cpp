@@ -55,11 +55,12 @@ bool norms_registered_last(const std::string& model_type) {
   // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
   // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3, Exaone4, SmolLM3, Arcee and Dots1 DecoderLayers
   // (their modeling files' __init__: self_attn, mlp, then the norms).
-  for (const char* t :
-       {"llama",    "mistral",  "qwen2",      "qwen3",           "mixtral", "qwen2_moe",   "qwen3_moe",
-        "gemma",    "gemma2",   "gemma3",     "gemma3_text",     "phi3",    "deepseek_v2", "deepseek_v3",
-        "glm4_moe", "seed_oss", "minimax_m2", "phimoe",          "olmo3",   "exaone4",     "smollm3",
-        "arcee",    "dots1",    "ernie4_5",   "hunyuan_v1_dense"})
+  for (const char* t : {"llama",       "mistral",    "qwen2",       "qwen3",       "mixtral",
+                        "qwen2_moe",   "qwen3_moe",  "gemma",       "gemma2",      "gemma3",
+                        "gemma3_text", "phi3",       "deepseek_v2", "deepseek_v3", "glm4_moe",
+                        "seed_oss",    "minimax_m2", "phimoe",      "olmo3",       "exaone4",
+                        "smollm3",     "arcee",      "dots1",       "ernie4_5",    "hunyuan_v1_dense",
+                        "ernie4_5_moe"})
     if (model_type == t) return true;
   return false;
 }
@@ -128,7 +129,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     o.fwd_modules.back().push_back(o.numel.size());
     o.exec.push_back(o.numel.size());
     o.numel.push_back(t.numel());
-    o.trainable.push_back(!lora);
+    o.trainable.push_back(!lora && !t.frozen);
     if (!targeted(t, in_layer)) return;
     for (const int64_t n : {r * t.shape[1], t.shape[0] * r}) {
       module();
@@ -189,7 +190,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       for (T& x : *v) {
         x.index = o.numel.size();
         o.numel.push_back(x.spec->numel());
-        o.trainable.push_back(!lora);
+        o.trainable.push_back(!lora && !x.spec->frozen);
         if (targeted(*x.spec, true))
           for (const int64_t n : {r * x.spec->shape[1], x.spec->shape[0] * r}) {
             x.adapters.push_back(o.numel.size());

@@ -371,7 +371,11 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // expert saves (counted above as the MLP input).
     // GLM-4.5's Glm4MoeTopkRouter.forward and dots.llm1's Dots1TopkRouter.forward are the same fp32
     // linear (modeling_glm4_moe.py, modeling_dots1.py).
-    if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe" || m.model_type == "dots1") mlp += 4 * h;
+    // ERNIE-4.5-MoE's router too: F.linear(hidden_states.float(), self.weight.float())
+    // (modeling_ernie4_5_moe.py Ernie4_5_MoeTopKRouter).
+    if (m.model_type == "deepseek_v3" || m.model_type == "glm4_moe" || m.model_type == "dots1" ||
+        m.model_type == "ernie4_5_moe")
+      mlp += 4 * h;
   }
   if (resid_dropout) mlp += drop_mask * h;  // the mask after the MLP
   per_token += mlp;
@@ -449,7 +453,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
       if (!layer.moe_block.empty() && t.name.rfind(layer.moe_block + ".", 0) == 0) moe_block_numel += n;
       if (layer.is_decoder_layer && !t.is_bias && (t.is_linear || t.shape.size() == 3) && !qlora)
         st.decoder_matmul_weights.add(n);
-      if (!lora) {
+      if (!lora && !t.frozen) {
         st.trainable_tensors.add(n);
         continue;
       }
@@ -465,7 +469,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
       } else {
         st.frozen_16bit_params += n;
       }
-      if (lt.targeted(t) && t.shape.size() == 2) {
+      if (lora && lt.targeted(t) && t.shape.size() == 2) {
         // PEFT lora.Linear: lora_A [r, in], lora_B [out, r] (HF Linear weight is [out, in]);
         // lora.Embedding [rows, dim]: lora_embedding_A [r, rows], lora_embedding_B [dim, r].
         const int64_t a_n = checked_mul(r, t.shape[1]);
@@ -498,7 +502,8 @@ MemoryStats compute_memory_stats(const Workload& w) {
       st.trainable_tensors.add(st.lora_params - adapters);  // keep the totals consistent
     st.trainable_params = st.lora_params;
   } else {
-    st.trainable_params = st.total_params;
+    // Full fine-tuning: every parameter but those the model itself freezes (requires_grad False).
+    st.trainable_params = st.total_params - st.frozen_params;
   }
   st.trainable_tensors.finish();
   st.frozen_tensors.finish();
@@ -585,7 +590,7 @@ MemoryStats compute_memory_stats(const Workload& w) {
       const int64_t te = m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
       act.rope_tables = checked_add(checked_mul(checked_mul(2 * te, s), d), checked_mul(8, s));
     }
-  if (m.model_type == "ernie4_5") {
+  if (m.model_type == "ernie4_5" || m.model_type == "ernie4_5_moe") {
     // ERNIE-4.5's apply_rotary_pos_emb (modeling_ernie4_5.py) interleaves cos and sin in every layer
     // (`cos[..., : d // 2].repeat_interleave(2, dim=-1)`, fp32 [1, s, d]): each layer saves its own
     // pair, and the shared tables are not saved. Recorded (ernie4_5_s2_n2_bf16_default): both layers

@@ -123,6 +123,20 @@ TEST_P(TransformersCount, TensorsMatch) {
     if (m.moe_style == MoeStyle::Mixtral) return;
     std::erase_if(ours, [](const auto& p) { return p.first.find(".experts.") != std::string::npos; });
     std::erase_if(theirs, [](const auto& p) { return p.first.find(".experts.") != std::string::npos; });
+    // ERNIE-4.5-MoE's checkpoints keep the correction bias at mlp.moe_statics; transformers 5.24 moves it
+    // under the router on load (conversion_mapping.py:
+    // WeightRenaming("mlp.moe_statics.e_score_correction_bias",
+    // "mlp.gate.moe_statics.e_score_correction_bias")).
+    if (m.router_score_bias_param) {
+      decltype(ours) renamed;
+      for (const auto& [k, v] : ours) {
+        std::string name = k;
+        const std::string from = "mlp.moe_statics.", to = "mlp.gate.moe_statics.";
+        if (const auto at = name.find(from); at != std::string::npos) name.replace(at, from.size(), to);
+        renamed[name] = v;
+      }
+      ours = std::move(renamed);
+    }
   }
   EXPECT_EQ(ours, theirs);
 }
@@ -213,6 +227,29 @@ TEST(TransformersData, RecordsTheVersionsUsed) {
   const auto& v = counts().at("versions");
   EXPECT_FALSE(v.at("transformers").get<std::string>().empty());
   EXPECT_FALSE(v.at("torch").get<std::string>().empty());
+}
+
+}  // namespace
+}  // namespace zeroplan::models
+
+namespace zeroplan::models {
+namespace {
+
+// ERNIE-4.5-MoE builds its router's correction bias with requires_grad False: the harness's recording
+// of DeepSpeed 0.19.8 (tests/deepspeed/fixtures/0.19.8/ernie4_5_moe_s2_n2_bf16_default.json, "model")
+// counts 2,432,772 parameters of which 2,432,768 train (one [1, 4] bias in the one MoE layer).
+TEST(Ernie45Moe, FrozenCorrectionBiasIsNotTrained) {
+  std::ifstream in(std::string(ZEROPLAN_SOURCE_DIR) +
+                   "/tests/deepspeed/fixtures/0.19.8/ernie4_5_moe_s2_n2_bf16_default.json");
+  ASSERT_TRUE(in.good());
+  const nlohmann::json fx = nlohmann::json::parse(in);
+  const std::string path = ::testing::TempDir() + "ernie4_5_moe_tiny.json";
+  std::ofstream(path) << fx.at("model").at("hf_config").dump();
+  const ModelSpec m = load_model(path);
+  EXPECT_EQ(m.num_parameters(), fx.at("model").at("parameters").get<int64_t>());
+  EXPECT_EQ(m.num_parameters() - m.num_frozen_parameters(),
+            fx.at("model").at("trainable_parameters").get<int64_t>());
+  EXPECT_EQ(m.num_frozen_parameters(), 4);
 }
 
 }  // namespace

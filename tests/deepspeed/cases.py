@@ -128,6 +128,15 @@ FAMILIES = {
                  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "use_bias": True,
                  "vocab_size": VOCAB, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1,
                  "eos_token_id": 2},
+    # ERNIE-4.5-MoE (ernie4_5_moe): layer 0 dense, layer 1 MoE (moe_layer_start_index 1), 4 routed experts
+    # (top-2; fp32 softmax router whose correction bias is a frozen parameter) + 2 shared experts; use_bias
+    # puts biases on q/k/v/o, the dense and shared MLPs and the (untied here) lm_head.
+    "ernie4_5_moe": {"model_type": "ernie4_5_moe", "hidden_size": 256, "intermediate_size": 512,
+                     "moe_intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                     "num_key_value_heads": 2, "moe_num_experts": 4, "moe_k": 2, "moe_num_shared_experts": 2,
+                     "moe_layer_start_index": 1, "use_bias": True, "tie_word_embeddings": False,
+                     "vocab_size": VOCAB, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1,
+                     "eos_token_id": 2},
     # HunYuan dense (hunyuan_v1_dense): per-head query/key layernorms applied after the rotary
     # embedding; head_dim must be given (the class default None builds no model).
     "hunyuan_v1_dense": {"model_type": "hunyuan_v1_dense", "hidden_size": 256, "intermediate_size": 512,
@@ -296,7 +305,7 @@ def _build():
         add(family="deepseek_v3", stage=stage, world=2)
     # 2026 families (issue 29 item 2), stages 2 and 3 at N = 2.
     for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2", "smollm3", "arcee", "dots1",
-                "ernie4_5", "hunyuan_v1_dense"):
+                "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2)
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
