@@ -133,17 +133,40 @@ class ConfigReader {
 // of the family's config class in transformers 5.24 (configuration_<family>.py), checked by
 // tests/test_models_hf.cpp against models built from those defaults.
 bool is_llama_family(const std::string& t) {
-  static const char* const kTypes[] = {"llama",       "mistral",     "mixtral",
-                                       "qwen2",       "qwen3",       "qwen2_moe",
-                                       "qwen3_moe",   "gemma",       "gemma2",
-                                       "gemma3_text", "phi3",        "olmo2",
-                                       "olmoe",       "granite",     "glm4",
-                                       "starcoder2",  "cohere",      "gpt_oss",
-                                       "llama4_text", "deepseek_v2", "deepseek_v3",
-                                       "phi",         "glm4_moe",    "seed_oss",
-                                       "minimax_m2",  "phimoe",      "olmo3",
-                                       "exaone4",     "smollm3",     "arcee",
-                                       "dots1",       "ernie4_5",    "hunyuan_v1_dense",
+  static const char* const kTypes[] = {"llama",
+                                       "mistral",
+                                       "mixtral",
+                                       "qwen2",
+                                       "qwen3",
+                                       "qwen2_moe",
+                                       "qwen3_moe",
+                                       "gemma",
+                                       "gemma2",
+                                       "gemma3_text",
+                                       "phi3",
+                                       "olmo2",
+                                       "olmoe",
+                                       "granite",
+                                       "glm4",
+                                       "starcoder2",
+                                       "cohere",
+                                       "gpt_oss",
+                                       "llama4_text",
+                                       "deepseek_v2",
+                                       "deepseek_v3",
+                                       "phi",
+                                       "glm4_moe",
+                                       "seed_oss",
+                                       "minimax_m2",
+                                       "phimoe",
+                                       "olmo3",
+                                       "exaone4",
+                                       "smollm3",
+                                       "arcee",
+                                       "dots1",
+                                       "ernie4_5",
+                                       "hunyuan_v1_dense",
+                                       "hunyuan_v1_moe",
                                        "ernie4_5_moe"};
   for (const char* k : kTypes)
     if (t == k) return true;
@@ -311,6 +334,27 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     for (int64_t i = 0; i < L; ++i)
       m.moe_layers[static_cast<size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
     m.router_score_bias_param = true;
+  } else if (type == "hunyuan_v1_moe") {
+    // HunYuanMoEV1Config (Hunyuan-A13B): num_experts 1 (attribute_map num_local_experts), moe_topk 1
+    // (num_experts_per_tok); every layer is a HunYuanMoEV1Moe: gate (HunYuanMoEV1Gate holding wg =
+    // Linear(h, E) declared fp32), experts as wide as intermediate_size (HunYuanMoEV1Experts), and
+    // shared_mlp, one HunYuanMoEV1MLP of intermediate_size; the top-k weights are always renormalised
+    // (modeling_hunyuan_v1_moe.py). HunYuanMoEV1Gate would index per-layer lists of num_experts /
+    // moe_topk, but HunYuanMoEV1Experts takes config.num_local_experts whole, so transformers 5.24 builds
+    // no model from a list: refused by name.
+    for (const char* key : {"num_experts", "moe_topk"})
+      if (const json* v = r.find({key}); v != nullptr && v->is_array())
+        throw_user_error(
+            "model config '{}': hunyuan_v1_moe with a per-layer list for '{}' is not modelled (transformers "
+            "5.24's HunYuanMoEV1Experts takes num_experts as one integer and builds no model from a list)",
+            r.origin(), key);
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(1);
+    m.experts_per_token = r.opt_int({"moe_topk", "num_experts_per_tok"}, kMaxExperts).value_or(1);
+    m.moe_intermediate_size = m.intermediate_size;
+    m.num_shared_experts = 1;
+    m.shared_expert_intermediate_size = m.intermediate_size;
+    m.norm_topk_prob = true;
   } else if (type == "minimax_m2") {
     // MiniMaxM2Config: num_local_experts 256 (attribute_map num_experts), 8 per token; every layer
     // sparse, no shared expert; experts as wide as intermediate_size; the checkpoint keeps Mixtral's
@@ -413,11 +457,13 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     dflt_head_dim = 128;
   // HunYuanDenseV1Config.head_dim defaults to None, and HunYuanDenseV1Attention's getattr(config,
   // "head_dim", hidden // heads) then returns None: transformers builds no model without it.
-  if (type == "hunyuan_v1_dense" && (!r.find({"head_dim"}) || r.is_null("head_dim")))
+  // HunYuanMoEV1Config and HunYuanMoEV1Attention alike.
+  if ((type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") &&
+      (!r.find({"head_dim"}) || r.is_null("head_dim")))
     throw_user_error(
-        "model config '{}': hunyuan_v1_dense needs 'head_dim' (HunYuanDenseV1Config's default is None, with "
-        "which transformers builds no model); give the value from the model's config.json",
-        r.origin());
+        "model config '{}': {} needs 'head_dim' ({}'s default is None, with which transformers builds no "
+        "model); give the value from the model's config.json",
+        r.origin(), type, type == "hunyuan_v1_dense" ? "HunYuanDenseV1Config" : "HunYuanMoEV1Config");
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
@@ -516,7 +562,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // HunYuanDenseV1Attention: query_layernorm/key_layernorm = RMSNorm(head_dim), always built, applied
   // after the rotary embedding (same saved bytes as a norm before it: the norm saves its input either
   // way, and SDPA the normalised q/k).
-  if (type == "hunyuan_v1_dense") m.qk_norm = QkNorm::PerHead;
+  if (type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") m.qk_norm = QkNorm::PerHead;
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {

@@ -142,10 +142,10 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
       break;
     case QkNorm::PerHead:  // Qwen3Attention / Gemma3Attention: RMSNorm(head_dim)
       // HunYuanDenseV1Attention names them query_layernorm / key_layernorm.
-      g.norm(m.model_type == "hunyuan_v1_dense" ? "self_attn.query_layernorm" : "self_attn.q_norm",
+      g.norm(m.model_type.rfind("hunyuan_v1_", 0) == 0 ? "self_attn.query_layernorm" : "self_attn.q_norm",
              m.head_dim, false);
-      g.norm(m.model_type == "hunyuan_v1_dense" ? "self_attn.key_layernorm" : "self_attn.k_norm", m.head_dim,
-             false);
+      g.norm(m.model_type.rfind("hunyuan_v1_", 0) == 0 ? "self_attn.key_layernorm" : "self_attn.k_norm",
+             m.head_dim, false);
       break;
     case QkNorm::FullWidth:  // Olmo2Attention: RMSNorm(heads*head_dim), RMSNorm(kv_heads*head_dim);
       // OlmoeAttention: RMSNorm(hidden), RMSNorm(hidden/heads*kv_heads) -- the same without head_dim
@@ -183,7 +183,8 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
       break;
     case MoeStyle::PerExpert:
       // Qwen2/3-MoE, OLMoE, DeepSeek: mlp.gate router [E, h]; mlp.experts.{e}.gate/up/down_proj.
-      g.linear("mlp.gate", E, h, false);
+      // HunYuan-MoE's router is mlp.gate.wg (HunYuanMoEV1Gate holds the Linear).
+      g.linear(m.model_type == "hunyuan_v1_moe" ? "mlp.gate.wg" : "mlp.gate", E, h, false);
       // ERNIE-4.5-MoE: the router's correction bias [1, E] is a frozen parameter (the Hub checkpoint
       // stores it as mlp.moe_statics.e_score_correction_bias; transformers moves it under the gate).
       if (m.router_score_bias_param)
@@ -198,7 +199,11 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
         // Qwen2-MoE: mlp.shared_expert (+ shared_expert_gate [1, h]); DeepSeek: mlp.shared_experts.
         const bool qwen = m.shared_expert_gate;
         // ERNIE-4.5-MoE's shared experts are an Ernie4_5_MoeMLP, biased with use_bias.
-        gated_mlp(m, g, qwen ? "mlp.shared_expert" : "mlp.shared_experts", m.shared_expert_intermediate_size,
+        // HunYuan-MoE's is mlp.shared_mlp.
+        const char* shared = qwen                               ? "mlp.shared_expert"
+                             : m.model_type == "hunyuan_v1_moe" ? "mlp.shared_mlp"
+                                                                : "mlp.shared_experts";
+        gated_mlp(m, g, shared, m.shared_expert_intermediate_size,
                   m.model_type == "ernie4_5_moe" && m.mlp_bias);
       }
       if (m.shared_expert_gate) g.linear("mlp.shared_expert_gate", 1, h, false);

@@ -16,6 +16,8 @@
 //   glm4_moe   Glm4MoeMoE: experts, gate (Glm4MoeTopkRouter), shared_experts; forward: gate, experts,
 //              shared_experts (e_score_correction_bias a buffer)
 //   dots1      Dots1MoE: experts, gate, shared_experts (as glm4_moe)
+//   hunyuan_v1_moe HunYuanMoEV1Moe: gate (HunYuanMoEV1Gate holding wg, a Linear), experts, shared_mlp;
+//              forward: shared_mlp, gate, experts
 //   ernie4_5_moe Ernie4_5_MoeSparseMoeBlock: gate (Ernie4_5_MoeTopKRouter: weight, then moe_statics
 //              holding e_score_correction_bias [1, E], a frozen parameter), experts, shared_experts;
 //              forward: shared_experts, gate (moe_statics inside it), experts
@@ -52,6 +54,8 @@ Family family_of(const std::string& type) {
     return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
   if (type == "glm4_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
   if (type == "dots1") return {"transformers.models.dots1.modeling_dots1.Dots1MoE", true};
+  if (type == "hunyuan_v1_moe")
+    return {"transformers.models.hunyuan_v1_moe.modeling_hunyuan_v1_moe.HunYuanMoEV1Moe", false, "gate.wg"};
   if (type == "ernie4_5_moe")
     return {"transformers.models.ernie4_5_moe.modeling_ernie4_5_moe.Ernie4_5_MoeSparseMoeBlock", false};
   if (type == "minimax_m2")
@@ -126,7 +130,10 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     if (fam.experts_first) rt.insert(rt.end(), router_tensors.begin(), router_tensors.end());
     // Shared experts: the checkpoint's tensors under the same names (an ordinary gated MLP).
     const bool qwen2 = shared_expert_gate;
-    const std::string shared = block + (qwen2 ? ".shared_expert" : ".shared_experts");
+    const bool hunyuan = model_type == "hunyuan_v1_moe";
+    const std::string shared = block + (qwen2     ? ".shared_expert"
+                                        : hunyuan ? ".shared_mlp"
+                                                  : ".shared_experts");
     std::vector<std::string> shared_exec;
     for (const TensorSpec& t : l.tensors)
       if (t.name.rfind(shared + ".", 0) == 0) {
@@ -141,12 +148,12 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
       l.moe_exec.push_back(block + ".gate");
       l.moe_exec.push_back(block + ".experts");
       l.moe_exec.push_back(block + ".shared_expert_gate");
-    } else if (router_score_bias_param) {
+    } else if (router_score_bias_param || hunyuan) {
       // Ernie4_5_MoeSparseMoeBlock.forward: shared_experts, then the gate (which calls moe_statics),
-      // then the experts.
+      // then the experts; HunYuanMoEV1Moe.forward: shared_mlp, gate (wg), experts.
       l.moe_exec = shared_exec;
       l.moe_exec.push_back(block + "." + router_name);
-      l.moe_exec.push_back(block + "." + router_name + ".moe_statics");
+      if (router_score_bias_param) l.moe_exec.push_back(block + "." + router_name + ".moe_statics");
       l.moe_exec.push_back(block + ".experts");
     } else {
       l.moe_exec = {block + "." + router_name, block + ".experts"};

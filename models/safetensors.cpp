@@ -31,14 +31,14 @@ constexpr uint64_t kMaxHeaderBytes = 100'000'000;  // safetensors MAX_HEADER_SIZ
 // Bytes per element of the safetensors dtypes (safetensors/src/tensor.rs Dtype::bitsize; the 4-bit
 // and sub-byte types are not in the format: quantized checkpoints pack them into U8).
 int64_t dtype_bytes(const std::string& d, const std::string& origin, const std::string& tensor) {
-  static const std::map<std::string, int64_t> k = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},   {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},     {"U32", 4},     {"F32", 4},     {"I64", 8},
-      {"U64", 8},  {"F64", 8}};
+  static const std::map<std::string, int64_t> k = {{"BOOL", 1},    {"U8", 1},      {"I8", 1},  {"F8_E5M2", 1},
+                                                   {"F8_E4M3", 1}, {"F8_E8M0", 1}, {"I16", 2}, {"U16", 2},
+                                                   {"F16", 2},     {"BF16", 2},    {"I32", 4}, {"U32", 4},
+                                                   {"F32", 4},     {"I64", 8},     {"U64", 8}, {"F64", 8}};
   auto it = k.find(d);
   if (it == k.end())
-    throw_user_error("safetensors file '{}': tensor '{}' has dtype '{}', which is not a safetensors dtype", origin,
-                     tensor, d);
+    throw_user_error("safetensors file '{}': tensor '{}' has dtype '{}', which is not a safetensors dtype",
+                     origin, tensor, d);
   return it->second;
 }
 
@@ -77,7 +77,8 @@ std::string group_of(const std::string& name, int64_t* layer) {
       name.find("wpe.") != std::string::npos || name.find("word_embeddings") != std::string::npos ||
       name.find("embed_in") != std::string::npos || name.find("embed_positions") != std::string::npos)
     return "embed";
-  if (name.rfind("lm_head", 0) == 0 || name.rfind("embed_out", 0) == 0 || name.find(".lm_head.") != std::string::npos)
+  if (name.rfind("lm_head", 0) == 0 || name.rfind("embed_out", 0) == 0 ||
+      name.find(".lm_head.") != std::string::npos)
     return "lm_head";
   if (name.find("norm") != std::string::npos || name.find("ln_f") != std::string::npos) return "final_norm";
   return "other";
@@ -86,7 +87,8 @@ std::string group_of(const std::string& name, int64_t* layer) {
 TensorSpec tensor_from(const std::string& name, const json& v, const std::string& origin, int64_t* bytes) {
   if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") || !v["shape"].is_array() ||
       !v["dtype"].is_string())
-    throw_user_error("safetensors file '{}': tensor '{}' lacks a dtype string and a shape list", origin, name);
+    throw_user_error("safetensors file '{}': tensor '{}' lacks a dtype string and a shape list", origin,
+                     name);
   TensorSpec t;
   t.name = name;
   t.dtype = v["dtype"].get<std::string>();
@@ -100,8 +102,8 @@ TensorSpec tensor_from(const std::string& name, const json& v, const std::string
     const auto& o = v["data_offsets"];
     if (!o.is_array() || o.size() != 2 || !o[0].is_number_integer() || !o[1].is_number_integer() ||
         o[1].get<int64_t>() - o[0].get<int64_t>() != expect)
-      throw_user_error("safetensors file '{}': tensor '{}' data_offsets {} do not hold {} bytes of {} {}", origin,
-                       name, o.dump(), expect, t.dtype, v["shape"].dump());
+      throw_user_error("safetensors file '{}': tensor '{}' data_offsets {} do not hold {} bytes of {} {}",
+                       origin, name, o.dump(), expect, t.dtype, v["shape"].dump());
   }
   *bytes = checked_add(*bytes, expect);
   // Module name: the component before ".weight"/".bias" (what PEFT target_modules match).
@@ -112,8 +114,8 @@ TensorSpec tensor_from(const std::string& name, const json& v, const std::string
   if (t.is_bias) path.resize(path.size() - 5);
   const auto dot = path.rfind('.');
   t.module = dot == std::string::npos ? path : path.substr(dot + 1);
-  const bool embed_name = t.module.find("embed") != std::string::npos || t.module == "wte" || t.module == "wpe" ||
-                          t.module == "word_embeddings";
+  const bool embed_name = t.module.find("embed") != std::string::npos || t.module == "wte" ||
+                          t.module == "wpe" || t.module == "word_embeddings";
   const bool norm_name = t.module.find("norm") != std::string::npos || t.module.rfind("ln", 0) == 0;
   t.is_norm = norm_name;
   t.is_embedding = weight && embed_name && t.module != "embed_out" && t.shape.size() == 2;
@@ -164,14 +166,17 @@ void compare_with_config(const ModelSpec& from_config, ModelSpec& m) {
     return out;
   };
   if (n_cfg != n_ckpt)
-    m.warnings.push_back(fmt::format(
-        "config.json and the safetensors headers in '{}' disagree: the config's fields give {} parameters, the "
-        "checkpoint holds {} elements; zeroplan uses the checkpoint's tensors",
-        m.checkpoint_dir, n_cfg, n_ckpt));
+    m.warnings.push_back(
+        fmt::format("config.json and the safetensors headers in '{}' disagree: the config's fields give {} "
+                    "parameters, the "
+                    "checkpoint holds {} elements; zeroplan uses the checkpoint's tensors",
+                    m.checkpoint_dir, n_cfg, n_ckpt));
   if (!only_ckpt.empty())
-    m.warnings.push_back(fmt::format("tensors in the checkpoint that config.json does not describe: {}", list(only_ckpt)));
+    m.warnings.push_back(
+        fmt::format("tensors in the checkpoint that config.json does not describe: {}", list(only_ckpt)));
   if (!only_cfg.empty())
-    m.warnings.push_back(fmt::format("tensors config.json describes that the checkpoint lacks: {}", list(only_cfg)));
+    m.warnings.push_back(
+        fmt::format("tensors config.json describes that the checkpoint lacks: {}", list(only_cfg)));
   if (!shape_diff.empty())
     m.warnings.push_back(fmt::format("tensors whose shape differs between config.json and the checkpoint: {}",
                                      list(shape_diff)));

@@ -47,7 +47,7 @@ DEFAULT_FAMILIES = [
     "deepseek_v3", "gpt_oss", "llama4_text", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
     "olmoe", "granite", "glm4", "starcoder2", "cohere", "phi", "gpt_neox", "gpt2", "opt", "falcon", "bloom",
     "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4", "smollm3",
-    "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe",
+    "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava",
 ]
@@ -63,7 +63,7 @@ SIZE_KEYS = {"hidden_size", "n_embd", "n_embed", "num_hidden_layers", "n_layer",
 #  - HunYuanDenseV1Config.head_dim is None and HunYuanDenseV1Attention takes getattr(config, "head_dim",
 #    hidden // heads), which returns the None (`self.head_dim**-0.5` then fails): the intended fallback,
 #    4096 // 32 = 128.
-REQUIRED_FIELDS = {"hunyuan_v1_dense": {"head_dim": 128}}
+REQUIRED_FIELDS = {"hunyuan_v1_dense": {"head_dim": 128}, "hunyuan_v1_moe": {"head_dim": 128}}
 
 
 def minimal(full):

@@ -223,6 +223,39 @@ TEST(TransformersCountByHand, HunyuanWithoutHeadDimIsRefusedByName) {
   EXPECT_EQ(m.qk_norm, QkNorm::PerHead);
 }
 
+// HunYuan-MoE: head_dim required as for the dense model; per-layer lists of num_experts / moe_topk are
+// refused by name (transformers 5.24's HunYuanMoEV1Experts takes num_experts as one integer).
+TEST(TransformersCountByHand, HunyuanMoeNeedsHeadDimAndRefusesPerLayerLists) {
+  nlohmann::json j = {{"model_type", "hunyuan_v1_moe"},
+                      {"hidden_size", 256},
+                      {"num_attention_heads", 4},
+                      {"num_hidden_layers", 2},
+                      {"intermediate_size", 128},
+                      {"vocab_size", 2048},
+                      {"num_experts", 4},
+                      {"moe_topk", 2}};
+  auto expect_refused = [](const nlohmann::json& cfg, const std::string& says) {
+    try {
+      (void)model_from_hf_json("hunyuan-moe-config", cfg);
+      ADD_FAILURE() << "expected a refusal for " << cfg.dump();
+    } catch (const UserError& e) {
+      EXPECT_NE(std::string(e.what()).find(says), std::string::npos) << e.what();
+    }
+  };
+  expect_refused(j, "head_dim");
+  j["head_dim"] = 64;
+  const ModelSpec m = model_from_hf_json("hunyuan-moe-config", j);
+  EXPECT_EQ(m.num_experts, 4);
+  EXPECT_EQ(m.experts_per_token, 2);
+  EXPECT_EQ(m.moe_intermediate_size, 128);  // experts as wide as intermediate_size
+  EXPECT_EQ(m.shared_expert_intermediate_size, 128);
+  j["num_experts"] = {4, 4};
+  expect_refused(j, "'num_experts'");
+  j["num_experts"] = 4;
+  j["moe_topk"] = {2, 2};
+  expect_refused(j, "'moe_topk'");
+}
+
 TEST(TransformersData, RecordsTheVersionsUsed) {
   const auto& v = counts().at("versions");
   EXPECT_FALSE(v.at("transformers").get<std::string>().empty());

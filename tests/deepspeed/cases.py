@@ -137,6 +137,13 @@ FAMILIES = {
                      "moe_layer_start_index": 1, "use_bias": True, "tie_word_embeddings": False,
                      "vocab_size": VOCAB, "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1,
                      "eos_token_id": 2},
+    # HunYuan MoE (hunyuan_v1_moe): every layer a MoE of 4 experts as wide as intermediate_size (top-2, router
+    # mlp.gate.wg declared fp32) + one shared_mlp; per-head query/key layernorms after the rotary; head_dim
+    # must be given.
+    "hunyuan_v1_moe": {"model_type": "hunyuan_v1_moe", "hidden_size": 256, "intermediate_size": 128,
+                       "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+                       "num_experts": 4, "moe_topk": 2, "vocab_size": VOCAB, "max_position_embeddings": 256,
+                       "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # HunYuan dense (hunyuan_v1_dense): per-head query/key layernorms applied after the rotary
     # embedding; head_dim must be given (the class default None builds no model).
     "hunyuan_v1_dense": {"model_type": "hunyuan_v1_dense", "hidden_size": 256, "intermediate_size": 512,
@@ -305,7 +312,7 @@ def _build():
         add(family="deepseek_v3", stage=stage, world=2)
     # 2026 families (issue 29 item 2), stages 2 and 3 at N = 2.
     for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2", "smollm3", "arcee", "dots1",
-                "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe"):
+                "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2)
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
