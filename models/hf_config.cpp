@@ -167,6 +167,7 @@ bool is_llama_family(const std::string& t) {
                                        "ernie4_5",
                                        "hunyuan_v1_dense",
                                        "hunyuan_v1_moe",
+                                       "apertus",
                                        "ernie4_5_moe"};
   for (const char* k : kTypes)
     if (t == k) return true;
@@ -477,6 +478,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "smollm3") dflt_pos = 32768;
   if (type == "ernie4_5" || type == "ernie4_5_moe") dflt_pos = 131072;
   if (type == "arcee") dflt_pos = 4096;
+  if (type == "apertus") dflt_pos = 65536;
   if (type == "minimax_m2") dflt_pos = 196608;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
@@ -588,6 +590,15 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.attn_dropout = r.opt_double({"attention_dropout"}, 0.1);
     m.resid_dropout = r.opt_double({"residual_dropout"}, 0.1);
     m.embd_dropout = 0.0;
+  }
+  if (type == "apertus") {
+    // ApertusMLP (Apertus-8B/70B): a plain up_proj -> act_fn -> down_proj with hidden_act "xielu"
+    // (transformers activations.py XIELUActivation: two trainable scalars alpha_p and alpha_n, shape
+    // [1], and the buffers beta and eps); per-head q_norm/k_norm after all three projections; the
+    // layer's norms are attention_layernorm and feedforward_layernorm (modeling_apertus.py).
+    m.mlp = MlpKind::Plain;
+    m.activation = r.opt_string({"hidden_act"}, "xielu");
+    m.qk_norm = QkNorm::PerHead;
   }
   if (type == "arcee") {
     // ArceeMLP (AFM-4.5B): a plain up_proj -> act_fn -> down_proj, ArceeConfig hidden_act "relu2"

@@ -234,9 +234,13 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
   const int64_t h = m.hidden_size;
   const bool nb = m.norm_bias;
   // Forward order: input norm, attention, the norm(s) after it, MLP, the norm after it.
-  if (m.norm_placement != NormPlacement::PostOnly) g.norm("input_layernorm", h, nb);
+  // Apertus names the two norms attention_layernorm and feedforward_layernorm (ApertusDecoderLayer).
+  const bool apertus = m.model_type == "apertus";
+  if (m.norm_placement != NormPlacement::PostOnly)
+    g.norm(apertus ? "attention_layernorm" : "input_layernorm", h, nb);
   llama_attention(m, g);
-  if (m.norm_placement != NormPlacement::Parallel) g.norm("post_attention_layernorm", h, nb);
+  if (m.norm_placement != NormPlacement::Parallel)
+    g.norm(apertus ? "feedforward_layernorm" : "post_attention_layernorm", h, nb);
   if (m.norm_placement == NormPlacement::Sandwich) g.norm("pre_feedforward_layernorm", h, nb);
   if (m.norm_placement == NormPlacement::Glm4) g.norm("post_self_attn_layernorm", h, nb);
   const int64_t f = m.intermediate_size;
@@ -254,6 +258,12 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
   } else {
     g.linear("mlp.up_proj", f, h, m.mlp_bias);
     g.linear("mlp.down_proj", h, f, m.mlp_bias);
+    // xIELU's two trainable scalars: ApertusMLP registers act_fn after down_proj (it runs between the
+    // two linears; both scalars are far below any persistence threshold).
+    if (m.activation == "xielu") {
+      g.param("mlp.act_fn.alpha_p", {1}, "act_fn");
+      g.param("mlp.act_fn.alpha_n", {1}, "act_fn");
+    }
   }
   if (m.norm_placement == NormPlacement::PostOnly || m.norm_placement == NormPlacement::Sandwich)
     g.norm("post_feedforward_layernorm", h, nb);

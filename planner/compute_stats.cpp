@@ -197,9 +197,25 @@ ComputeStats compute_compute_stats(const Workload& w) {
   //    launches, ~27 element passes (counted node by node, ASSUMPTION within +-20%). BLOOM's
   //    bloom_gelu (modeling_bloom.py BloomGelu: a custom autograd function of the same tanh
   //    formula) is counted the same.
+  //  - "xielu" (XIELUActivation._xielu_python, Apertus, without the optional xielu CUDA wheel):
+  //    where(x > 0, alpha_p*x*x + beta*x, (expm1(min(x, eps)) - x)*alpha_n + beta*x) = 12 full-width
+  //    launches (gt, mul, mul, mul, add, minimum, expm1, sub, mul, mul, add, where) + 3 on the scalars,
+  //    30 element passes (a scalar operand 2, two tensors 3, where 4); backward ASSUMED 1.5x in both
+  //    launches and passes, the ratio counted for gelu_new above.
   const bool python_gelu = m.activation == "gelu_new" || m.layout == models::Layout::Bloom;
-  const double act_f = python_gelu ? 18.0 : 2.0, act_b = python_gelu ? 27.0 : 3.0;
-  const double act_kf = python_gelu ? 8.0 : 1.0, act_kb = python_gelu ? 12.0 : 1.0;
+  const bool xielu = m.activation == "xielu";
+  const double act_f = python_gelu ? 18.0
+                       : xielu     ? 30.0
+                                   : 2.0,
+               act_b = python_gelu ? 27.0
+                       : xielu     ? 45.0
+                                   : 3.0;
+  const double act_kf = python_gelu ? 8.0
+                        : xielu     ? 15.0
+                                    : 1.0,
+               act_kb = python_gelu ? 12.0
+                        : xielu     ? 22.0
+                                    : 1.0;
   s.act_elem_passes_fwd = act_f + (s.gated_mlp ? 3.0 : 0.0);
   s.act_elem_passes_bwd = act_b + (s.gated_mlp ? 5.0 : 0.0);
   s.act_kernels_fwd = act_kf + (s.gated_mlp ? 1.0 : 0.0);

@@ -55,12 +55,12 @@ bool norms_registered_last(const std::string& model_type) {
   // (model.named_parameters() of the fixture's tiny config, transformers 5.24), as does
   // Glm4MoeDecoderLayer, SeedOss, MiniMaxM2, Phimoe, Olmo3, Exaone4, SmolLM3, Arcee and Dots1 DecoderLayers
   // (their modeling files' __init__: self_attn, mlp, then the norms).
-  for (const char* t : {"llama",          "mistral",     "qwen2",       "qwen3",       "mixtral",
-                        "qwen2_moe",      "qwen3_moe",   "gemma",       "gemma2",      "gemma3",
-                        "gemma3_text",    "phi3",        "deepseek_v2", "deepseek_v3", "glm4_moe",
-                        "seed_oss",       "minimax_m2",  "phimoe",      "olmo3",       "exaone4",
-                        "smollm3",        "arcee",       "dots1",       "ernie4_5",    "hunyuan_v1_dense",
-                        "hunyuan_v1_moe", "ernie4_5_moe"})
+  for (const char* t : {"llama",          "mistral",    "qwen2",       "qwen3",       "mixtral",
+                        "qwen2_moe",      "qwen3_moe",  "gemma",       "gemma2",      "gemma3",
+                        "gemma3_text",    "phi3",       "deepseek_v2", "deepseek_v3", "glm4_moe",
+                        "seed_oss",       "minimax_m2", "phimoe",      "olmo3",       "exaone4",
+                        "smollm3",        "arcee",      "dots1",       "ernie4_5",    "hunyuan_v1_dense",
+                        "hunyuan_v1_moe", "apertus",    "ernie4_5_moe"})
     if (model_type == t) return true;
   return false;
 }
@@ -229,7 +229,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
     std::vector<const T*> attn_exec;
     const bool norms_after_qkv = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text" ||
                                  w.model.model_type == "hunyuan_v1_dense" ||
-                                 w.model.model_type == "hunyuan_v1_moe";
+                                 w.model.model_type == "hunyuan_v1_moe" || w.model.model_type == "apertus";
     auto is_qk_norm = [](const T& x) {
       return x.spec->module == "q_norm" || x.spec->module == "k_norm" ||
              x.spec->module == "query_layernorm" || x.spec->module == "key_layernorm";

@@ -443,8 +443,14 @@ Stage3Sizes StatesContext::stage3_sizes() const {
                          m.trainable_tensors.partition_numel_at_or_below(thr, N);
   const int64_t f_part =
       m.frozen_tensors.partition_numel_above(thr, N) + m.frozen_tensors.partition_numel_at_or_below(thr, N);
-  const int64_t persist =
-      m.trainable_tensors.numel_at_or_below(thr) + m.frozen_tensors.numel_at_or_below(thr);
+  // A persistent parameter stays gathered in the all-gather's buffer, whose storage is its partition
+  // times N (partition_parameters.py _all_gather_sequential: `buffer_size = math.ceil(param.ds_numel /
+  // world_size) * world_size`, `param.data = param_buffer.narrow(0, 0, param.ds_numel)`): ceil(numel / N) x N
+  // elements, which differs from numel for sizes N does not divide (recorded: apertus_s3_n2_bf16_default,
+  // xIELU's [1]-shaped scalars hold 2 elements each at N = 2).
+  const int64_t persist = (m.trainable_tensors.partition_numel_at_or_below(thr, N) +
+                           m.frozen_tensors.partition_numel_at_or_below(thr, N)) *
+                          N;
   // QLoRA weights are stored in NF4 (the frozen table counts them as elements): replace their
   // 16-bit partition by the NF4 bytes / N.
   const int64_t q_elems = m.frozen_quantized_params;

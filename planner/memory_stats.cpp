@@ -165,12 +165,23 @@ bool dropout_on(double p, bool gpt_style) {
 //   gelu, gelu_pytorch_tanh, silu: one (gelu/silu save their input);
 //   gelu_new (NewGELUActivation, Python ops 0.5*x*(1+tanh(sqrt(2/pi)*(x+0.044715*x^3)))): four - pow
 //     saves x, tanh saves its output, and the final product saves both 0.5*x and (1 + tanh);
-//   relu: none beyond fc2's input (relu saves its output, which is fc2's input: one storage).
+//   relu: none beyond fc2's input (relu saves its output, which is fc2's input: one storage);
+//   xielu (XIELUActivation._xielu_python, what transformers runs without the optional xielu CUDA
+//     wheel): torch.where(x > 0, alpha_p * x * x + beta * x, (expm1(min(x, eps)) - x) * alpha_n + beta * x)
+//     saves x (alpha_p * x, min), alpha_p * x (its product with x), expm1's output and expm1(...) - x
+//     (its product with the trainable alpha_n): four, plus where's 1-byte condition
+//     (plain_act_mask_bytes).
 // Recorded: gpt2 (gelu_new) layer 262,144 B x 4 + fc2 input; opt (relu) one 262,144 B tensor.
 int64_t plain_act_tensors(const std::string& act) {
   if (act == "relu") return 0;
-  if (act == "gelu_new") return 4;
+  if (act == "gelu_new" || act == "xielu") return 4;
   return 1;
+}
+
+// Bytes per intermediate element of the masks a plain MLP's activation saves (xielu: torch.where's bool
+// condition).
+int64_t plain_act_mask_bytes(const std::string& act) {
+  return act == "xielu" ? 1 : 0;
 }
 
 // Families whose apply_rotary_pos_emb builds q/k with torch.cat (partial rotary: Phi-3
@@ -356,7 +367,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // tensors from plain_act_tensors; relu's saved output is fc2's input (saved even when fc2 is
     // frozen).
     const bool relu = plain_act_tensors(m.activation) == 0;
-    mlp += plain_act_tensors(m.activation) * e * width + ((f.down_in_saved || relu) ? e * width : 0);
+    mlp += (plain_act_tensors(m.activation) * e + plain_act_mask_bytes(m.activation)) * width +
+           ((f.down_in_saved || relu) ? e * width : 0);
   }
   if (moe_layer) {
     mlp += 4 * m.num_experts;  // router logits softmax (or DeepSeek's sigmoid) in fp32

@@ -47,7 +47,7 @@ DEFAULT_FAMILIES = [
     "deepseek_v3", "gpt_oss", "llama4_text", "gemma", "gemma2", "gemma3_text", "phi3", "olmo2",
     "olmoe", "granite", "glm4", "starcoder2", "cohere", "phi", "gpt_neox", "gpt2", "opt", "falcon", "bloom",
     "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4", "smollm3",
-    "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe",
+    "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe", "apertus",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava",
 ]

@@ -144,6 +144,11 @@ FAMILIES = {
                        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
                        "num_experts": 4, "moe_topk": 2, "vocab_size": VOCAB, "max_position_embeddings": 256,
                        "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # Apertus: plain up/down MLP with xIELU (two trainable scalars per layer, Python path on CPU), per-head
+    # q/k norms after the three projections, attention_layernorm / feedforward_layernorm.
+    "apertus": {"model_type": "apertus", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                "max_position_embeddings": 256, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # HunYuan dense (hunyuan_v1_dense): per-head query/key layernorms applied after the rotary
     # embedding; head_dim must be given (the class default None builds no model).
     "hunyuan_v1_dense": {"model_type": "hunyuan_v1_dense", "hidden_size": 256, "intermediate_size": 512,
@@ -312,7 +317,7 @@ def _build():
         add(family="deepseek_v3", stage=stage, world=2)
     # 2026 families (issue 29 item 2), stages 2 and 3 at N = 2.
     for fam in ("glm4_moe", "seed_oss", "olmo3", "exaone4", "phimoe", "minimax_m2", "smollm3", "arcee", "dots1",
-                "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe"):
+                "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe", "apertus"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2)
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
