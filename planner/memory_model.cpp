@@ -504,8 +504,11 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
                 "stage 3: 2 x sum ceil(numel/N) per parameter (ZeRO paper 2Psi/N + padding)")
         .ds_name = plain ? "optimizer.fp16_partitioned_groups_flat" : nullptr;
     if (frozen_part_bytes > 0)
-      out.add_gpu("frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
-                  "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
+      out.add_gpu(
+          "frozen parameter partitions", Category::Parameters, frozen_part_bytes, kAllPhases,
+          w.train.method == Method::Full
+              ? "parameters the model builds with requires_grad=False, partitioned, ceil(numel/N) each"
+              : "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
   }
   // Persistent parameters keep their partition on the GPU even with offload_param
   // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
@@ -917,9 +920,14 @@ void StatesContext::add_flat_parameters(MemoryBreakdown& out) const {
               fp32 ? "4 bytes x trainable params (fp32 training)"
                    : "2 bytes x trainable params (ZeRO paper 2Psi; flat buffer padded to 2N elements)")
       .ds_name = flat_name;
+  // (Full fine-tuning: the parameters a model builds frozen, e.g. ERNIE-4.5-MoE's router correction biases.)
   if (frozen16 > 0)
-    out.add_gpu("frozen base weights (16-bit)", Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
-                "LoRA: frozen weights replicated on every rank below stage 3");
+    out.add_gpu(
+        w.train.method == Method::Full ? "frozen parameters (16-bit)" : "frozen base weights (16-bit)",
+        Category::Parameters, checked_mul(pe, frozen16), kAllPhases,
+        w.train.method == Method::Full
+            ? "parameters the model builds with requires_grad=False, replicated on every rank below stage 3"
+            : "LoRA: frozen weights replicated on every rank below stage 3");
   if (frozen_q > 0)
     out.add_gpu("frozen base weights (NF4)", Category::Parameters, frozen_q, kAllPhases,
                 "QLoRA NF4 + double-quantized constants, 4.127 bits/param (Dettmers et al. 2023 §3)");
