@@ -204,22 +204,17 @@ ComputeStats compute_compute_stats(const Workload& w) {
   //    launches and passes, the ratio counted for gelu_new above.
   const bool python_gelu = m.activation == "gelu_new" || m.layout == models::Layout::Bloom;
   const bool xielu = m.activation == "xielu";
-  const double act_f = python_gelu ? 18.0
-                       : xielu     ? 30.0
-                                   : 2.0,
-               act_b = python_gelu ? 27.0
-                       : xielu     ? 45.0
-                                   : 3.0;
-  const double act_kf = python_gelu ? 8.0
-                        : xielu     ? 15.0
-                                    : 1.0,
-               act_kb = python_gelu ? 12.0
-                        : xielu     ? 22.0
-                                    : 1.0;
-  s.act_elem_passes_fwd = act_f + (s.gated_mlp ? 3.0 : 0.0);
-  s.act_elem_passes_bwd = act_b + (s.gated_mlp ? 5.0 : 0.0);
-  s.act_kernels_fwd = act_kf + (s.gated_mlp ? 1.0 : 0.0);
-  s.act_kernels_bwd = act_kb + (s.gated_mlp ? 2.0 : 0.0);
+  // Element passes and launches of the activation, forward and backward.
+  struct ActCost {
+    double f, b, kf, kb;
+  };
+  const ActCost act = python_gelu ? ActCost{18.0, 27.0, 8.0, 12.0}
+                      : xielu     ? ActCost{30.0, 45.0, 15.0, 22.0}
+                                  : ActCost{2.0, 3.0, 1.0, 1.0};
+  s.act_elem_passes_fwd = act.f + (s.gated_mlp ? 3.0 : 0.0);
+  s.act_elem_passes_bwd = act.b + (s.gated_mlp ? 5.0 : 0.0);
+  s.act_kernels_fwd = act.kf + (s.gated_mlp ? 1.0 : 0.0);
+  s.act_kernels_bwd = act.kb + (s.gated_mlp ? 2.0 : 0.0);
   s.mlp_act_elems_per_token = static_cast<double>(m.intermediate_size) *
                               (m.is_moe() ? static_cast<double>(m.experts_per_token) : 1.0);
   // MoE: the routed experts' width times top-k plus the shared experts (ModelSpec::active_mlp_width;
