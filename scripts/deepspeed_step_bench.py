@@ -19,7 +19,10 @@ Usage: python3 scripts/deepspeed_step_bench.py --config scripts/gpu_models/tinyl
            --runs "s0:4:2048 s3:1:512:ga4 s3:1:512:pt0" --out ds.json
 A run is stage:micro-batch:seq-len[:option...]; options: ga<N> gradient accumulation steps,
 ckpt (HF gradient checkpointing), pt0 (stage3_param_persistence_threshold 0), off (optimizer offload to
-the CPU with DeepSpeedCPUAdam). Run each configuration in its own process (gpu_check.sh does): memory
+the CPU with DeepSpeedCPUAdam), fused (torch AdamW with fused=True: one multi-tensor kernel family, as
+DeepSpeed's default FusedAdam, without JIT-building that op on the lease), oc (overlap_comm true, the
+HF/accelerate example configs' setting at stages 1-2), L<N> (the config with N decoder layers, to
+separate per-layer costs from fixed ones). Run each configuration in its own process (gpu_check.sh does): memory
 is not all returned between engines in one process, so later peaks would include earlier runs'.
 """
 import argparse
@@ -37,7 +40,7 @@ def parse_run(text):
         raise ValueError(f"run '{text}' is not stage:micro:seq[:opts]")
     run = {"name": text, "stage": int(parts[0][1:]), "micro_batch": int(parts[1]), "seq_len": int(parts[2]),
            "grad_accum": 1, "checkpointing": False, "persistence_threshold": None,
-           "offload_optimizer": False}
+           "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None}
     for o in parts[3:]:
         if o.startswith("ga"):
             run["grad_accum"] = int(o[2:])
@@ -47,6 +50,12 @@ def parse_run(text):
             run["persistence_threshold"] = 0
         elif o == "off":
             run["offload_optimizer"] = True
+        elif o == "fused":
+            run["fused"] = True
+        elif o == "oc":
+            run["overlap_comm"] = True
+        elif o.startswith("L") and o[1:].isdigit():
+            run["layers"] = int(o[1:])
         else:
             raise ValueError(f"run '{text}': unknown option '{o}'")
     return run
@@ -89,6 +98,8 @@ def main() -> int:
     for run in runs:
         t_init = time.perf_counter()
         cfg = LlamaConfig(**raw)
+        if run["layers"]:
+            cfg.num_hidden_layers = run["layers"]
         cfg.use_cache = False
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(1234)
@@ -103,6 +114,10 @@ def main() -> int:
             # the build), pinned host buffers as 0.19.5+ default.
             zero["offload_optimizer"] = {"device": "cpu", "pin_memory": True}
             del adam["torch_adam"]
+        if run["fused"]:
+            adam["fused"] = True  # passed through to torch.optim.AdamW by DeepSpeed's torch_adam path
+        if run["overlap_comm"] is not None:
+            zero["overlap_comm"] = run["overlap_comm"]
         if run["persistence_threshold"] is not None:
             zero["stage3_param_persistence_threshold"] = run["persistence_threshold"]
         ds_config = {

@@ -17,6 +17,8 @@
 #             the image has no DeepSpeed: carry .whl with its wheels, docs/validation.md says how)
 #   attention PyTorch SDPA's flash and cuDNN attention kernels against zeroplan's attention curves
 #             (scripts/attention_bench.py)
+#   sdpa      which kernel SDPA runs when no backend is forced, as transformers calls it
+#             (scripts/sdpa_backend_probe.py)
 #   all       every phase above (default)
 # ZP_GPU names the datasheet profile the plans are predicted with (default H200; H100 on the
 # nvidia-h100-x1 kind); the calibrated profile is written as <gpu>_profile.json.
@@ -227,12 +229,22 @@ phase_deepspeed() {
   # stage, with checkpointing, and small micro-steps (mb 1, seq 512) where fixed costs dominate.
   local runs=${ZP_DS_RUNS:-"s0:4:2048 s1:4:2048 s2:4:2048 s3:4:2048 s2:4:2048:ckpt s3:4:2048:ckpt s0:1:512 s2:1:512 s3:1:512 s3:1:512:pt0 s0:1:512:ga4 s3:1:512:ga4"}
   # One process per run: an engine's memory is not all returned in-process (seen on the H100, 2026-11-26).
-  local r
-  for r in $runs; do
+  # Runs joined by commas ("a b,c d") share one process per comma-separated group instead: it saves the
+  # ~10 s import per run when only times are wanted (later runs' memory peaks then include earlier ones').
+  local groups=() g r name
+  if [[ $runs == *,* ]]; then IFS=',' read -ra groups <<<"$runs"; else read -ra groups <<<"$runs"; fi
+  for g in "${groups[@]}"; do
+    r=$(echo $g)
+    name=${r// /+}
     run_for "${ZP_DS_TIMEOUT:-200}" "deepspeed $r" python3 scripts/deepspeed_step_bench.py \
-      --config scripts/gpu_models/tinyllama-1.1b.json --runs "$r" --out "$RES/deepspeed_${r//:/_}.json" \
-      2>"$RES/deepspeed_${r//:/_}.err" || grep -iE "error" "$RES/deepspeed_${r//:/_}.err" | tail -2
+      --config scripts/gpu_models/tinyllama-1.1b.json --runs "$r" --out "$RES/deepspeed_${name//:/_}.json" \
+      2>"$RES/deepspeed_${name//:/_}.err" || grep -iE "error" "$RES/deepspeed_${name//:/_}.err" | tail -2
   done
+}
+
+phase_sdpa() {
+  say sdpa
+  run_for "${ZP_SDPA_TIMEOUT:-90}" "sdpa backend probe" python3 scripts/sdpa_backend_probe.py --out "$RES/sdpa_probe.json"
 }
 
 phase_attention() {
@@ -292,7 +304,7 @@ if prof:
 PY
 }
 
-for ph in env deps build test calibrate deepspeed attention validate baseline bench; do
+for ph in env deps build test calibrate deepspeed attention sdpa validate baseline bench; do
   if want $ph; then "phase_$ph"; fi
 done
 say "summary"
