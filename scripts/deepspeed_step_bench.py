@@ -22,7 +22,9 @@ ckpt (HF gradient checkpointing), pt0 (stage3_param_persistence_threshold 0), of
 the CPU with DeepSpeedCPUAdam), fused (torch AdamW with fused=True: one multi-tensor kernel family, as
 DeepSpeed's default FusedAdam, without JIT-building that op on the lease), oc (overlap_comm true, the
 HF/accelerate example configs' setting at stages 1-2), L<N> (the config with N decoder layers, to
-separate per-layer costs from fixed ones). Run each configuration in its own process (gpu_check.sh does): memory
+separate per-layer costs from fixed ones), prof (after the timed steps, one more step under torch.profiler:
+per phase, the number of CUDA kernels and the GPU time they took, so a phase's wall time splits into GPU
+work and host time the GPU waited for). Run each configuration in its own process (gpu_check.sh does): memory
 is not all returned between engines in one process, so later peaks would include earlier runs'.
 """
 import argparse
@@ -40,7 +42,7 @@ def parse_run(text):
         raise ValueError(f"run '{text}' is not stage:micro:seq[:opts]")
     run = {"name": text, "stage": int(parts[0][1:]), "micro_batch": int(parts[1]), "seq_len": int(parts[2]),
            "grad_accum": 1, "checkpointing": False, "persistence_threshold": None,
-           "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None}
+           "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None, "profile": False}
     for o in parts[3:]:
         if o.startswith("ga"):
             run["grad_accum"] = int(o[2:])
@@ -50,6 +52,8 @@ def parse_run(text):
             run["persistence_threshold"] = 0
         elif o == "off":
             run["offload_optimizer"] = True
+        elif o == "prof":
+            run["profile"] = True
         elif o == "fused":
             run["fused"] = True
         elif o == "oc":
@@ -59,6 +63,49 @@ def parse_run(text):
         else:
             raise ValueError(f"run '{text}': unknown option '{o}'")
     return run
+
+
+def profile_step(engine, ids, grad_accum, sync):
+    """One more step, each phase under its own torch.profiler session: kernels launched, their summed GPU
+    time (kernels on different streams may overlap, so this can exceed the wall time), memcpy/memset
+    counts, and the phase's wall time under the profiler (which adds host time of its own)."""
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    out = {}
+
+    def phase(name, fn):
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as p:
+            t = time.perf_counter()
+            r = fn()
+            sync()
+            wall = time.perf_counter() - t
+        kern = n_kern = mem = 0
+        launches = 0
+        for e in p.events():
+            if e.device_type.name == "CUDA":
+                n = e.name.lower()
+                if n.startswith("memcpy") or n.startswith("memset"):
+                    mem += 1
+                else:
+                    n_kern += 1
+                    kern += e.time_range.elapsed_us()
+            elif e.name in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"):
+                launches += 1
+        rec = out.setdefault(name, {"kernels": 0, "kernel_ms": 0.0, "memcpy_memset": 0, "launch_calls": 0,
+                                    "wall_ms_profiled": 0.0})
+        rec["kernels"] += n_kern
+        rec["kernel_ms"] += kern / 1e3
+        rec["memcpy_memset"] += mem
+        rec["launch_calls"] += launches
+        rec["wall_ms_profiled"] += wall * 1e3
+        return r
+
+    for _ in range(grad_accum):
+        loss = phase("forward", lambda: engine(input_ids=ids, labels=ids).loss)
+        phase("backward", lambda: engine.backward(loss))
+        phase("step", lambda: engine.step())
+    return out
 
 
 def main() -> int:
@@ -160,6 +207,9 @@ def main() -> int:
                 opt.append(to)
                 step_times.append(total)
                 losses.append(float(loss.detach()))
+        prof = None
+        if run["profile"]:
+            prof = profile_step(engine, ids, run["grad_accum"], sync)
         tokens = run["micro_batch"] * run["seq_len"] * run["grad_accum"]
         med = statistics.median(step_times)
         rec = dict(run)
@@ -174,6 +224,7 @@ def main() -> int:
             "loss": losses,
             "max_memory_allocated": torch.cuda.max_memory_allocated() if cuda else None,
             "max_memory_reserved": torch.cuda.max_memory_reserved() if cuda else None,
+            "profile": prof,
             "parameters": sum(p.ds_numel if hasattr(p, "ds_numel") else p.numel() for p in model.parameters()),
         })
         results["runs"].append(rec)

@@ -235,7 +235,7 @@ phase_deepspeed() {
   if [[ $runs == *,* ]]; then IFS=',' read -ra groups <<<"$runs"; else read -ra groups <<<"$runs"; fi
   for g in "${groups[@]}"; do
     r=$(echo $g)
-    name=${r// /+}
+    name=${r// /__}
     run_for "${ZP_DS_TIMEOUT:-200}" "deepspeed $r" python3 scripts/deepspeed_step_bench.py \
       --config scripts/gpu_models/tinyllama-1.1b.json --runs "$r" --out "$RES/deepspeed_${name//:/_}.json" \
       2>"$RES/deepspeed_${name//:/_}.err" || grep -iE "error" "$RES/deepspeed_${name//:/_}.err" | tail -2
