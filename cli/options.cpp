@@ -12,6 +12,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
+#include "planner/torch_version.h"
 
 namespace zeroplan::cli {
 namespace {
@@ -173,11 +174,16 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                  "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")
       ->group(t);
   app.add_option("--kernels", f.kernels,
-                 "Comma list of the kernels the training script runs: sdpa | fa2 | flash (attention "
-                 "without the s^2 scores, FlashAttention-2 kernels, the default) | fa3 "
+                 "Comma list of the kernels the training script runs: sdpa (the default: PyTorch picks, "
+                 "cuDNN on Hopper from torch 2.11, else FlashAttention-2; see --torch-version) | fa2 | "
+                 "flash (attn_implementation=flash_attention_2) | fa3 "
                  "(attn_implementation=flash_attention_3, Hopper only) | eager (attention scores "
                  "materialised) | liger "
                  "(Liger-Kernel, use_liger_kernel=True: fused linear cross-entropy, no b*s*V logits)")
+      ->group(t);
+  app.add_option("--torch-version", f.torch_version,
+                 "PyTorch release of the training stack, X.Y (default 2.11): from 2.11 SDPA runs cuDNN "
+                 "attention on Hopper")
       ->group(t);
   app.add_option("--deepspeed-version", f.deepspeed_version,
                  "DeepSpeed release whose runtime is modelled: 0.16.9 | 0.18.9 | 0.19.8 (default, newest)")
@@ -270,15 +276,20 @@ planner::Workload build_workload(const PlanFlags& f) {
       const size_t comma = f.kernels.find(',', start);
       const std::string k =
           f.kernels.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (k == "sdpa" || k == "fa2" || k == "flash") {
+      if (k == "sdpa") {
+        t.attention = planner::Attention::Flash;
+        t.flash_attention_3 = t.flash_attention_2 = false;
+      } else if (k == "fa2" || k == "flash") {
         t.attention = planner::Attention::Flash;
         t.flash_attention_3 = false;
+        t.flash_attention_2 = true;
       } else if (k == "fa3") {
         t.attention = planner::Attention::Flash;
         t.flash_attention_3 = true;
+        t.flash_attention_2 = false;
       } else if (k == "eager") {
         t.attention = planner::Attention::Eager;
-        t.flash_attention_3 = false;
+        t.flash_attention_3 = t.flash_attention_2 = false;
       } else if (k == "liger") {
         t.liger = true;
       } else {
@@ -290,6 +301,14 @@ planner::Workload build_workload(const PlanFlags& f) {
     }
   }
   t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
+  {
+    const auto tv = planner::parse_torch_version(f.torch_version);
+    // Any 1.x-3.x release reads; only "from 2.11 or not" changes a plan today.
+    if (!tv || *tv < 100 || *tv >= 400)
+      throw_user_error("--torch-version '{}' must be a PyTorch release X.Y such as 2.10 or 2.11",
+                       f.torch_version);
+    t.torch_version = *tv;
+  }
   {
     char* end = nullptr;
     const double hs = std::strtod(f.host_speed.c_str(), &end);

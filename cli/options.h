@@ -32,7 +32,8 @@ struct PlanFlags {
   std::string tp = "1", sp = "1";  // --tp / --sp (parallel layout; > 1 not modelled yet) // comma list:
                                    // sdpa|fa2|flash|eager|liger
   std::string deepspeed_version = "0.19.8";  // modelled DeepSpeed release (planner/ds_runtime.h)
-  std::string z3_leaf_moe = "auto";          // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
+  std::string torch_version = "2.11";  // --torch-version: decides SDPA's kernel (planner/torch_version.h)
+  std::string z3_leaf_moe = "auto";    // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
   std::string checkpoint_impl = "non-reentrant";  // use_reentrant: non-reentrant|reentrant
   std::string memory_efficient_linear = "on";     // ZeRO-3 zero_optimization.memory_efficient_linear: on|off
   std::string intra_link, network, host_mem, nvme_bw, nvme_capacity, nics, gpu_mem;  // cluster overrides

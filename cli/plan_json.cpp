@@ -2,6 +2,8 @@
 
 #include "configs/emit.h"
 #include "planner/ds_runtime.h"
+#include "planner/op_model.h"
+#include "planner/torch_version.h"
 
 namespace zeroplan::cli {
 
@@ -74,8 +76,12 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
               {"kernels",
                {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
                               : w.train.flash_attention_3                    ? "flash_attention_3"
+                              : w.train.flash_attention_2                    ? "flash_attention_2"
                                                                              : "sdpa"},
+                // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
+                {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
                 {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"}}},
+              {"torch_version", planner::torch_version_string(w.train.torch_version)},
               {"fits", p.fits},
               {"zero",
                {{"reduce_bucket_size", z.reduce_bucket_size},

@@ -308,6 +308,10 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
     s += "    # The plan assumes FlashAttention-3: load the model with\n"
          "    # AutoModelForCausalLM.from_pretrained(..., attn_implementation=\"flash_attention_3\")\n"
          "    # (pip install flash_attn_3; Hopper GPUs only).\n";
+  if (w.train.flash_attention_2)
+    s += "    # The plan assumes FlashAttention-2: load the model with\n"
+         "    # AutoModelForCausalLM.from_pretrained(..., attn_implementation=\"flash_attention_2\")\n"
+         "    # (pip install flash-attn).\n";
   s += fmt::format("    deepspeed={},\n", py_string(config_path));
   s += ")\n";
   for (const auto& warning : emit_warnings(w, p))

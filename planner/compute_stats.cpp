@@ -254,6 +254,11 @@ ComputeStats compute_compute_stats(const Workload& w) {
     g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
     std::vector<std::string> modules;
     int64_t lora_wrapped = 0;  // linears PEFT replaces by a lora.Linear wrapper
+    // Trained parameter tensors as the model holds them at run time (step_param_tensors): the routed
+    // experts are one module with two 3-D parameters in transformers 5 (gate_up_proj, down_proj; their
+    // biases too for gpt-oss), whatever the checkpoint's per-expert tensors.
+    int64_t runtime_tensors = 0;
+    bool expert_weights = false, expert_biases = false;
     auto note_module = [&](const std::string& path) {
       if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
     };
@@ -283,6 +288,12 @@ ComputeStats compute_compute_stats(const Workload& w) {
       const bool tensor_trainable = !s.frozen_base;
       g.numels.push_back(t.numel());
       g.trainable.push_back(tensor_trainable);
+      if (tensor_trainable) {
+        if (!is_expert_tensor(t))
+          runtime_tensors += 1;
+        else
+          (t.is_bias ? expert_biases : expert_weights) = true;
+      }
       note_module(module_path(t.name));
       if (tensor_trainable) trainable += t.numel() * g.repeat;
       if (s.quantized_base && t.is_linear) s.quantized_params += t.numel() * g.repeat;
@@ -295,6 +306,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
         g.trainable.push_back(true);
         note_module(module_path(t.name) + ".lora_A");
         note_module(module_path(t.name) + ".lora_B");
+        runtime_tensors += 2;
         ++lora_wrapped;
         trainable += (r * in + out * r) * g.repeat;
       }
@@ -351,6 +363,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
     else
       s.hooked_modules_outside_layers += hooked;
     if (layer.is_decoder_layer) first_decoder_seen = true;
+    runtime_tensors += (expert_weights ? 2 : 0) + (expert_biases ? 2 : 0);
+    s.step_param_tensors += runtime_tensors * g.repeat;
     s.groups.push_back(std::move(g));
   }
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].

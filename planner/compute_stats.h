@@ -87,8 +87,11 @@ struct ComputeStats {
   int64_t total_params = 0;      // Psi (exact inventory count)
   int64_t active_params = 0;     // MoE: parameters one token touches
   int64_t trainable_params = 0;  // full: Psi; LoRA/QLoRA: adapter parameters only
-  bool frozen_base = false;      // LoRA/QLoRA: base weights frozen
-  bool quantized_base = false;   // QLoRA: 4-bit NF4 base weights dequantized before each GEMM
+  // Trained parameter tensors as transformers holds them at run time (MoE experts stacked: two 3-D
+  // tensors per layer), which DeepSpeed's optimizer step loops over (time_model.json "deepspeed_step").
+  int64_t step_param_tensors = 0;
+  bool frozen_base = false;     // LoRA/QLoRA: base weights frozen
+  bool quantized_base = false;  // QLoRA: 4-bit NF4 base weights dequantized before each GEMM
 
   // GEMMs of one decoder layer (applied num_layers times) and of the head (once).
   std::vector<GemmShape> layer_gemms;

@@ -53,6 +53,7 @@
 
 #include "common/embedded_data.h"
 #include "common/errors.h"
+#include "planner/torch_version.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -95,7 +96,11 @@ TimeModelData parse_data() {
     if (name.rfind("flash2_", 0) == 0) a.architecture = name.substr(7);
     if (name.rfind("flash3_", 0) == 0) {
       a.architecture = name.substr(7);
-      a.flash_version = 3;
+      a.backend = AttentionBackend::Flash3;
+    }
+    if (name.rfind("cudnn_", 0) == 0) {
+      a.architecture = name.substr(6);
+      a.backend = AttentionBackend::Cudnn;
     }
     a.peak_tflops = c.at("peak_tflops").get<double>();
     a.seq = numbers(c, "seq");
@@ -104,6 +109,9 @@ TimeModelData parse_data() {
     a.bwd = numbers(c, "bwd_tflops");
     a.eager_fwd = numbers(c, "eager_fwd_tflops");
     a.eager_bwd = numbers(c, "eager_bwd_tflops");
+    a.bwd_causal = numbers(c, "bwd_causal_tflops");
+    ZP_CHECK(a.bwd_causal.empty() || a.bwd_causal.size() == a.seq.size(),
+             "time_model.json: attention curve {}: bwd_causal_tflops length differs", name);
     ZP_CHECK(
         a.fwd.size() == a.seq.size() && a.bwd.size() == a.seq.size() && a.fwd_causal.size() == a.seq.size(),
         "time_model.json: attention curve lengths differ");
@@ -112,11 +120,33 @@ TimeModelData parse_data() {
   for (const auto& [gpu, arch] : j.at("attention").at("architecture").items())
     d.architecture.emplace_back(gpu, arch.get<std::string>());
   d.default_architecture = j.at("attention").at("default_architecture").get<std::string>();
+  if (j.at("attention").contains("sdpa_backend")) {
+    const auto& sb = j.at("attention").at("sdpa_backend");
+    const auto v = parse_torch_version(sb.at("cudnn_min_torch").get<std::string>());
+    ZP_CHECK(v.has_value(), "time_model.json: sdpa_backend.cudnn_min_torch is not X.Y");
+    d.sdpa_cudnn_min_torch = *v;
+    for (const auto& a : sb.at("cudnn_architectures"))
+      d.sdpa_cudnn_architectures.push_back(a.get<std::string>());
+  }
   for (const auto& [arch, v] : j.at("calibrated").at("sustained_tensor_core_factor").items())
     d.sustained_tensor_core_factor.emplace_back(arch, v.get<double>());
   d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
   d.stage3_hook_us_per_module_pass = j.at("stage3_hooks").at("us_per_module_pass").get<double>();
   d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
+  if (j.contains("deepspeed_step")) {
+    const auto& ds = j.at("deepspeed_step");
+    auto read = [&](const char* path, TimeModelData::DeepSpeedStepCost& c) {
+      c.bandwidth_fraction = ds.at("bandwidth_fraction").at(path).get<double>();
+      c.ops_per_param_tensor = ds.at("ops_per_param_tensor").at(path).get<double>();
+      c.host_us_per_op = ds.at("host_us_per_op").at(path).get<double>();
+      ZP_CHECK(c.bandwidth_fraction > 0 && c.bandwidth_fraction <= 1 && c.ops_per_param_tensor >= 0 &&
+                   c.host_us_per_op >= 0,
+               "time_model.json: deepspeed_step.{} out of range", path);
+    };
+    read("stage0", d.ds_step_stage0);
+    read("stage1_2", d.ds_step_stage1_2);
+    read("stage3", d.ds_step_stage3);
+  }
   d.error_band = j.at("calibrated").at("error_band").get<double>();
   d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
   if (j.contains("gemm_quantization")) {
@@ -165,20 +195,21 @@ const std::string& architecture_of(const TimeModelData& d, const std::string& gp
   return d.default_architecture;
 }
 
-const AttentionCurve* find_curve(const TimeModelData& d, const std::string& arch, int version) {
+const AttentionCurve* find_curve(const TimeModelData& d, const std::string& arch, AttentionBackend backend) {
   for (const auto& c : d.curves)
-    if (c.architecture == arch && c.flash_version == version) return &c;
+    if (c.architecture == arch && c.backend == backend) return &c;
   return nullptr;
 }
 
-// The FlashAttention-2 curve of the GPU's architecture (the default architecture's when it has none),
-// or with `fa3` its FlashAttention-3 curve (callers check flash_attention_3_available first).
-const AttentionCurve& curve_for(const TimeModelData& d, const std::string& gpu, bool fa3 = false) {
+// The curve of `backend` (FlashAttention-3, cuDNN) for the GPU's architecture when it has one (callers
+// resolve the backend with attention_backend(), which checks), else the FlashAttention-2 curve of the
+// architecture (the default architecture's when it has none); eager reads that curve's eager bars.
+const AttentionCurve& curve_for(const TimeModelData& d, const std::string& gpu, AttentionBackend backend) {
   const std::string& arch = architecture_of(d, gpu);  // no allocation: the search calls this per plan
-  if (fa3)
-    if (const AttentionCurve* c = find_curve(d, arch, 3)) return *c;
-  if (const AttentionCurve* c = find_curve(d, arch, 2)) return *c;
-  if (const AttentionCurve* c = find_curve(d, d.default_architecture, 2)) return *c;
+  if (backend == AttentionBackend::Flash3 || backend == AttentionBackend::Cudnn)
+    if (const AttentionCurve* c = find_curve(d, arch, backend)) return *c;
+  if (const AttentionCurve* c = find_curve(d, arch, AttentionBackend::Flash2)) return *c;
+  if (const AttentionCurve* c = find_curve(d, d.default_architecture, AttentionBackend::Flash2)) return *c;
   return d.curves.front();
 }
 
@@ -205,10 +236,13 @@ struct Builder {
   double sustained;  // calibrated tensor-core factor
   double host_s_per_kernel;
 
-  void add(OpCost c) {
+  // `bandwidth_fraction`: a memory-bound op that runs below the profile's achievable bandwidth (measured
+  // for DeepSpeed's optimizer step); `host_s_per_op`: its launches' host time when it is not a module
+  // operator's (negative: host_s_per_kernel).
+  void add(OpCost c, double bandwidth_fraction = 1.0, double host_s_per_op = -1) {
     if (c.kernels <= 0 && c.flops <= 0 && c.bytes <= 0) return;
     ZP_CHECK(t.size < kMaxOps, "operator table full");
-    const double tb = c.bytes / hbm;
+    const double tb = c.bytes / (hbm * bandwidth_fraction);
     if (c.bound == OpBound::Compute && c.flops > 0) {
       const double tc = c.flops / (peak * c.efficiency);
       if (tb > tc) {  // roofline: a compute kernel whose bytes dominate (tiny LoRA GEMMs)
@@ -220,13 +254,13 @@ struct Builder {
       }
     } else {
       c.bound = OpBound::Memory;
-      c.efficiency = hbm / (g.hbm_GBps * 1e9);
+      c.efficiency = hbm * bandwidth_fraction / (g.hbm_GBps * 1e9);
       c.time_s = tb;
     }
     const auto p = static_cast<size_t>(c.pass);
     t.gpu_s[p] += c.time_s;
     t.kernels[p] += c.kernels;
-    t.host_s[p] += c.kernels * host_s_per_kernel;
+    t.host_s[p] += c.kernels * (host_s_per_op >= 0 ? host_s_per_op : host_s_per_kernel);
     t.ops[static_cast<size_t>(t.size++)] = c;
   }
 
@@ -274,14 +308,15 @@ struct Builder {
     add(c);
   }
 
-  void memory(const char* name, OpPass pass, double kernels, double bytes) {
+  void memory(const char* name, OpPass pass, double kernels, double bytes, double bandwidth_fraction = 1.0,
+              double host_s_per_op = -1) {
     OpCost c;
     c.name = name;
     c.pass = pass;
     c.kernels = kernels;
     c.bytes = bytes;
     c.bound = OpBound::Memory;
-    add(c);
+    add(c, bandwidth_fraction, host_s_per_op);
   }
 };
 
@@ -388,19 +423,58 @@ double sustained_tensor_core_factor(const hw::GpuProfile& g) {
 
 bool flash_attention_3_available(const hw::GpuProfile& g) {
   const TimeModelData& d = time_model_data();
-  return find_curve(d, architecture_of(d, g.name), 3) != nullptr;
+  return find_curve(d, architecture_of(d, g.name), AttentionBackend::Flash3) != nullptr;
+}
+
+std::string to_string(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::Eager:
+      return "eager";
+    case AttentionBackend::Flash2:
+      return "flash2";
+    case AttentionBackend::Flash3:
+      return "flash3";
+    case AttentionBackend::Cudnn:
+      return "cudnn";
+  }
+  return "?";
+}
+
+AttentionBackend attention_backend(const hw::GpuProfile& g, const TrainingSpec& t, bool sdpa_supported) {
+  if (t.attention == Attention::Eager || !sdpa_supported) return AttentionBackend::Eager;
+  if (t.flash_attention_3) return AttentionBackend::Flash3;
+  if (t.flash_attention_2) return AttentionBackend::Flash2;
+  // attn_implementation="sdpa": PyTorch's own priority order (time_model.json "sdpa_backend").
+  const TimeModelData& d = time_model_data();
+  const std::string& arch = architecture_of(d, g.name);
+  if (d.sdpa_cudnn_min_torch > 0 && t.torch_version >= d.sdpa_cudnn_min_torch &&
+      std::find(d.sdpa_cudnn_architectures.begin(), d.sdpa_cudnn_architectures.end(), arch) !=
+          d.sdpa_cudnn_architectures.end() &&
+      find_curve(d, arch, AttentionBackend::Cudnn) != nullptr)
+    return AttentionBackend::Cudnn;
+  return AttentionBackend::Flash2;
 }
 
 double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
                             bool fa3) {
+  return attention_efficiency(g, seq, causal, backward,
+                              !flash ? AttentionBackend::Eager
+                              : fa3  ? AttentionBackend::Flash3
+                                     : AttentionBackend::Flash2);
+}
+
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward,
+                            AttentionBackend backend) {
   const TimeModelData& d = time_model_data();
-  const AttentionCurve& c = curve_for(d, g.name, fa3 && flash);
+  const AttentionCurve& c = curve_for(d, g.name, backend);
   const double s = static_cast<double>(std::max<int64_t>(1, seq));
   double tflops = 0;
-  if (!flash) {
+  if (backend == AttentionBackend::Eager) {
     tflops = interp(c.seq, backward ? c.eager_bwd : c.eager_fwd, s);
   } else if (!backward) {
     tflops = interp(c.seq, causal ? c.fwd_causal : c.fwd, s);
+  } else if (causal && !c.bwd_causal.empty()) {
+    tflops = interp(c.seq, c.bwd_causal, s);  // measured (cuDNN)
   } else {
     tflops = interp(c.seq, c.bwd, s);
     // Causal backward: the forward's causal/non-causal ratio at this length (time_model.json).
@@ -473,10 +547,13 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     const double f = s.mlp_act_elems_per_token;
     const double V = static_cast<double>(s.vocab);
     const double norms = static_cast<double>(s.norms_per_layer);
-    const bool flash = w.train.attention == Attention::Flash && s.sdpa_supported;
-    const bool fa3 = flash && w.train.flash_attention_3;
+    const AttentionBackend backend = attention_backend(g, w.train, s.sdpa_supported);
+    const bool flash = backend != AttentionBackend::Eager;
+    const bool fa3 = backend == AttentionBackend::Flash3;
+    const bool cudnn = backend == AttentionBackend::Cudnn;
     // The forward's attention operator, named by its kernel (the recompute runs the same).
     const char* attention_forward_name = fa3     ? "attention core (FlashAttention-3)"
+                                         : cudnn ? "attention core (SDPA cuDNN)"
                                          : flash ? "attention core (SDPA flash)"
                                                  : "attention core (eager)";
     // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
@@ -561,7 +638,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
       c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
       c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
       c.bound = OpBound::Compute;
-      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, flash, fa3) * b.sustained;
+      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, backend) * b.sustained;
       if (s.attention_explicit_mask) {
         // An explicit mask (Falcon, compute_stats.cpp): SDPA's memory-efficient kernel computes every
         // tile of the s x s square (no causal skipping: twice the causal FLOPs) and reads the
@@ -682,6 +759,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     peft_lora(OpPass::Backward, true);
     attention(OpPass::Backward, true,
               fa3     ? "attention core backward (FlashAttention-3)"
+              : cudnn ? "attention core backward (SDPA cuDNN)"
               : flash ? "attention core backward (SDPA flash)"
                       : "attention core backward (eager)");
     if (s.rms_norm)
@@ -747,10 +825,17 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     // fused Adam reads/writes a bf16 master (and bf16 moments under bf16_optimizer_states):
     // 2 x master + master gradient + 2 x moments + 16-bit copy = 30 B in fp32, 16 B all-bf16.
     const double mb = rt.master_bytes;
-    if (mb > 2) b.memory("16-bit gradient partition -> fp32", OpPass::Step, 2, (2.0 + mb) * p);
-    b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 3.0 * mb * p);
+    // Under DeepSpeed the passes run at the measured fraction of that bandwidth (time_model.json
+    // "deepspeed_step": per-tensor fp64 norms and copies below STREAM rate).
+    const double f = rt.step_bandwidth_fraction;
+    if (mb > 2) b.memory("16-bit gradient partition -> fp32", OpPass::Step, 2, (2.0 + mb) * p, f);
+    b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 3.0 * mb * p, f);
     b.memory("fused Adam (multi-tensor) + 16-bit param copy", OpPass::Step, 3,
-             (3.0 * mb + 2.0 * rt.moment_bytes + 2.0) * p);
+             (3.0 * mb + 2.0 * rt.moment_bytes + 2.0) * p, f);
+    // ... and launches its per-tensor operations (norms, overflow checks, copies), host time only.
+    if (rt.step_ops > 0)
+      b.memory("DeepSpeed step per-tensor operations (norms, overflow checks, copies)", OpPass::Step,
+               rt.step_ops, 0.0, 1.0, rt.step_host_us_per_op * 1e-6 / w.train.host_speed);
   }
   return t;
 }

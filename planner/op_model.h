@@ -55,22 +55,46 @@ struct OpTable {
 };
 
 // planner/data/time_model.json, parsed once.
+// The attention kernel a plan's attention core runs (issue 24 item 3), resolved from --kernels,
+// --torch-version and the GPU by attention_backend().
+enum class AttentionBackend {
+  Eager,   // matmul + softmax + matmul, the s^2 scores materialised
+  Flash2,  // FlashAttention-2: SDPA's flash backend, or attn_implementation="flash_attention_2"
+  Flash3,  // attn_implementation="flash_attention_3" (Hopper)
+  Cudnn,   // SDPA's cuDNN backend (torch >= 2.11 on Hopper picks it unforced)
+};
+std::string to_string(AttentionBackend b);
+
 struct AttentionCurve {
   std::string name;
   std::string architecture;  // "hopper" for "flash2_hopper" (the curve PyTorch SDPA runs)
-  int flash_version = 2;     // 3 for "flash3_<arch>" (attn_implementation="flash_attention_3")
+  AttentionBackend backend =
+      AttentionBackend::Flash2;  // Flash3 for "flash3_<arch>", Cudnn for "cudnn_<arch>"
   double peak_tflops = 0;
   std::vector<double> seq, fwd, fwd_causal, bwd, eager_fwd, eager_bwd;  // TFLOP/s at peak_tflops
+  std::vector<double> bwd_causal;  // measured causal backward (cuDNN); empty: derived from the forward
 };
 struct TimeModelData {
   std::vector<AttentionCurve> curves;
   std::vector<std::pair<std::string, std::string>> architecture;  // GPU name -> "hopper", ...
   std::string default_architecture;
+  // "sdpa_backend": from which torch release, and on which architectures, SDPA runs cuDNN unforced.
+  int sdpa_cudnn_min_torch = 0;  // major * 100 + minor (211 = torch 2.11)
+  std::vector<std::string> sdpa_cudnn_architectures;
   double host_us_per_kernel = 0;
   // time_model.json "stage3_hooks": host time DeepSpeed ZeRO-3 adds per module pass (forward or
   // backward call of one hooked module), measured by scripts/measure_zero3_hooks.py.
   double stage3_hook_us_per_module_pass = 0;
   double nccl_overlap_slowdown = 0;
+  // time_model.json "deepspeed_step": DeepSpeed's optimizer step as measured, per runtime path: the
+  // fraction of the derived passes' bandwidth its kernels reach, and its per-parameter-tensor launches
+  // with their host time.
+  struct DeepSpeedStepCost {
+    double bandwidth_fraction = 1.0;
+    double ops_per_param_tensor = 0;
+    double host_us_per_op = 0;
+  };
+  DeepSpeedStepCost ds_step_stage0, ds_step_stage1_2, ds_step_stage3;
   // Calibrated, per architecture: sustained tensor-core throughput / microbenchmark throughput.
   std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;
   // Calibrated: eager element-wise kernels' bandwidth / STREAM copy bandwidth (all GPUs).
@@ -111,6 +135,13 @@ double peak_flops(const hw::GpuProfile& g, Precision p);
 // `fa3`: FlashAttention-3's curve (Hopper only: flash_attention_3_available(g)).
 double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
                             bool fa3 = false);
+double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward,
+                            AttentionBackend backend);
+// The kernel the plan's attention runs: eager, or --kernels fa2/fa3 as forced, or what SDPA picks by
+// itself -- cuDNN where the torch release and the architecture say so (time_model.json "sdpa_backend")
+// and a cuDNN curve exists, else FlashAttention-2. `sdpa_supported`: the model's HF class runs SDPA.
+AttentionBackend attention_backend(const hw::GpuProfile& g, const TrainingSpec& t,
+                                   bool sdpa_supported = true);
 // Whether time_model.json has a FlashAttention-3 curve for the GPU's architecture (FA3 is Hopper-only).
 bool flash_attention_3_available(const hw::GpuProfile& g);
 
@@ -148,6 +179,12 @@ struct RuntimeKernels {
   // bf16_optimizer_states): master partition and its gradient, and Adam's two moments together.
   double master_bytes = 4;
   double moment_bytes = 8;
+  // DeepSpeed's optimizer step as measured (time_model.json "deepspeed_step"): its passes run at this
+  // fraction of the derived bandwidth, and it launches `step_ops` small operations (per-tensor norms,
+  // copies, overflow checks) at `step_host_us_per_op` of host time each. 1 / 0: the derived step.
+  double step_bandwidth_fraction = 1.0;
+  double step_ops = 0;
+  double step_host_us_per_op = 0;
 };
 
 // Whether full checkpointing's recompute skips the MLP output GEMM (ComputeStats::recompute_early_stop):

@@ -8,7 +8,9 @@
 #include <array>
 #include <cmath>
 
+#include "planner/op_model.h"
 #include "planner/reasons.h"
+#include "planner/torch_version.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -88,13 +90,18 @@ std::string render_report(const Workload& w, const SearchResult& r) {
       c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
       to_string(w.train.precision), to_string(w.train.method));
   // The stack assumed (issue 24 item 6): attention path and loss kernels, DeepSpeed release.
-  out += fmt::format("assumed stack: DeepSpeed {}, attention {}, loss {} (--kernels, --deepspeed-version)\n",
-                     to_string(w.train.deepspeed_version),
-                     w.train.attention == Attention::Eager ? "eager (s^2 scores)"
-                     : w.train.flash_attention_3           ? "FlashAttention-3 (flash_attention_3)"
-                                                           : "sdpa/flash",
-                     w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
-                                   : "transformers cross-entropy (fp32 logits)");
+  const AttentionBackend backend = attention_backend(c.gpu, w.train);
+  out += fmt::format(
+      "assumed stack: DeepSpeed {}, PyTorch {}, attention {}, loss {} (--kernels, --torch-version, "
+      "--deepspeed-version)\n",
+      to_string(w.train.deepspeed_version), torch_version_string(w.train.torch_version),
+      w.train.attention == Attention::Eager ? "eager (s^2 scores)"
+      : w.train.flash_attention_3           ? "FlashAttention-3 (flash_attention_3)"
+      : w.train.flash_attention_2           ? "FlashAttention-2 (flash_attention_2)"
+      : backend == AttentionBackend::Cudnn  ? "sdpa -> cuDNN (torch picks it on this GPU)"
+                                            : "sdpa -> FlashAttention-2",
+      w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
+                    : "transformers cross-entropy (fp32 logits)");
   // ... the host the Python dispatch and ZeRO-3 hooks are priced on (--host-speed) ...
   out += fmt::format(
       "assumed host: {} (24.5 us per kernel launch, 376 us per ZeRO-3 module pass at speed 1, measured on a "

@@ -89,10 +89,16 @@ struct TrainingSpec {
   // --kernels fa3: attn_implementation="flash_attention_3" (transformers integrations/flash_attention.py
   // with the flash_attn_3 package; FlashAttention-3 runs on Hopper only, Shah et al. 2024). Same saved
   // tensors as FlashAttention-2 (output + logsumexp); its kernel rate is the paper's FA3 bars
-  // (planner/data/time_model.json "flash3_hopper"). Off: PyTorch SDPA's FlashAttention-2 kernels, what
-  // transformers' default attn_implementation "sdpa" runs on Hopper (torch's SDPA backend priority puts
-  // flash first).
+  // (planner/data/time_model.json "flash3_hopper"). Off: transformers' default attn_implementation
+  // "sdpa", whose kernel PyTorch picks (torch_version below).
   bool flash_attention_3 = false;
+  // --kernels fa2: attn_implementation="flash_attention_2" (the flash-attn package): FlashAttention-2
+  // whatever SDPA would pick. Same saved tensors as SDPA's flash and cuDNN kernels (output + logsumexp).
+  bool flash_attention_2 = false;
+  // --torch-version: the PyTorch release, major * 100 + minor. It decides SDPA's kernel: from 2.11 on
+  // Hopper SDPA runs cuDNN's fused attention unforced (planner/data/time_model.json "sdpa_backend",
+  // measured on an H100 with torch 2.11). Default 2.11: the release line current with DeepSpeed 0.19.8.
+  int torch_version = 211;
   // --host-speed: the training host's single-thread speed relative to the reference host the host
   // figures were measured on (planner/data/time_model.json "host" and "stage3_hooks": a 16-vCPU
   // Intel Xeon VM beside an H100, 2026-11-26). Host times are divided by it: 2 = a host whose Python

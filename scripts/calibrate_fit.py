@@ -65,6 +65,13 @@ def run_plan(args, env):
     return plan["time"]["step_s"], plan
 
 
+# The PyTorch release a row ran, when the row does not say ("torch": "X.Y"): every row here was
+# published before torch 2.11 (2026-03-23), the first release whose SDPA picks cuDNN attention on
+# Hopper (planner/data/time_model.json "sdpa_backend"), so they ran SDPA's flash kernels; "2.10" stands
+# for any release before 2.11 (only that distinction changes a plan).
+PRE_2_11_TORCH = "2.10"
+
+
 def step_time(z, row, ckpt, env):
     model = row["model"]
     if model.endswith(".json"):
@@ -79,7 +86,7 @@ def step_time(z, row, ckpt, env):
             "--stage", str(row.get("stage", 3)), "--micro-batch", str(row["micro_batch"]),
             "--grad-accum", str(row.get("grad_accum", 1)), "--checkpointing", ckpt,
             "--precision", row.get("precision", "bf16"), "--attention", row.get("attention", "flash"),
-            "--offload-optimizer", "none", "--json"]
+            "--torch-version", row.get("torch", PRE_2_11_TORCH), "--offload-optimizer", "none", "--json"]
     if row.get("stage", 3) == 3:
         args[-1:-1] = ["--offload-param", "none"]
     # PyTorch FSDP runs torch's own F.linear (no DeepSpeed zero3_linear_wrap: no separate bias add, and
@@ -224,6 +231,7 @@ def ds_step_time(z, row, ckpt, env):
             "--stage", str(stage), "--micro-batch", str(row["micro_batch"]),
             "--grad-accum", str(row.get("grad_accum", 1)), "--checkpointing", ckpt,
             "--precision", row.get("precision", "bf16"), "--attention", row.get("attention", "flash"),
+            "--torch-version", row.get("torch", PRE_2_11_TORCH),
             "--offload-optimizer", row.get("offload_optimizer", "none")]
     if stage == 3:
         args += ["--offload-param", row.get("offload_param", "none")]

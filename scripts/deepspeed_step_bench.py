@@ -82,14 +82,19 @@ def profile_step(engine, ids, grad_accum, sync):
             wall = time.perf_counter() - t
         kern = n_kern = mem = 0
         launches = 0
+        by_name = {}
         for e in p.events():
             if e.device_type.name == "CUDA":
                 n = e.name.lower()
+                us = e.time_range.elapsed_us()
+                key = e.name[:140]
+                c, t = by_name.get(key, (0, 0.0))
+                by_name[key] = (c + 1, t + us)
                 if n.startswith("memcpy") or n.startswith("memset"):
                     mem += 1
                 else:
                     n_kern += 1
-                    kern += e.time_range.elapsed_us()
+                    kern += us
             elif e.name in ("cudaLaunchKernel", "cudaLaunchKernelExC", "cuLaunchKernel", "cuLaunchKernelEx"):
                 launches += 1
         rec = out.setdefault(name, {"kernels": 0, "kernel_ms": 0.0, "memcpy_memset": 0, "launch_calls": 0,
@@ -99,6 +104,12 @@ def profile_step(engine, ids, grad_accum, sync):
         rec["memcpy_memset"] += mem
         rec["launch_calls"] += launches
         rec["wall_ms_profiled"] += wall * 1e3
+        # The kernels that take the phase's GPU time (name, launches, ms), largest first.
+        top = rec.setdefault("top", {})
+        for k, (c, t) in by_name.items():
+            a, b = top.get(k, (0, 0.0))
+            top[k] = (a + c, b + t / 1e3)
+        rec["top"] = dict(sorted(top.items(), key=lambda kv: -kv[1][1])[:25])
         return r
 
     for _ in range(grad_accum):

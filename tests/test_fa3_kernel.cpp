@@ -50,6 +50,9 @@ Workload workload(bool fa3) {
   w.cluster = hw::parse_cluster("8xH100");
   w.train.seq_len = 4096;
   w.train.flash_attention_3 = fa3;
+  // SDPA's flash backend as the baseline: torch before 2.11 (from 2.11 SDPA runs cuDNN on Hopper,
+  // tests/test_sdpa_backend.cpp).
+  w.train.torch_version = 210;
   return w;
 }
 

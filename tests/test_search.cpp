@@ -129,11 +129,27 @@ TEST(Search, ReasonsExplainWhyOtherStagesLose) {
   EXPECT_NE(all.find("is the largest that fits"), std::string::npos) << all;
 }
 
-TEST(Search, OneGpuRecommendsTheLowestStageWhenAllAreEqual) {
-  // On one GPU ZeRO partitions nothing: every stage predicts the same speed, so stage 0 is named.
+TEST(Search, OneGpuStagesDifferOnlyByDeepSpeedsOwnCosts) {
+  // On one GPU ZeRO partitions nothing and communicates nothing: the stages' best plans run the same
+  // forward and backward kernels at the same micro-batch, and differ only by what each DeepSpeed
+  // runtime path adds on the host and in its optimizer step. Measured on an H100 (docs/validation.md,
+  // "Second lease of 2026-11-26"): the step of stages 0-2 launches 18-23 operations per parameter
+  // tensor, stage 3's 3.4, so with gpt2's 148 tensors stage 0-2's step is the longer one; stage 3's
+  // module hooks hide behind the GPU-bound passes of a large micro-batch. So the recommendation is the
+  // fastest of them, whichever it is, and the stage-0 tie-break does not apply.
   const SearchResult r = search(workload("gpt2", "1xH100"), SearchOptions{});
   ASSERT_TRUE(r.recommendation.has_value());
-  EXPECT_EQ(r.recommendation->zero.stage, 0);
+  ASSERT_EQ(r.best_per_stage.size(), 4u);
+  double fastest = 1e30;
+  for (const Plan& p : r.best_per_stage) {
+    EXPECT_EQ(p.time.communication_s, 0.0);
+    EXPECT_EQ(p.zero.micro_batch, r.best_per_stage.front().zero.micro_batch);
+    EXPECT_NEAR(p.time.forward_s, r.best_per_stage.front().time.forward_s, 1e-12);
+    fastest = std::min(fastest, p.time.step_s);
+  }
+  EXPECT_EQ(r.recommendation->time.step_s, fastest);
+  // Stages 0-2 are one runtime path apart at most: same step within the two paths' measured figures.
+  EXPECT_LT(r.best_per_stage[3].time.optimizer_s, r.best_per_stage[0].time.optimizer_s);
 }
 
 TEST(Search, MemoryMarginShrinksTheUsableCapacity) {

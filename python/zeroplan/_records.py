@@ -212,8 +212,11 @@ class Plan(Record):
     precision: str = ""
     method: str = ""
     deepspeed_version: str = ""
-    # attn_implementation ("sdpa", "flash_attention_3", "eager") and loss the plan assumed (--kernels)
+    # attn_implementation ("sdpa", "flash_attention_2", "flash_attention_3", "eager"), the kernel it runs
+    # on this GPU ("attention_backend": "cudnn", "flash2", "flash3", "eager") and the loss (--kernels)
     kernels: Dict[str, Any] = field(default_factory=dict)
+    # the PyTorch release assumed ("2.11"; --torch-version): it decides SDPA's kernel
+    torch_version: str = ""
     # the host's single-thread speed relative to the reference host of the host figures (--host-speed)
     host_speed: float = 1.0
     fits: bool = False
