@@ -442,6 +442,9 @@ std::string to_string(AttentionBackend b) {
 
 AttentionBackend attention_backend(const hw::GpuProfile& g, const TrainingSpec& t, bool sdpa_supported) {
   if (t.attention == Attention::Eager || !sdpa_supported) return AttentionBackend::Eager;
+  // zeroplan's own executor runs its FlashAttention-style kernel (executor/cuda), priced on the
+  // FlashAttention-2 curve as before; PyTorch's choices do not apply to it.
+  if (t.implementation == Implementation::ZeroplanEngine) return AttentionBackend::Flash2;
   if (t.flash_attention_3) return AttentionBackend::Flash3;
   if (t.flash_attention_2) return AttentionBackend::Flash2;
   // attn_implementation="sdpa": PyTorch's own priority order (time_model.json "sdpa_backend").

@@ -76,6 +76,10 @@ TEST(SdpaBackend, FollowsTheTorchReleaseTheGpuAndTheForcedKernels) {
   TrainingSpec eager = sdpa_on_torch(211);
   eager.attention = Attention::Eager;
   EXPECT_EQ(attention_backend(h100, eager), AttentionBackend::Eager);
+  // zeroplan's own executor runs its own kernel, priced on FlashAttention-2's curve.
+  TrainingSpec engine = sdpa_on_torch(211);
+  engine.implementation = Implementation::ZeroplanEngine;
+  EXPECT_EQ(attention_backend(h100, engine), AttentionBackend::Flash2);
   // A model whose HF class has no SDPA path runs eager attention.
   EXPECT_EQ(attention_backend(h100, sdpa_on_torch(211), /*sdpa_supported=*/false), AttentionBackend::Eager);
 }
