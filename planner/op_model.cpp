@@ -458,14 +458,6 @@ AttentionBackend attention_backend(const hw::GpuProfile& g, const TrainingSpec& 
   return AttentionBackend::Flash2;
 }
 
-double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
-                            bool fa3) {
-  return attention_efficiency(g, seq, causal, backward,
-                              !flash ? AttentionBackend::Eager
-                              : fa3  ? AttentionBackend::Flash3
-                                     : AttentionBackend::Flash2);
-}
-
 double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward,
                             AttentionBackend backend) {
   const TimeModelData& d = time_model_data();
@@ -654,7 +646,8 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
         // Falcon-40B/180B's _split_heads broadcasts K and V to every query head (torch.broadcast_to,
         // then flatten: a copy), so the kernel reads them at the query width.
         if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * L;
-        c.efficiency = attention_efficiency(g, w.train.seq_len, false, backward, flash) * b.sustained;
+        c.efficiency =
+            attention_efficiency(g, w.train.seq_len, false, backward, AttentionBackend::Flash2) * b.sustained;
       }
       b.add(c);
       // The broadcast copies themselves (read kv, write q wide, for K and V; the backward sums the

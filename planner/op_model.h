@@ -130,11 +130,10 @@ double sustained_tensor_core_factor(const hw::GpuProfile& g);
 double peak_flops(const hw::GpuProfile& g, Precision p);
 
 // Achieved fraction of the GPU's dense peak for the attention kernel of one sequence length
-// (flash: FlashAttention-2/3 curves; eager: the 'standard attention' curve), before the sustained
-// clock factor. Interpolated linearly in log2(seq), flat beyond the measured range.
-// `fa3`: FlashAttention-3's curve (Hopper only: flash_attention_3_available(g)).
-double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward, bool flash,
-                            bool fa3 = false);
+// (the backend's curve for the GPU's architecture: FlashAttention-2/3, cuDNN; eager: the 'standard
+// attention' bars), before the sustained clock factor. Interpolated linearly in log2(seq), flat beyond
+// the measured range. Flash3 and Cudnn fall back to FlashAttention-2 where the architecture has no curve
+// (attention_backend() only picks them where it has).
 double attention_efficiency(const hw::GpuProfile& g, int64_t seq, bool causal, bool backward,
                             AttentionBackend backend);
 // The kernel the plan's attention runs: eager, or --kernels fa2/fa3 as forced, or what SDPA picks by

@@ -389,22 +389,21 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
       rt.grad_reduce_launches = 3.0 * buckets;
       rt.grad_reduce_every_micro_step = false;
     }
-  }
-  if (w.train.implementation != Implementation::ZeroplanEngine && trainable > 0 &&
-      z.offload_optimizer == Offload::None) {
     // DeepSpeed's step as measured (time_model.json "deepspeed_step"): below-STREAM passes and
-    // per-tensor launches. Stage 3 and BF16_Optimizer loop over every trained tensor; stages 1-2 over
-    // the tensors in the rank's partition (stage_1_and_2.py params_in_partition).
-    const TimeModelData& d = time_model_data();
-    const auto& c = z.stage == 3 ? d.ds_step_stage3 : z.stage >= 1 ? d.ds_step_stage1_2 : d.ds_step_stage0;
-    const int64_t tensors = s.step_param_tensors;
-    const double per_rank =
-        z.stage == 1 || z.stage == 2
-            ? std::ceil(static_cast<double>(tensors) / static_cast<double>(std::max<int64_t>(1, n)))
-            : static_cast<double>(tensors);
-    rt.step_bandwidth_fraction = c.bandwidth_fraction;
-    rt.step_ops = c.ops_per_param_tensor * per_rank;
-    rt.step_host_us_per_op = c.host_us_per_op;
+    // per-tensor launches. Stages 0 and 3 loop over every trained tensor; stages 1-2 over the tensors in
+    // the rank's partition (stage_1_and_2.py params_in_partition).
+    if (z.offload_optimizer == Offload::None) {
+      const TimeModelData& d = time_model_data();
+      const auto& c = z.stage == 3 ? d.ds_step_stage3 : z.stage >= 1 ? d.ds_step_stage1_2 : d.ds_step_stage0;
+      const int64_t tensors = s.step_param_tensors;
+      const double per_rank =
+          z.stage == 1 || z.stage == 2
+              ? std::ceil(static_cast<double>(tensors) / static_cast<double>(std::max<int64_t>(1, n)))
+              : static_cast<double>(tensors);
+      rt.step_bandwidth_fraction = c.bandwidth_fraction;
+      rt.step_ops = c.ops_per_param_tensor * per_rank;
+      rt.step_host_us_per_op = c.host_us_per_op;
+    }
   }
   return operator_table(w, s, z.micro_batch, z.checkpointing,
                         z.offload_optimizer == Offload::None ? partition : 0, rt);

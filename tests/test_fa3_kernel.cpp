@@ -29,12 +29,12 @@ constexpr double kH100Peak = 989.5;  // TFLOP/s, the paper's normalisation (time
 TEST(FlashAttention3, UsesThePapersFa3BarsOnHopper) {
   const hw::GpuProfile g = hw::parse_cluster("8xH100").gpu;
   ASSERT_TRUE(flash_attention_3_available(g));
-  EXPECT_NEAR(attention_efficiency(g, 4096, true, false, true, false), 319.0 / kH100Peak, 1e-12);
-  EXPECT_NEAR(attention_efficiency(g, 4096, true, false, true, true), 579.0 / kH100Peak, 1e-12);
-  EXPECT_NEAR(attention_efficiency(g, 4096, true, true, true, false), 310.0 * 319.0 / 368.0 / kH100Peak,
-              1e-12);
-  EXPECT_NEAR(attention_efficiency(g, 4096, true, true, true, true), 542.0 * 579.0 / 638.0 / kH100Peak,
-              1e-12);
+  EXPECT_NEAR(attention_efficiency(g, 4096, true, false, AttentionBackend::Flash2), 319.0 / kH100Peak, 1e-12);
+  EXPECT_NEAR(attention_efficiency(g, 4096, true, false, AttentionBackend::Flash3), 579.0 / kH100Peak, 1e-12);
+  EXPECT_NEAR(attention_efficiency(g, 4096, true, true, AttentionBackend::Flash2),
+              310.0 * 319.0 / 368.0 / kH100Peak, 1e-12);
+  EXPECT_NEAR(attention_efficiency(g, 4096, true, true, AttentionBackend::Flash3),
+              542.0 * 579.0 / 638.0 / kH100Peak, 1e-12);
   // H800 is a Hopper part (sm_90) too.
   EXPECT_TRUE(flash_attention_3_available(hw::parse_cluster("8xH800").gpu));
 }

@@ -37,21 +37,23 @@ TEST(AttentionEfficiency, HopperUsesTheFlashAttention2BarsOfTheFa3Paper) {
   // FA3 paper (arXiv:2407.08608) Fig. 5, H100 SXM5, head dim 128, causal forward, FlashAttention-2:
   // 319 TFLOP/s at 4k, 191 at 512, 335 at 16k; peak 989.5 (H100 SXM dense BF16).
   const hw::GpuProfile h100 = hw::find_gpu("H100");
-  EXPECT_NEAR(attention_efficiency(h100, 4096, true, false, true), 319.0 / 989.5, 1e-9);
-  EXPECT_NEAR(attention_efficiency(h100, 512, true, false, true), 191.0 / 989.5, 1e-9);
+  EXPECT_NEAR(attention_efficiency(h100, 4096, true, false, AttentionBackend::Flash2), 319.0 / 989.5, 1e-9);
+  EXPECT_NEAR(attention_efficiency(h100, 512, true, false, AttentionBackend::Flash2), 191.0 / 989.5, 1e-9);
   // Between two measured lengths: linear in log2(seq). 2896 ~ 2^11.5, halfway between 2k (298)
   // and 4k (319): 308.5 (to the rounding of 2896 vs 2^11.5 = 2896.3).
-  EXPECT_NEAR(attention_efficiency(h100, 2896, true, false, true) * 989.5, 308.5, 0.05);
+  EXPECT_NEAR(attention_efficiency(h100, 2896, true, false, AttentionBackend::Flash2) * 989.5, 308.5, 0.05);
   // Long context: flat beyond the last bar (16k: 335), e.g. at 128k.
-  EXPECT_NEAR(attention_efficiency(h100, 131072, true, false, true), 335.0 / 989.5, 1e-9);
+  EXPECT_NEAR(attention_efficiency(h100, 131072, true, false, AttentionBackend::Flash2), 335.0 / 989.5, 1e-9);
   // Backward, non-causal bar at 4k: 310; causal scaled by the forward's causal ratio 319/368.
-  EXPECT_NEAR(attention_efficiency(h100, 4096, false, true, true), 310.0 / 989.5, 1e-9);
-  EXPECT_NEAR(attention_efficiency(h100, 4096, true, true, true), 310.0 / 989.5 * 319.0 / 368.0, 1e-9);
+  EXPECT_NEAR(attention_efficiency(h100, 4096, false, true, AttentionBackend::Flash2), 310.0 / 989.5, 1e-9);
+  EXPECT_NEAR(attention_efficiency(h100, 4096, true, true, AttentionBackend::Flash2),
+              310.0 / 989.5 * 319.0 / 368.0, 1e-9);
   // Eager ('standard attention' bars): far below flash at the same length (133 vs 368 at 4k).
-  EXPECT_LT(attention_efficiency(h100, 4096, false, false, false),
-            0.5 * attention_efficiency(h100, 4096, false, false, true));
+  EXPECT_LT(attention_efficiency(h100, 4096, false, false, AttentionBackend::Eager),
+            0.5 * attention_efficiency(h100, 4096, false, false, AttentionBackend::Flash2));
   // A100 (Ampere curve: FA2 paper's 73% forward plateau).
-  EXPECT_NEAR(attention_efficiency(hw::find_gpu("A100-80GB"), 16384, false, false, true), 0.73, 0.001);
+  EXPECT_NEAR(attention_efficiency(hw::find_gpu("A100-80GB"), 16384, false, false, AttentionBackend::Flash2),
+              0.73, 0.001);
 }
 
 // Llama-2-7B, micro-batch 1 of 2048 tokens: the forward's GEMM families by shape (HF nn.Linear
