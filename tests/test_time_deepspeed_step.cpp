@@ -13,6 +13,7 @@
 // - the H100's stage-3 step (call1, GPU-bound, 4 x 2048; not used for either figure) checks that the
 //   H200's bandwidth fraction carries to another GPU: 15%.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <fstream>
@@ -45,7 +46,10 @@ double predicted_step(const std::string& gpu, int stage, int64_t micro, int64_t 
   std::ifstream in(src);
   nlohmann::json cfg = nlohmann::json::parse(in);
   cfg["num_hidden_layers"] = layers;
-  const std::string path = ::testing::TempDir() + "/tinyllama-" + std::to_string(layers) + "-layers.json";
+  // One file per process: ctest runs each parameter in its own process, in parallel, and a shared name
+  // let one process read the file while another was rewriting it.
+  const std::string path = ::testing::TempDir() + "/tinyllama-" + std::to_string(layers) + "-layers-" +
+                           std::to_string(::getpid()) + ".json";
   std::ofstream(path) << cfg.dump();
   Workload w;
   w.model = models::load_model(path);
