@@ -22,6 +22,11 @@ sequence length and model size.
         rows, rounded up to a whole percent) in planner/data/time_model.json. Rebuild afterwards:
         the binary embeds the file.
 
+--fit-network  for each DeepSpeed 'cluster' whose source does not state its inter-node network, prices
+        its ds_fit rows with each candidate network (NETWORK_CANDIDATES: real products at real NIC counts)
+        and prints the best (median |error| + |bias|) and the cluster's ds_held_out rows under it.
+        The choice is copied into the rows by hand ("network", "nics", "network_basis": "fitted ...").
+
 After the existing summary it also reports planner/data/calibration/deepspeed_runs.json (published
 DeepSpeed ZeRO runs, issue 24 item 5): same prediction path, plus each row's stage, gradient
 accumulation, offload and checkpoint implementation; errors by split (ds_fit / ds_held_out /
@@ -237,6 +242,12 @@ def ds_step_time(z, row, ckpt, env):
         args += ["--offload-param", row.get("offload_param", "none")]
     if "checkpoint_impl" in row:
         args += ["--checkpoint-impl", row["checkpoint_impl"]]
+    # The inter-node network where the row carries one (a source's statement, or a fit over the
+    # cluster's ds_fit rows, "network_basis" says which); otherwise zeroplan's default for the GPU.
+    if row.get("network") and row["nodes"] > 1:
+        args += ["--network", row["network"]]
+    if row.get("nics") and row["nodes"] > 1:
+        args += ["--nics", str(row["nics"])]
     args.append("--json")
     return run_plan(args, env)
 
@@ -247,6 +258,37 @@ def ds_evaluate(z, rows, env):
         pred, plan = predict(z, row, env, step=ds_step_time)
         out.append((row, pred, pred / row["measured_tokens_per_s_per_gpu"] - 1, plan))
     return out
+
+
+# Inter-node networks --fit-network tries for a cluster whose source does not state its network: each a
+# real product (hwprofiles/links) at the GPU's usual NIC count, none a continuous knob.
+NETWORK_CANDIDATES = [("ib-ndr-400", 8), ("ib-ndr-400", 4), ("ib-hdr-200", 8), ("ib-hdr-200", 4),
+                      ("roce-400", 8), ("roce-200", 8), ("ib-edr-100", 8)]
+
+
+def fit_network(z, rows, env):
+    """For each 'cluster' (rows sharing one unstated network), price its ds_fit rows with every
+    candidate network and print median |error| and bias; the smallest median |error| + |bias| is the
+    cluster's fitted network. ds_held_out rows never enter the choice; they are printed after it."""
+    clusters = {}
+    for r in rows:
+        if r["split"] in ("ds_fit", "ds_held_out") and r.get("cluster") and r["nodes"] > 1:
+            clusters.setdefault(r["cluster"], []).append(r)
+    for name, rs in sorted(clusters.items()):
+        fit_rows = [r for r in rs if r["split"] == "ds_fit"]
+        held = [r for r in rs if r["split"] == "ds_held_out"]
+        print(f"\ncluster {name}: {len(fit_rows)} ds_fit rows, {len(held)} ds_held_out rows")
+        scores = []
+        for net, nics in NETWORK_CANDIDATES:
+            trial = [dict(r, network=net, nics=nics) for r in fit_rows]
+            errs = [e for _, _, e, _ in ds_evaluate(z, trial, env)]
+            med = statistics.median(abs(e) for e in errs)
+            bias = statistics.median(errs)
+            scores.append((med + abs(bias), net, nics))
+            print(f"  {nics} x {net:<12} ds_fit median|err| {med*100:5.1f}%  bias {bias*100:+6.1f}%")
+        _, net, nics = min(scores)
+        held_errs = [e for _, _, e, _ in ds_evaluate(z, [dict(r, network=net, nics=nics) for r in held], env)]
+        print(f"  fitted: {nics} x {net}; ds_held_out with it: " + summarize("", held_errs).strip())
 
 
 def gpu_generation(gpu):
@@ -268,7 +310,8 @@ def ds_offload_label(row):
 
 
 def ds_report(ds_res):
-    print(f"\nDeepSpeed runs ({DEEPSPEED_RUNS.relative_to(ROOT)}; never fitted, error = predicted/measured - 1):")
+    print(f"\nDeepSpeed runs ({DEEPSPEED_RUNS.relative_to(ROOT)}; the model's parameters never fitted to them, a "
+          f"cluster's unstated network may be (network_basis); error = predicted/measured - 1):")
     print(f"{'run':<40} {'gpu':<10} {'st':>2} {'mb':>2} {'acc':>3} {'seq':>5} {'offload':<20} "
           f"{'measured':>9} {'predicted':>9} {'error':>7} {'split':<11}")
     for row, pred, err, plan in ds_res:
@@ -376,6 +419,17 @@ def main():
         os.unlink(tmpfile.name)
     if ds_res is not None:
         ds_report(ds_res)
+        # Sensitivity: the same rows with zeroplan's default network for their GPU (rows whose
+        # network was fitted, not stated, lose it), so the fitted input is never hidden.
+        fitted = [r for r, _, _, _ in ds_res if r["split"] != "reference" and
+                  str(r.get("network_basis", "")).startswith("fitted")]
+        if fitted:
+            base = [dict(r, network=None, nics=None) for r in fitted]
+            print(summarize("default network",
+                            [e for _, _, e, _ in ds_evaluate(z, base, env)]) +
+                  f"  ({len(fitted)} rows whose network is fitted, priced instead with the GPU's default)")
+    if "--fit-network" in sys.argv and DEEPSPEED_RUNS.is_file():
+        fit_network(z, json.loads(DEEPSPEED_RUNS.read_text())["runs"], env)
 
 
 if __name__ == "__main__":
