@@ -150,6 +150,7 @@ ClusterSpec parse_cluster(const std::string& raw_spec, const ClusterOverrides& o
       throw_user_error("--nics must be between 1 and {}, got {}", kMaxNicsPerNode, *ov.nics_per_node);
     c.nics_per_node = *ov.nics_per_node;
   }
+  c.network_stated = ov.inter_link.has_value() || ov.nics_per_node.has_value();
 
   if (ov.host_memory_bytes) {
     if (*ov.host_memory_bytes <= 0) throw UserError("--host-mem must be a positive size, e.g. 512GiB");

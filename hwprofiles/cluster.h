@@ -22,6 +22,9 @@ struct ClusterSpec {
   // Added by hwprofiles (backward compatible): inter-node NICs per node. Inter-node busbw per node
   // is inter_node.busbw × nics_per_node (NCCL drives one ring/channel set per NIC).
   int nics_per_node = 1;
+  // True when the user named the network or the NIC count (--network, --nics); false when both are the
+  // GPU profile's defaults, which the report then offers a what-if for (planner/reasons.cpp).
+  bool network_stated = false;
   int world_size() const { return nodes * gpus_per_node; }
 };
 
