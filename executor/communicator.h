@@ -7,6 +7,7 @@
 // where S is the full (unsharded) message size in bytes.
 #include <array>
 #include <cstdint>
+#include <memory>
 
 namespace zeroplan::exec {
 
@@ -40,6 +41,13 @@ class Communicator {
   virtual void all_gather(const void* send, void* recv, int64_t count, DType dtype) = 0;
   virtual void broadcast(void* buf, int64_t count, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+  // A process group (issue 25: the DP, TP, SP and EP groups of layout::ParallelLayout). Collective over
+  // every rank of this communicator, as MPI_Comm_split (MPI 4.0 section 7.4.2) and ncclCommSplit (NCCL
+  // 2.18) define it: ranks passing the same `color` form one new communicator, ranked by `key` and then
+  // by their rank here; a negative color (MPI_UNDEFINED, NCCL_SPLIT_NOCOLOR) joins none and gets
+  // nullptr. The new communicator counts its own bytes, with its own size in the bus factors, and must
+  // be destroyed before this one.
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
   // Called when this rank fails mid-run, so that ranks blocked in a collective stop waiting (thread
   // ranks throw; NCCL may ncclCommAbort). Added by the executor helper; default: nothing.
   virtual void abort() {}

@@ -38,7 +38,21 @@ namespace {
 // Qwen3 / Qwen3-MoE add self_attn.q_norm and k_norm (RMSNorm over head_dim, shared by the heads)
 // after o_proj, and register the MoE block's experts before its router (Qwen3MoeSparseMoeBlock).
 enum LayerParam {
-  kQ, kK, kV, kO, kGate, kUp, kDown, kLn1, kLn2, kRouter, kExpGateUp, kExpDown, kQNorm, kKNorm, kNumLayerParams
+  kQ,
+  kK,
+  kV,
+  kO,
+  kGate,
+  kUp,
+  kDown,
+  kLn1,
+  kLn2,
+  kRouter,
+  kExpGateUp,
+  kExpDown,
+  kQNorm,
+  kKNorm,
+  kNumLayerParams
 };
 
 struct Param {
@@ -252,9 +266,9 @@ struct LayerActs {
   std::array<DeviceBuffer, kNumLayerParams> xa;              // LoRA: x A^T of each adapted linear [N, r]
   DeviceBuffer qraw, kraw, rstdq, rstdk;                     // q/k norm: projections (act), rstd (F32)
   DeviceBuffer probs, topk_w;                                // MoE, F32: softmax [N, E], top-k weights [N, K]
-  DeviceBuffer topk_idx, pairs;                              // MoE, int32: experts [N, K], rows by expert [N*K]
-  DeviceBuffer xg, eo;                                       // MoE, act: gathered inputs, expert outputs [N*K, C]
-  std::vector<int64_t> expert_rows;                          // MoE (host): row offset of each expert, E + 1
+  DeviceBuffer topk_idx, pairs;      // MoE, int32: experts [N, K], rows by expert [N*K]
+  DeviceBuffer xg, eo;               // MoE, act: gathered inputs, expert outputs [N*K, C]
+  std::vector<int64_t> expert_rows;  // MoE (host): row offset of each expert, E + 1
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -830,18 +844,18 @@ LayerActs RankEngine::alloc_layer_acts(int64_t l) {
   a.att = buf(A, n * qd, act_);            // attention output (o_proj input)   [B, T, Hq, D]
   a.lse = buf(A, lo_.Hq * n, DType::F32);  // softmax log-sum-exp               [B, Hq, T]
   if (lo_.qk_norm) {
-    a.qraw = buf(A, n * qd, act_);               // q_proj output (q_norm input)    [N, Hq*D]
-    a.kraw = buf(A, n * kd, act_);               // k_proj output (k_norm input)    [N, Hkv*D]
-    a.rstdq = buf(A, n * lo_.Hq, DType::F32);    //                                 [N*Hq]
-    a.rstdk = buf(A, n * lo_.Hkv, DType::F32);   //                                 [N*Hkv]
+    a.qraw = buf(A, n * qd, act_);              // q_proj output (q_norm input)    [N, Hq*D]
+    a.kraw = buf(A, n * kd, act_);              // k_proj output (k_norm input)    [N, Hkv*D]
+    a.rstdq = buf(A, n * lo_.Hq, DType::F32);   //                                 [N*Hq]
+    a.rstdk = buf(A, n * lo_.Hkv, DType::F32);  //                                 [N*Hkv]
   }
-  a.xmid = buf(A, n * C, act_);            // residual after attention          [N, C]
-  a.ln2 = buf(A, n * C, act_);             // post_attention_layernorm output   [N, C]
-  a.rstd2 = buf(A, n, DType::F32);         //                                   [N]
+  a.xmid = buf(A, n * C, act_);     // residual after attention          [N, C]
+  a.ln2 = buf(A, n * C, act_);      // post_attention_layernorm output   [N, C]
+  a.rstd2 = buf(A, n, DType::F32);  //                                   [N]
   if (lo_.moe[static_cast<size_t>(l)]) {
     // The sparse MoE block (moe_forward): R = N*K routed rows, grouped by expert.
     const int64_t R = n * lo_.K, F = lo_.F;
-    a.probs = buf(A, n * lo_.E, DType::F32);  // router softmax                    [N, E]
+    a.probs = buf(A, n * lo_.E, DType::F32);     // router softmax                    [N, E]
     a.topk_idx = buf(A, n * lo_.K, DType::F32);  // int32 selected experts          [N, K]
     a.topk_w = buf(A, n * lo_.K, DType::F32);    // routing weights                 [N, K]
     a.pairs = buf(A, R, DType::F32);             // int32 pair n*K+j of each row    [R]
@@ -961,13 +975,15 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
   const int64_t eb = dtype_bytes(act_);
   const int wr = lo_.layer(l, kRouter), wgu = lo_.layer(l, kExpGateUp), wd = lo_.layer(l, kExpDown);
   const bool leaf = cfg_.zero.moe_leaf;
-  if (leaf) use_module({wr, wgu, wd});
-  else use(wr);
+  if (leaf)
+    use_module({wr, wgu, wd});
+  else
+    use(wr);
   {
     DeviceBuffer logits = buf(MemCategory::Activations, n * E, act_);  // router logits [N, E], transient
     be_.gemm(n, E, C, a.ln2.data(), false, W(wr), true, act_, logits.data(), act_, 1, 0);
-    be_.moe_route_forward(a.probs.as<float>(), a.topk_idx.as<int32_t>(), a.topk_w.as<float>(), logits.data(), n,
-                          E, K, lo_.renorm, act_);
+    be_.moe_route_forward(a.probs.as<float>(), a.topk_idx.as<int32_t>(), a.topk_w.as<float>(), logits.data(),
+                          n, E, K, lo_.renorm, act_);
   }
   // The rows of each expert, in token order (torch.where over the expert's mask): the host needs
   // the counts to size each expert's GEMMs (HF's loop reads them too: nonzero / torch.where sync).
@@ -975,7 +991,8 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
   be_.download(idx.data(), a.topk_idx.data(), n * K * 4);
   a.expert_rows.assign(static_cast<size_t>(E) + 1, 0);
   for (int32_t e : idx) ++a.expert_rows[static_cast<size_t>(e) + 1];
-  for (int64_t e = 0; e < E; ++e) a.expert_rows[static_cast<size_t>(e) + 1] += a.expert_rows[static_cast<size_t>(e)];
+  for (int64_t e = 0; e < E; ++e)
+    a.expert_rows[static_cast<size_t>(e) + 1] += a.expert_rows[static_cast<size_t>(e)];
   {
     std::vector<int64_t> fill(a.expert_rows.begin(), a.expert_rows.end() - 1);
     for (int64_t pr = 0; pr < n * K; ++pr)
@@ -989,7 +1006,8 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
   }
   be_.gather_rows(a.xg.data(), a.ln2.data(), a.pairs.as<int32_t>(), R, C, K, act_);
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t o = a.expert_rows[static_cast<size_t>(e)], c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
+    const int64_t o = a.expert_rows[static_cast<size_t>(e)],
+                  c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
     if (c == 0) continue;
     const char* gu = static_cast<const char*>(W(wgu)) + e * 2 * F * C * eb;  // [2F, C]: gate rows, up rows
     be_.gemm(c, F, C, a.xg.at(o * C), false, gu, true, act_, a.gate.at(o * F), act_, 1, 0);
@@ -997,14 +1015,17 @@ void RankEngine::moe_forward(int64_t l, void* x_out, LayerActs& a) {
   }
   be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), R, F, act_);
   for (int64_t e = 0; e < E; ++e) {
-    const int64_t o = a.expert_rows[static_cast<size_t>(e)], c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
+    const int64_t o = a.expert_rows[static_cast<size_t>(e)],
+                  c = a.expert_rows[static_cast<size_t>(e) + 1] - o;
     if (c == 0) continue;
     const char* dw = static_cast<const char*>(W(wd)) + e * C * F * eb;  // [C, F]
     be_.gemm(c, C, F, a.act.at(o * F), false, dw, true, act_, a.eo.at(o * C), act_, 1, 0);
   }
   be_.scatter_add_rows(x_out, a.eo.data(), a.pairs.as<int32_t>(), a.topk_w.as<float>(), R, C, K, act_);
-  if (leaf) done_module({wr, wgu, wd});
-  else done_module({wgu, wd});
+  if (leaf)
+    done_module({wr, wgu, wd});
+  else
+    done_module({wgu, wd});
 }
 
 void RankEngine::norm_backward(int pid, const void* dy, const void* x, const float* rstd) {
@@ -1142,8 +1163,10 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
   };
   // Autograd runs the experts module's backward first, then the router's.
   const bool leaf = cfg_.zero.moe_leaf;
-  if (leaf) use_module({wr, wgu, wd});
-  else use_module({wgu, wd});
+  if (leaf)
+    use_module({wr, wgu, wd});
+  else
+    use_module({wgu, wd});
   DeviceBuffer dw = buf(A, n * K, DType::F32);  // dL/d(routing weights) [N, K]
   DeviceBuffer deo = buf(A, R * C, act_);       // dL/d(expert outputs)  [R, C]
   be_.scatter_add_rows_backward(deo.data(), dw.as<float>(), dres_.data(), a.eo.data(), a.pairs.as<int32_t>(),
@@ -1154,8 +1177,8 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
     for (int64_t e = 0; e < E; ++e) {
       const auto [o, c] = rows(e);
       if (c == 0) continue;
-      be_.gemm(C, F, c, deo.at(o * C), true, a.act.at(o * F), false, act_, static_cast<char*>(g) + e * C * F * eb,
-               act_, 1, 1);  // dWd_e += deo_e^T act_e
+      be_.gemm(C, F, c, deo.at(o * C), true, a.act.at(o * F), false, act_,
+               static_cast<char*>(g) + e * C * F * eb, act_, 1, 1);  // dWd_e += deo_e^T act_e
     }
     grad_ready(wd);
   }
@@ -1163,7 +1186,8 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
     const auto [o, c] = rows(e);
     if (c == 0) continue;
     const char* w = static_cast<const char*>(W(wd)) + e * C * F * eb;
-    be_.gemm(c, F, C, deo.at(o * C), false, w, false, act_, dact.at(o * F), act_, 1, 0);  // dact_e = deo_e Wd_e
+    be_.gemm(c, F, C, deo.at(o * C), false, w, false, act_, dact.at(o * F), act_, 1,
+             0);  // dact_e = deo_e Wd_e
   }
   deo.reset();
   DeviceBuffer dgate = buf(A, R * F, act_), dup = buf(A, R * F, act_);
@@ -1199,18 +1223,21 @@ DeviceBuffer RankEngine::moe_backward(int64_t l, LayerActs& a) {
     use(wr);
   }
   DeviceBuffer dlogits = buf(A, n * E, act_);
-  be_.moe_route_backward(dlogits.data(), dw.as<float>(), a.probs.as<float>(), a.topk_idx.as<int32_t>(), n, E, K,
-                         lo_.renorm, act_);
+  be_.moe_route_backward(dlogits.data(), dw.as<float>(), a.probs.as<float>(), a.topk_idx.as<int32_t>(), n, E,
+                         K, lo_.renorm, act_);
   dw.reset();
   {
     void* g = grad_slot(wr);
-    be_.gemm(E, C, n, dlogits.data(), true, a.ln2.data(), false, act_, g, act_, 1, 1);  // dWr += dlogits^T ln2
+    be_.gemm(E, C, n, dlogits.data(), true, a.ln2.data(), false, act_, g, act_, 1,
+             1);  // dWr += dlogits^T ln2
     grad_ready(wr);
   }
   be_.gemm(n, C, E, dlogits.data(), false, W(wr), false, act_, dln.data(), act_, 1, 1);  // dln += dlogits Wr
   dlogits.reset();
-  if (leaf) done_module({wr, wgu, wd});
-  else done(wr);
+  if (leaf)
+    done_module({wr, wgu, wd});
+  else
+    done(wr);
   return dln;
 }
 
@@ -1648,10 +1675,11 @@ void check_run_config(const RunConfig& cfg, int world_size) {
   if (m.params_only)
     throw_user_error(
         "the executor needs the model's architecture; give --model with a config.json, not --params");
-  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "mixtral" && m.model_type != "qwen3" &&
-      m.model_type != "qwen3_moe" && !m.model_type.empty())
+  if (m.model_type != "llama" && m.model_type != "mistral" && m.model_type != "mixtral" &&
+      m.model_type != "qwen3" && m.model_type != "qwen3_moe" && !m.model_type.empty())
     throw_user_error(
-        "the executor runs Llama-style decoders, Qwen3, Mixtral and Qwen3-MoE only; model '{}' has model_type '{}'",
+        "the executor runs Llama-style decoders, Qwen3, Mixtral and Qwen3-MoE only; model '{}' has "
+        "model_type '{}'",
         m.name, m.model_type);
   if (m.norm != models::NormKind::RMSNorm || m.mlp != models::MlpKind::Gated ||
       m.position != models::PositionKind::Rotary || m.attention_bias || m.mlp_bias || m.fused_qkv ||
@@ -1667,14 +1695,16 @@ void check_run_config(const RunConfig& cfg, int world_size) {
     // renormalised, routed experts only. Shared experts, router biases and score-correction biases
     // (Qwen2-MoE, DeepSeek, gpt-oss, Llama-4) are other blocks the engine does not have.
     if (m.num_shared_experts > 0 || m.shared_expert_intermediate_size > 0 || m.shared_expert_gate ||
-        m.router_bias || m.router_score_bias || m.experts_per_token < 1 || m.experts_per_token > m.num_experts ||
-        m.num_moe_layers() != m.num_layers)
+        m.router_bias || m.router_score_bias || m.experts_per_token < 1 ||
+        m.experts_per_token > m.num_experts || m.num_moe_layers() != m.num_layers)
       throw_user_error(
-          "the executor's MoE block is Mixtral's / Qwen3-MoE's (bias-free router, softmax top-k with 1 <= k <= "
+          "the executor's MoE block is Mixtral's / Qwen3-MoE's (bias-free router, softmax top-k with 1 <= k "
+          "<= "
           "experts, no shared experts, every layer sparse); model '{}' differs",
           m.name);
     if (cfg.lora.rank > 0)
-      throw_user_error("the executor has no LoRA adapters on MoE blocks; train '{}' with --method full", m.name);
+      throw_user_error("the executor has no LoRA adapters on MoE blocks; train '{}' with --method full",
+                       m.name);
   }
   if (m.hidden_size <= 0 || m.num_layers <= 0 || m.num_heads <= 0 || m.intermediate_size <= 0 ||
       m.vocab_size <= 0)
@@ -1706,6 +1736,12 @@ void check_run_config(const RunConfig& cfg, int world_size) {
             "gate_proj, up_proj, down_proj or all-linear); target '{}' is not one of them",
             t);
   }
+  const layout::LayoutSizes& pl = cfg.parallel;
+  if (pl.tp < 1 || pl.sp < 1 || pl.ep != 1 || world_size % (pl.tp * pl.sp) != 0)
+    throw_user_error(
+        "the executor's parallel layout needs tp, sp >= 1 with tp x sp dividing the {} ranks and ep = 1 (got "
+        "tp {}, sp {}, ep {})",
+        world_size, pl.tp, pl.sp, pl.ep);
   if (cfg.capture_first_grads && (world_size != 1 || cfg.zero.stage != 0))
     throw_user_error("gradient capture needs one rank at stage 0");
 }
@@ -1717,8 +1753,9 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   if (cfg.model.is_moe())
     for (int r : ranks)
       if (!rt.backend(r).has_moe_kernels())
-        throw_user_error("model '{}' is a MoE model; the {} backend has no MoE kernels yet (use --backend cpu)",
-                         cfg.model.name, rt.backend(r).name());
+        throw_user_error(
+            "model '{}' is a MoE model; the {} backend has no MoE kernels yet (use --backend cpu)",
+            cfg.model.name, rt.backend(r).name());
   RunResult res;
   res.ranks.resize(ranks.size());
   std::vector<std::vector<double>> losses(ranks.size());
@@ -1728,10 +1765,20 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
+      std::unique_ptr<Communicator> dp_group;
       try {
-        RankEngine eng(cfg, lo, rt.backend(ranks[i]), rt.communicator(ranks[i]));
+        // The rank's DP group: the whole world when tp = sp = 1 (no split, so backends without groups,
+        // the one-GPU emulation, run as before); else the ranks sharing its TP and SP slot, ordered by
+        // global rank (color: the group's lowest rank).
+        Communicator& world = rt.communicator(ranks[i]);
+        if (cfg.parallel.tp * cfg.parallel.sp > 1) {
+          const layout::ParallelLayout pl(1, rt.world_size(), cfg.parallel, layout::LayoutFacts{});
+          dp_group = world.split(pl.group(layout::GroupKind::DataParallel, ranks[i]).ranks.front(), ranks[i]);
+        }
+        RankEngine eng(cfg, lo, rt.backend(ranks[i]), dp_group ? *dp_group : world);
         try {
           eng.run(res.ranks[i], losses[i], params[i], grads);
+          res.ranks[i].rank = ranks[i];  // the global rank (the engine knows its DP rank)
         } catch (OutOfMemory& oom) {
           oom.phase = eng.current_phase();
           oom.live_bytes = eng.device_live_bytes();
@@ -1739,7 +1786,8 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
         }
       } catch (...) {
         errors[i] = std::current_exception();
-        rt.communicator(ranks[i]).abort();  // release ranks waiting for this one in a collective
+        if (dp_group) dp_group->abort();    // release its group's ranks waiting for this one...
+        rt.communicator(ranks[i]).abort();  // ...and the world's (a split in progress)
       }
     });
   }

@@ -14,6 +14,7 @@
 
 #include "executor/backend.h"
 #include "executor/memory.h"
+#include "layout/parallel_layout.h"
 #include "models/model_spec.h"
 
 namespace zeroplan::exec {
@@ -60,6 +61,12 @@ struct RunConfig {
   int64_t grad_accum = 1;
   bool checkpointing = false;  // full activation checkpointing: keep only each layer's input
   int steps = 2;
+  // The parallel layout (layout/parallel_layout.h, issue 25): the engine runs its data-parallel
+  // collectives (gradient reduction, ZeRO partitions, parameter gathers) in the rank's DP group, made by
+  // Communicator::split. TP and SP shard nothing in the engine yet (the AutoTP and Ulysses issues), so
+  // with tp or sp above 1 each DP group trains its own replica; the CLI refuses them until then. ep
+  // must stay 1 (the engine's MoE layers are not expert-parallel).
+  layout::LayoutSizes parallel;
   bool fixed_batch = false;  // every step trains on the same global batch
   float lr = 1e-3f;
   float weight_decay = 0.0f;

@@ -147,6 +147,19 @@ class MpiCommunicator final : public Communicator {
     wait(req);
   }
 
+  // MPI_Comm_split of both communicators (MPI orders a group by key, then by rank here, as
+  // Communicator::split promises). MPI_Comm_split blocks and cannot watch for a failed peer, so a
+  // barrier that does (wait()) goes first: the split starts only once every rank has reached it.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    barrier();
+    const int c = color < 0 ? MPI_UNDEFINED : color;
+    MPI_Comm data = MPI_COMM_NULL, notice = MPI_COMM_NULL;
+    mpi_check(MPI_Comm_split(data_, c, key, &data), "MPI_Comm_split");
+    mpi_check(MPI_Comm_split(notice_, c, key, &notice), "MPI_Comm_split");
+    if (data == MPI_COMM_NULL) return nullptr;
+    return std::unique_ptr<Communicator>(new MpiCommunicator(data, notice));
+  }
+
   // This rank failed: tell every peer, so that those waiting in a collective for it stop waiting
   // (they throw "another rank failed", as thread ranks do) instead of hanging.
   void abort() override {
@@ -159,6 +172,11 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // A split's group: takes ownership of both communicators.
+  MpiCommunicator(MPI_Comm data, MPI_Comm notice) : data_(data), notice_(notice) {
+    MPI_Comm_rank(data_, &rank_);
+    MPI_Comm_size(data_, &world_);
+  }
   // Waits for `req`, watching for a peer's failure notice meanwhile. Polling (MPI_Test) rather than
   // MPI_Wait: a blocking collective cannot be interrupted when a peer will never join it.
   void wait(MPI_Request& req) {

@@ -523,8 +523,8 @@ void StreamCheckingBackend::moe_route_forward(float* probs, int32_t* idx, float*
 }
 
 void StreamCheckingBackend::moe_route_backward(void* dlogits, const float* dweights, const float* probs,
-                                               const int32_t* idx, int64_t N, int64_t E, int64_t k, bool renorm,
-                                               DType t) {
+                                               const int32_t* idx, int64_t N, int64_t E, int64_t k,
+                                               bool renorm, DType t) {
   inner_.moe_route_backward(dlogits, dweights, probs, idx, N, E, k, renorm, t);
   on_stream("moe_route_backward",
             {rng(dweights, N * k, DType::F32), rng(probs, N * E, DType::F32), rng(idx, N * k, DType::F32)},
@@ -537,21 +537,23 @@ void StreamCheckingBackend::gather_rows(void* out, const void* in, const int32_t
   on_stream("gather_rows", {rng(in, R / k * C, t), rng(pairs, R, DType::F32)}, {rng(out, R * C, t)});
 }
 
-void StreamCheckingBackend::scatter_add_rows(void* out, const void* in, const int32_t* pairs, const float* weights,
-                                             int64_t R, int64_t C, int64_t k, DType t) {
+void StreamCheckingBackend::scatter_add_rows(void* out, const void* in, const int32_t* pairs,
+                                             const float* weights, int64_t R, int64_t C, int64_t k, DType t) {
   inner_.scatter_add_rows(out, in, pairs, weights, R, C, k, t);
   Ranges reads{rng(in, R * C, t), rng(pairs, R, DType::F32), rng(out, R / k * C, t)};
   if (weights != nullptr) reads.push_back(rng(weights, R, DType::F32));
   on_stream("scatter_add_rows", reads, {rng(out, R / k * C, t)});  // "+="
 }
 
-void StreamCheckingBackend::scatter_add_rows_backward(void* din, float* dweights, const void* dout, const void* in,
-                                                      const int32_t* pairs, const float* weights, int64_t R,
-                                                      int64_t C, int64_t k, DType t) {
+void StreamCheckingBackend::scatter_add_rows_backward(void* din, float* dweights, const void* dout,
+                                                      const void* in, const int32_t* pairs,
+                                                      const float* weights, int64_t R, int64_t C, int64_t k,
+                                                      DType t) {
   inner_.scatter_add_rows_backward(din, dweights, dout, in, pairs, weights, R, C, k, t);
-  on_stream("scatter_add_rows_backward",
-            {rng(dout, R / k * C, t), rng(in, R * C, t), rng(pairs, R, DType::F32), rng(weights, R, DType::F32)},
-            {rng(din, R * C, t), rng(dweights, R, DType::F32)});
+  on_stream(
+      "scatter_add_rows_backward",
+      {rng(dout, R / k * C, t), rng(in, R * C, t), rng(pairs, R, DType::F32), rng(weights, R, DType::F32)},
+      {rng(din, R * C, t), rng(dweights, R, DType::F32)});
 }
 
 void StreamCheckingBackend::cross_entropy_forward(float* losses, const void* logits, const int32_t* targets,
@@ -640,6 +642,14 @@ void StreamCheckingCommunicator::broadcast(void* buf, int64_t count, DType dtype
 void StreamCheckingCommunicator::barrier() {
   inner_.barrier();
   be_.host_waits_all();  // the NCCL barrier ends with Backend::synchronize()
+}
+
+std::unique_ptr<Communicator> StreamCheckingCommunicator::split(int color, int key) {
+  std::unique_ptr<Communicator> inner = inner_.split(color, key);
+  if (!inner) return nullptr;
+  auto out = std::make_unique<StreamCheckingCommunicator>(*inner, be_);
+  out->owned_ = std::move(inner);
+  return out;
 }
 
 // ---------------------------------------------------------------------------------------------

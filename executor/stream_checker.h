@@ -269,12 +269,15 @@ class StreamCheckingCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override;
   void broadcast(void* buf, int64_t count, DType dtype, int root) override;
   void barrier() override;
+  // The inner communicator's group, wrapped the same way (its collectives recorded on this backend).
+  std::unique_ptr<Communicator> split(int color, int key) override;
   void abort() override { inner_.abort(); }
 
  private:
   void add_counter_delta(const CommCounters& before);
   Communicator& inner_;
   StreamCheckingBackend& be_;
+  std::unique_ptr<Communicator> owned_;  // a split's inner communicator (inner_ refers to it)
 };
 
 // A Runtime whose every local rank runs through the two decorators above:

@@ -1,5 +1,6 @@
 #include "executor/thread_comm.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "common/errors.h"
@@ -8,7 +9,11 @@
 namespace zeroplan::exec {
 
 ThreadWorld::ThreadWorld(int world_size)
-    : send(static_cast<size_t>(world_size)), recv(static_cast<size_t>(world_size)), n_(world_size) {
+    : send(static_cast<size_t>(world_size)),
+      recv(static_cast<size_t>(world_size)),
+      split_request(static_cast<size_t>(world_size)),
+      split_world(static_cast<size_t>(world_size)),
+      n_(world_size) {
   ZP_CHECK(world_size >= 1, "world size {}", world_size);
 }
 
@@ -93,6 +98,36 @@ void ThreadCommunicator::broadcast(void* buf, int64_t count, DType dtype, int ro
 
 void ThreadCommunicator::barrier() {
   world_->arrive_and_wait();
+}
+
+// Three rendezvous: every rank posts (color, key); each group's first member (its lowest rank here)
+// creates the group's world and posts it; every member takes it. The new rank is the position in the
+// group ordered by (key, rank here), as MPI_Comm_split orders it.
+std::unique_ptr<Communicator> ThreadCommunicator::split(int color, int key) {
+  ThreadWorld& w = *world_;
+  const int n = w.world_size();
+  w.split_request[static_cast<size_t>(rank_)] = {color, key};
+  w.arrive_and_wait();
+  std::vector<std::pair<int, int>> members;  // (key, rank here) of this rank's group
+  for (int q = 0; q < n; ++q)
+    if (color >= 0 && w.split_request[static_cast<size_t>(q)].first == color)
+      members.emplace_back(w.split_request[static_cast<size_t>(q)].second, q);
+  std::sort(members.begin(), members.end());
+  int first = n;
+  for (const auto& m : members) first = std::min(first, m.second);
+  if (first == rank_)
+    w.split_world[static_cast<size_t>(rank_)] =
+        std::make_shared<ThreadWorld>(static_cast<int>(members.size()));
+  w.arrive_and_wait();
+  std::unique_ptr<Communicator> out;
+  if (color >= 0) {
+    const auto me = std::find(members.begin(), members.end(), std::make_pair(key, rank_));
+    out = std::make_unique<ThreadCommunicator>(w.split_world[static_cast<size_t>(first)],
+                                               static_cast<int>(me - members.begin()));
+  }
+  w.arrive_and_wait();  // every member holds its world before the slots are cleared
+  w.split_world[static_cast<size_t>(rank_)].reset();
+  return out;
 }
 
 }  // namespace zeroplan::exec

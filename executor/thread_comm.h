@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
 #include "executor/communicator.h"
@@ -26,6 +27,10 @@ class ThreadWorld {
   // Slots where ranks post the pointers of the current collective.
   std::vector<const void*> send;
   std::vector<void*> recv;
+  // ThreadCommunicator::split's slots: each rank's (color, key), and the new group's world, posted by
+  // the group's first member (lowest rank here) for the others to take.
+  std::vector<std::pair<int, int>> split_request;
+  std::vector<std::shared_ptr<ThreadWorld>> split_world;
 
  private:
   int n_;
@@ -46,6 +51,7 @@ class ThreadCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override;
   void broadcast(void* buf, int64_t count, DType dtype, int root) override;
   void barrier() override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
   void abort() override { world_->abort(); }
 
  private:

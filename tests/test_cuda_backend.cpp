@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "common/errors.h"
@@ -339,6 +340,40 @@ TEST_F(CudaBackendTest, NcclRanksMatchThreadRanks) {
     EXPECT_EQ(b.ranks[r].comm_bytes, a.ranks[r].comm_bytes);
     EXPECT_EQ(b.ranks[r].device.category_peak, a.ranks[r].device.category_peak);
   }
+}
+
+TEST_F(CudaBackendTest, NcclSplitFormsGroupsOrderedByKey) {
+  // ncclCommSplit behind Communicator::split (executor/cuda/nccl_communicator.cpp), where a machine has
+  // two GPUs: one group of both with reversed keys (group ranks 1, 0), its all-reduce summing 1 + 2, and
+  // a negative color giving no group. The thread-rank and MPI twins: tests/test_communicator_split.cpp,
+  // tests/test_mpi_split.cpp.
+  if (devices < 2) GTEST_SKIP() << "needs >= 2 GPUs, this machine has " << devices;
+  if (!nccl_available()) GTEST_SKIP() << "built without NCCL";
+  auto gpu = make_cuda_runtime(2, -1);
+  std::vector<int> group_rank(2, -1);
+  std::vector<float> sum(2, -1);
+  std::vector<int> none(2, 0);  // not vector<bool>: its bits would be written from two threads
+  std::vector<std::thread> t;
+  for (int r = 0; r < 2; ++r)
+    t.emplace_back([&, r] {
+      Backend& be = gpu->backend(r);
+      Communicator& world = gpu->communicator(r);
+      std::unique_ptr<Communicator> g = world.split(0, 1 - r);
+      group_rank[r] = g->rank();
+      float x = static_cast<float>(r + 1);
+      void* d = be.allocate(sizeof(float), MemTier::Device);
+      be.upload(d, &x, sizeof(float));
+      g->all_reduce(d, 1, DType::F32);
+      be.synchronize();
+      be.download(&x, d, sizeof(float));
+      be.release(d, MemTier::Device);
+      sum[r] = x;
+      none[r] = world.split(-1, 0) == nullptr ? 1 : 0;
+    });
+  for (auto& x : t) x.join();
+  EXPECT_EQ(group_rank, (std::vector<int>{1, 0}));
+  EXPECT_EQ(sum, (std::vector<float>{3, 3}));
+  EXPECT_EQ(none, (std::vector<int>{1, 1}));
 }
 
 }  // namespace

@@ -198,6 +198,7 @@ class CountingCommunicator : public exec::Communicator {
   void all_gather(const void*, void*, int64_t count, exec::DType t) override {
     this->count(exec::CollKind::AllGather, count * n_ * exec::dtype_bytes(t));
   }
+  std::unique_ptr<exec::Communicator> split(int, int) override { return nullptr; }  // not used here
   void broadcast(void*, int64_t, exec::DType, int) override {}
   void barrier() override {}
 

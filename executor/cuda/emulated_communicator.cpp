@@ -1,6 +1,7 @@
 #include "executor/cuda/emulated_communicator.h"
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include "common/errors.h"
 #include "executor/cuda/cuda_backend.h"
@@ -52,5 +53,12 @@ void EmulatedCommunicator::broadcast(void*, int64_t count, DType dtype, int root
 }
 
 void EmulatedCommunicator::barrier() {}
+
+std::unique_ptr<Communicator> EmulatedCommunicator::split(int, int) {
+  throw UserError(fmt::format(
+      "the one-GPU emulation of rank {} of {} cannot form process groups (the other ranks' groups are not "
+      "known to it); run every rank: --backend cpu, or one GPU per rank",
+      rank_, world_));
+}
 
 }  // namespace zeroplan::exec::cuda

@@ -28,6 +28,8 @@ class EmulatedCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t count, DType dtype) override;
   void broadcast(void* buf, int64_t count, DType dtype, int root) override;
   void barrier() override;
+  // Throws UserError: one emulated rank cannot know the colors the other ranks would pass.
+  std::unique_ptr<Communicator> split(int color, int key) override;
   // Collective times from this communicator are modelled, never measured.
   static constexpr bool kTimesMeasured = false;
 

@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "common/errors.h"
 #include "executor/cuda/cuda_backend.h"
@@ -59,14 +61,22 @@ ncclDataType_t to_nccl(DType t) {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(ncclComm_t comm, CudaBackend& be, int rank, int world)
-      : comm_(comm), be_(be), rank_(rank), world_(world), timeout_(nccl_timeout_seconds()) {
-    be_.set_poll_hook([this](double waited) { check(waited); });
+  // `parent`: the communicator this one was split from (it owns the backend's poll hook and checks
+  // this one too); null for a communicator made by a bootstrap.
+  NcclCommunicator(ncclComm_t comm, CudaBackend& be, int rank, int world, NcclCommunicator* parent = nullptr)
+      : comm_(comm), be_(be), rank_(rank), world_(world), timeout_(nccl_timeout_seconds()), parent_(parent) {
+    if (parent_ != nullptr)
+      parent_->children_.push_back(this);
+    else
+      be_.set_poll_hook([this](double waited) { check(waited); });
     be_.activate();
     ZP_CUDA_CHECK(cudaMalloc(&barrier_buf_, sizeof(float)));
   }
   ~NcclCommunicator() override {
-    be_.set_poll_hook({});
+    if (parent_ != nullptr)
+      std::erase(parent_->children_, this);
+    else
+      be_.set_poll_hook({});
     cudaFree(barrier_buf_);
     if (comm_ && !aborted_) ncclCommDestroy(comm_);
   }
@@ -99,6 +109,19 @@ class NcclCommunicator final : public Communicator {
   }
   // A rank that failed mid-run releases its peers stuck in a collective (executor/communicator.h).
   void abort() override { abort_comm(); }
+  // ncclCommSplit (NCCL >= 2.18, nccl.h): the child shares this rank's GPU and backend; its health is
+  // checked from this communicator's poll hook (the backend has one), so a hung group collective
+  // ends the run as the parent's would.
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    be_.activate();
+    ncclComm_t child = nullptr;
+    ZP_NCCL_CHECK(ncclCommSplit(comm_, color < 0 ? NCCL_SPLIT_NOCOLOR : color, key, &child, nullptr));
+    if (child == nullptr) return nullptr;
+    int rank = 0, size = 0;
+    ZP_NCCL_CHECK(ncclCommUserRank(child, &rank));
+    ZP_NCCL_CHECK(ncclCommCount(child, &size));
+    return std::unique_ptr<Communicator>(new NcclCommunicator(child, be_, rank, size, this));
+  }
   void barrier() override {
     // A one-element all-reduce that every rank must join, then wait for it (with the timeout).
     be_.activate();
@@ -108,8 +131,9 @@ class NcclCommunicator final : public Communicator {
   }
 
  private:
-  // Called while the backend polls its streams.
+  // Called while the backend polls its streams (a parent checks its split children first).
   void check(double waited) {
+    for (NcclCommunicator* c : children_) c->check(waited);
     ncclResult_t async_err = ncclSuccess;
     ZP_NCCL_CHECK(ncclCommGetAsyncError(comm_, &async_err));
     if (async_err != ncclSuccess && async_err != ncclInProgress) {
@@ -138,6 +162,8 @@ class NcclCommunicator final : public Communicator {
   double timeout_;
   bool aborted_ = false;
   void* barrier_buf_ = nullptr;
+  NcclCommunicator* parent_ = nullptr;
+  std::vector<NcclCommunicator*> children_;
 };
 
 }  // namespace
