@@ -159,12 +159,44 @@ PhaseTimes measured_phases(const RunLog& log) {
   return t;
 }
 
-Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
-  Diagnosis d;
-  d.measured = measured_phases(log);
-  const PhaseTimes& m = d.measured;
+namespace {
 
-  // 1. The config as run.
+// ---------------------------------------------------------------------------------------------
+// The rules (issue 25: diagnose as a table of causes, each with its evidence reader). Each reads the
+// run through a RuleContext and returns its Cause, or nothing when its evidence is absent; the slow
+// rules run in kSlowRules' order (their observations and planner what-ifs keep that order) and are
+// then ranked by gain.
+
+// What every rule reads: the log, the inputs, the diagnosis so far (rules add observations to it), the
+// config's knobs with the batch sizes the planner resolved, the prediction and the measured timers.
+struct RuleContext {
+  const RunLog& log;
+  const DiagnoseInputs& in;
+  Diagnosis& d;
+  planner::ZeroConfig z;
+  std::optional<Planned> base;
+  int steps = 1;      // optimizer steps the log covers
+  int64_t accum = 1;  // gradient accumulation, at least 1
+  bool have_timers = false;
+  // The planner's predicted gain of a config patch, in ms per step: -1 without a prediction or when
+  // the planner refuses the patched config, 0 when it predicts the fix slower (said as an observation).
+  double gain_of(const json& patch) const {
+    if (!base) return -1;
+    auto p = plan_for(merge(d.config, patch), in, nullptr);
+    if (!p) return -1;
+    const double g = (base->plan.time.step_s - p->plan.time.step_s) * 1000.0;
+    // A fix the time model calls slower on this cluster (e.g. a larger last bucket left exposed)
+    // still restores DeepSpeed's default; its predicted gain is none, said as such.
+    if (g < 0)
+      d.observations.push_back(fmt::format(
+          "the planner predicts a fix {:.2f} ms per step slower on this cluster: no gain counted", -g));
+    return std::max(0.0, g);
+  }
+};
+
+// 1. The config as run: --config, else the log's JSON dump, else the engine's printed configuration;
+// values DeepSpeed resolved and printed win over defaults for keys the user JSON leaves out.
+planner::ZeroConfig resolve_config(const RunLog& log, const DiagnoseInputs& in, Diagnosis& d) {
   if (in.config) {
     d.config = *in.config;
     d.config_source = "--config " + in.config_path;
@@ -198,8 +230,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
       d.stage = z.stage;
     }
   }
+  return z;
+}
 
-  // 2. The prediction for the same run.
+// 2. The prediction for the same run (the planner's plan of the config on --model/--gpus); the rules
+// read the knobs as the config writes them, batch sizes as the planner resolved them.
+std::optional<Planned> predict_run(const RunLog& log, const DiagnoseInputs& in, Diagnosis& d,
+                                   planner::ZeroConfig& z) {
   std::vector<std::string> plan_notes;
   std::optional<Planned> base = plan_for(d.config, in, &plan_notes);
   for (auto& n : plan_notes) d.observations.push_back(n);
@@ -217,25 +254,14 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     d.observations.push_back(
         fmt::format("the log ran on {} ranks but --gpus describes {}; the prediction uses --gpus", world,
                     in.workload->cluster.world_size()));
+  return base;
+}
 
-  auto gain_of = [&](const json& patch) -> double {
-    if (!base) return -1;
-    auto p = plan_for(merge(d.config, patch), in, nullptr);
-    if (!p) return -1;
-    const double g = (base->plan.time.step_s - p->plan.time.step_s) * 1000.0;
-    // A fix the time model calls slower on this cluster (e.g. a larger last bucket left exposed)
-    // still restores DeepSpeed's default; its predicted gain is none, said as such.
-    if (g < 0)
-      d.observations.push_back(fmt::format(
-          "the planner predicts a fix {:.2f} ms per step slower on this cluster: no gain counted", -g));
-    return std::max(0.0, g);
-  };
-  const int steps = optimizer_steps(log);
-  const int64_t accum = std::max<int64_t>(1, z.grad_accum);
-  const bool have_timers = m.samples > 0;
-
-  // 3. Causes.
-  // OOM: always first (a run that died has no step time to speed up).
+// OOM: always first (a run that died has no step time to speed up).
+std::optional<Cause> oom_cause(const RuleContext& x) {
+  const RunLog& log = x.log;
+  const DiagnoseInputs& in = x.in;
+  Diagnosis& d = x.d;
   if (!log.ooms.empty()) {
     const OomEvent& o = log.ooms.front();
     Cause c;
@@ -310,13 +336,23 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
           "levers: "
           "activation checkpointing, a smaller micro-batch with more accumulation, ZeRO-3, optimizer offload";
     }
-    d.causes.push_back(std::move(c));
+    return c;
   }
+  return std::nullopt;
+}
 
-  std::vector<Cause> slow;
-  // Stage-3 prefetch off: every forward/backward parameter all-gather waits on the compute stream
-  // (deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module: prefetch only when
-  // prefetch_bucket_size > 0).
+// Stage-3 prefetch off: every forward/backward parameter all-gather waits on the compute stream
+// (deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module: prefetch only when
+// prefetch_bucket_size > 0).
+std::optional<Cause> prefetch_off_cause(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
+  const planner::ZeroConfig& z = x.z;
+  const PhaseTimes& m = x.d.measured;
+  const int steps = x.steps;
+  const int64_t accum = x.accum;
+  const bool have_timers = x.have_timers;
+  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.stage == 3 && z.prefetch_bucket_size == 0) {
     Cause c;
     c.id = "prefetch_off";
@@ -345,54 +381,71 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     }
     c.title = fmt::format("stage3_prefetch_bucket_size is 0: every stage-3 parameter all-gather is exposed{}",
                           c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
-    slow.push_back(std::move(c));
+    return c;
   }
-  // Tiny buckets: a reduction bucket far below what reaches the link's bandwidth turns one gradient
-  // reduction into many latency-bound collectives (runtime/zero/stage_1_and_2.py reduce_ipg_grads is
-  // called each time reduce_bucket_size elements are ready; stage3.py __reduce_and_partition_ipg_grads).
-  {
-    // 1e6 elements: 1/50 of the smallest bucket the planner searches (kSearchBucketSizes, 5e7) and
-    // 1/500 of DeepSpeed's default 5e8; 2-4 MB messages are where NCCL all-reduce busbw is still
-    // far below its plateau (nccl-tests curves in hwprofiles/links).
-    constexpr int64_t kTinyBucket = 1'000'000;
-    const bool tiny_r = z.stage >= 1 && z.reduce_bucket_size < kTinyBucket;
-    const bool tiny_a = (z.stage == 1 || z.stage == 2) && z.allgather_bucket_size < kTinyBucket;
-    if (tiny_r || tiny_a) {
-      Cause c;
-      c.id = "tiny_buckets";
-      json zo = json::object();
-      if (tiny_r) zo["reduce_bucket_size"] = 500'000'000;  // DeepSpeed default 5e8 (runtime/zero/config.py)
-      if (tiny_a) zo["allgather_bucket_size"] = 500'000'000;
-      c.fix = {{"zero_optimization", zo}};
-      c.fix_text =
-          fmt::format("set {} to 500000000 (DeepSpeed's default, runtime/zero/config.py)",
-                      tiny_r && tiny_a ? "zero_optimization.reduce_bucket_size and allgather_bucket_size"
-                      : tiny_r         ? "zero_optimization.reduce_bucket_size"
-                                       : "zero_optimization.allgather_bucket_size");
-      c.evidence.push_back(fmt::format("reduce_bucket_size = {}, allgather_bucket_size = {} elements in {}",
-                                       z.reduce_bucket_size, z.allgather_bucket_size, d.config_source));
-      const int64_t red = calls(log, is_reduction);
-      if (red > 0) {
-        int64_t small = 0;
-        for (const auto& r : log.comms)
-          if (is_reduction(r.op) && r.message_bytes >= 65 && r.message_bytes < kTinyBucket * 2)
-            small += r.count;
-        c.evidence.push_back(fmt::format(
-            "comms logger: {} gradient reductions in {} logged steps ({:.0f} per step), {} of them under {}",
-            red, steps, static_cast<double>(red) / steps, small, size_str(kTinyBucket * 2)));
-      }
-      c.gain_ms = gain_of(c.fix);
-      c.gain_basis = "planner";
-      c.title = fmt::format(
-          "tiny buckets ({} elements): the gradient reduction is split into many latency-bound collectives{}",
-          std::min(tiny_r ? z.reduce_bucket_size : INT64_MAX, tiny_a ? z.allgather_bucket_size : INT64_MAX),
-          c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
-      slow.push_back(std::move(c));
+  return std::nullopt;
+}
+
+// Tiny buckets: a reduction bucket far below what reaches the link's bandwidth turns one gradient
+// reduction into many latency-bound collectives (runtime/zero/stage_1_and_2.py reduce_ipg_grads is
+// called each time reduce_bucket_size elements are ready; stage3.py __reduce_and_partition_ipg_grads).
+std::optional<Cause> tiny_buckets_cause(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
+  const planner::ZeroConfig& z = x.z;
+  const int steps = x.steps;
+  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
+  // 1e6 elements: 1/50 of the smallest bucket the planner searches (kSearchBucketSizes, 5e7) and
+  // 1/500 of DeepSpeed's default 5e8; 2-4 MB messages are where NCCL all-reduce busbw is still
+  // far below its plateau (nccl-tests curves in hwprofiles/links).
+  constexpr int64_t kTinyBucket = 1'000'000;
+  const bool tiny_r = z.stage >= 1 && z.reduce_bucket_size < kTinyBucket;
+  const bool tiny_a = (z.stage == 1 || z.stage == 2) && z.allgather_bucket_size < kTinyBucket;
+  if (tiny_r || tiny_a) {
+    Cause c;
+    c.id = "tiny_buckets";
+    json zo = json::object();
+    if (tiny_r) zo["reduce_bucket_size"] = 500'000'000;  // DeepSpeed default 5e8 (runtime/zero/config.py)
+    if (tiny_a) zo["allgather_bucket_size"] = 500'000'000;
+    c.fix = {{"zero_optimization", zo}};
+    c.fix_text =
+        fmt::format("set {} to 500000000 (DeepSpeed's default, runtime/zero/config.py)",
+                    tiny_r && tiny_a ? "zero_optimization.reduce_bucket_size and allgather_bucket_size"
+                    : tiny_r         ? "zero_optimization.reduce_bucket_size"
+                                     : "zero_optimization.allgather_bucket_size");
+    c.evidence.push_back(fmt::format("reduce_bucket_size = {}, allgather_bucket_size = {} elements in {}",
+                                     z.reduce_bucket_size, z.allgather_bucket_size, d.config_source));
+    const int64_t red = calls(log, is_reduction);
+    if (red > 0) {
+      int64_t small = 0;
+      for (const auto& r : log.comms)
+        if (is_reduction(r.op) && r.message_bytes >= 65 && r.message_bytes < kTinyBucket * 2)
+          small += r.count;
+      c.evidence.push_back(fmt::format(
+          "comms logger: {} gradient reductions in {} logged steps ({:.0f} per step), {} of them under {}",
+          red, steps, static_cast<double>(red) / steps, small, size_str(kTinyBucket * 2)));
     }
+    c.gain_ms = gain_of(c.fix);
+    c.gain_basis = "planner";
+    c.title = fmt::format(
+        "tiny buckets ({} elements): the gradient reduction is split into many latency-bound collectives{}",
+        std::min(tiny_r ? z.reduce_bucket_size : INT64_MAX, tiny_a ? z.allgather_bucket_size : INT64_MAX),
+        c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+    return c;
   }
-  // overlap_comm off (stages 1-3): the bucket reductions run on the compute stream, after each
-  // bucket fills, instead of on DeepSpeed's reduction stream during the backward
-  // (stage_1_and_2.py / stage3.py: reduction_stream used only with overlap_comm).
+  return std::nullopt;
+}
+
+// overlap_comm off (stages 1-3): the bucket reductions run on the compute stream, after each
+// bucket fills, instead of on DeepSpeed's reduction stream during the backward
+// (stage_1_and_2.py / stage3.py: reduction_stream used only with overlap_comm).
+std::optional<Cause> overlap_off_cause(const RuleContext& x) {
+  Diagnosis& d = x.d;
+  const planner::ZeroConfig& z = x.z;
+  const PhaseTimes& m = x.d.measured;
+  const int64_t accum = x.accum;
+  const bool have_timers = x.have_timers;
+  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.stage >= 1 && !z.overlap_comm) {
     Cause c;
     c.id = "overlap_off";
@@ -414,9 +467,20 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     c.title = fmt::format(
         "overlap_comm is off: the gradient reduction runs after the backward instead of during it{}",
         c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
-    slow.push_back(std::move(c));
+    return c;
   }
-  // Bus bandwidth against the link model (NCCL runs only; gloo on CPU is not what the links describe).
+  return std::nullopt;
+}
+
+// Bus bandwidth against the link model (NCCL runs only; gloo on CPU is not what the links describe).
+// Also fills Diagnosis::collectives, the logged collectives beside the model's busbw at their size.
+std::optional<Cause> low_busbw_cause(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
+  const PhaseTimes& m = x.d.measured;
+  const int steps = x.steps;
+  const int64_t accum = x.accum;
+  const bool have_timers = x.have_timers;
   const bool gpu_backend =
       !log.cpu_accelerator && log.backend != "gloo" && !(d.workload && d.workload->cluster.cpu_backend);
   if (d.workload && !log.comms.empty()) {
@@ -500,12 +564,22 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
           c.gain_basis = "measured: capped at the measured step minus the predicted one";
         }
       }
-      slow.push_back(std::move(c));
+      return c;
     }
   } else if (!log.comms.empty() && !d.workload) {
     d.observations.push_back("comms logger table read; pass --gpus to compare its busbw with the link model");
   }
-  // Optimizer offload dominating the step (DeepSpeedCPUAdam on the host + the PCIe copies).
+  return std::nullopt;
+}
+
+// Optimizer offload dominating the step (DeepSpeedCPUAdam on the host + the PCIe copies).
+std::optional<Cause> offload_step_cause(const RuleContext& x) {
+  const DiagnoseInputs& in = x.in;
+  Diagnosis& d = x.d;
+  const planner::ZeroConfig& z = x.z;
+  const PhaseTimes& m = x.d.measured;
+  const bool have_timers = x.have_timers;
+  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.offload_optimizer != planner::Offload::None) {
     const double share = have_timers && m.total_ms > 0 ? m.step_ms / m.total_ms : -1;
     const double pshare = d.predicted && d.predicted->time.step_s > 0
@@ -541,43 +615,61 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
         c.evidence.push_back(fmt::format("the planner puts offload at {} of a {} step",
                                          ms(d.predicted->time.offload_s * 1000),
                                          ms(d.predicted->time.step_s * 1000)));
-      slow.push_back(std::move(c));
+      return c;
     }
   }
-  // ZeRO-3 module hooks: host time per module pass (planner::StepTime::hook_*), a cause only when
-  // the planner says ZeRO-2 fits and is faster.
+  return std::nullopt;
+}
+
+// ZeRO-3 module hooks: host time per module pass (planner::StepTime::hook_*), a cause only when
+// the planner says ZeRO-2 fits and is faster.
+std::optional<Cause> zero3_hooks_cause(const RuleContext& x) {
+  const DiagnoseInputs& in = x.in;
+  Diagnosis& d = x.d;
+  const planner::ZeroConfig& z = x.z;
   if (d.predicted && z.stage == 3 && d.predicted->time.hook_overhead_s > 0.1 * d.predicted->time.step_s) {
     json patch = {{"zero_optimization", {{"stage", 2}, {"overlap_comm", true}}}};
     auto s2 = plan_for(merge(d.config, patch), in, nullptr);
     const auto& t = d.predicted->time;
-    const std::string what =
-        fmt::format("ZeRO-3 module hooks: {} module passes x 0.121 ms = {} per step, {} not hidden",
-                    t.hooked_module_calls, ms(t.hook_host_s * 1000), ms(t.hook_overhead_s * 1000));
+    // The host time per module pass the prediction used (time_model.json "stage3_hooks" over
+    // --host-speed); it said "0.121 ms" here after the model had moved to the measured 0.376 ms.
+    const double per_pass_ms =
+        t.hooked_module_calls > 0 ? t.hook_host_s * 1000 / static_cast<double>(t.hooked_module_calls) : 0.0;
+    const std::string what = fmt::format(
+        "ZeRO-3 module hooks: {} module passes x {:.3f} ms = {} per step, {} not hidden",
+        t.hooked_module_calls, per_pass_ms, ms(t.hook_host_s * 1000), ms(t.hook_overhead_s * 1000));
     if (s2 && s2->plan.fits && s2->plan.time.step_s < t.step_s) {
       Cause c;
       c.id = "zero3_hooks";
       c.title = what;
       c.evidence.push_back(
-          "planner time model (planner/time_model.cpp, 0.121 ms per module pass from DeepSpeed #1174/PR "
-          "#1188)");
+          "planner time model (planner/data/time_model.json \"stage3_hooks\": DeepSpeed 0.19.8's host time "
+          "per "
+          "module pass, measured beside an H100, divided by --host-speed; DeepSpeed #1174, PR #1188)");
       c.fix = patch;
       c.fix_text = fmt::format("ZeRO-2 fits ({:.1f} GB peak): set zero_optimization.stage to 2",
                                gb(s2->plan.memory.peak));
       c.gain_ms = (t.step_s - s2->plan.time.step_s) * 1000;
       c.gain_basis = "planner";
-      slow.push_back(std::move(c));
+      return c;
     } else {
       d.observations.push_back(what + " (ZeRO-2 does not fit or is not faster: inherent to this run)");
     }
   }
-  // Rank: known gains first, largest first; unknown gains keep rule order.
-  std::stable_sort(slow.begin(), slow.end(), [](const Cause& a, const Cause& b) {
-    if ((a.gain_ms >= 0) != (b.gain_ms >= 0)) return a.gain_ms >= 0;
-    return a.gain_ms > b.gain_ms;
-  });
-  for (auto& c : slow) d.causes.push_back(std::move(c));
+  return std::nullopt;
+}
 
-  // 4. Phase comparison and the corrected config.
+using Rule = std::optional<Cause> (*)(const RuleContext&);
+// The rules that make a run slow, in the order their evidence is read (ranking by gain comes after).
+constexpr Rule kSlowRules[] = {prefetch_off_cause, tiny_buckets_cause, overlap_off_cause,
+                               low_busbw_cause,    offload_step_cause, zero3_hooks_cause};
+
+// 4. Phase comparison: per micro-step, measured against predicted.
+void compare_phases(const RuleContext& x) {
+  Diagnosis& d = x.d;
+  const PhaseTimes& m = x.d.measured;
+  const int64_t accum = x.accum;
+  const bool have_timers = x.have_timers;
   if (d.predicted && have_timers) {
     const auto& t = d.predicted->time;
     double fwd_comm = 0, bwd_comm = 0;
@@ -599,8 +691,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
                                            ratio, ms(t.step_s * 1000)));
     }
   }
-  // Memory: the highest Max_MA the log shows (see_memory_usage / ThroughputTimer print GiB: bytes /
-  // 1024^3, labelled "GB") against the planner's peak (GB = 1e9 bytes).
+}
+
+// Memory: the highest Max_MA the log shows (see_memory_usage / ThroughputTimer print GiB: bytes /
+// 1024^3, labelled "GB") against the planner's peak (GB = 1e9 bytes).
+void compare_memory(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
   if (d.predicted) {
     double max_ma = -1;
     for (const auto& ms_ : log.memory) max_ma = std::max(max_ma, ms_.max_ma_gib);
@@ -610,6 +707,12 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
           max_ma * 1.073741824, gb(d.predicted->memory.peak),
           100.0 * max_ma * 1.073741824 / std::max(1e-9, gb(d.predicted->memory.peak))));
   }
+}
+
+// The corrected config: every cause's fix merged into the config as run, and its prediction.
+void correct_config(const RuleContext& x) {
+  const DiagnoseInputs& in = x.in;
+  Diagnosis& d = x.d;
   json fixed = d.config;
   bool any_fix = false;
   for (const auto& c : d.causes)
@@ -621,8 +724,13 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     d.fixed_config = fixed;
     if (auto p = plan_for(fixed, in, nullptr)) d.fixed = p->plan;
   }
+}
 
-  // 5. What the log lacked.
+// 5. What the log lacked.
+void list_missing(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
+  const bool have_timers = x.have_timers;
   if (!have_timers)
     d.missing.push_back(
         "no wall_clock_breakdown lines: set \"wall_clock_breakdown\": true to get fwd/bwd/step times per "
@@ -637,6 +745,38 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
     d.missing.push_back("no memory lines (see_memory_usage / memory_breakdown): memory was not compared");
   if (d.config.is_null() && log.ooms.empty() && d.causes.empty())
     d.observations.push_back("without a config no rule could be checked");
+}
+
+}  // namespace
+
+Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
+  Diagnosis d;
+  d.measured = measured_phases(log);
+  planner::ZeroConfig z = resolve_config(log, in, d);
+  std::optional<Planned> base = predict_run(log, in, d, z);
+  const RuleContext x{log,
+                      in,
+                      d,
+                      z,
+                      std::move(base),
+                      optimizer_steps(log),
+                      std::max<int64_t>(1, z.grad_accum),
+                      d.measured.samples > 0};
+  // 3. Causes: an OOM first, then the slow rules, known gains first, largest first (unknown gains keep
+  // rule order).
+  if (auto c = oom_cause(x)) d.causes.push_back(std::move(*c));
+  std::vector<Cause> slow;
+  for (Rule rule : kSlowRules)
+    if (auto c = rule(x)) slow.push_back(std::move(*c));
+  std::stable_sort(slow.begin(), slow.end(), [](const Cause& a, const Cause& b) {
+    if ((a.gain_ms >= 0) != (b.gain_ms >= 0)) return a.gain_ms >= 0;
+    return a.gain_ms > b.gain_ms;
+  });
+  for (auto& c : slow) d.causes.push_back(std::move(c));
+  compare_phases(x);
+  compare_memory(x);
+  correct_config(x);
+  list_missing(x);
   return d;
 }
 
