@@ -191,6 +191,192 @@ CommandResult report_refused(const PlanFlags& flags, const std::string& path, co
   return 1;
 }
 
+// What check computed for a config DeepSpeed accepts: the plan as the file runs it, full
+// checkpointing as a what-if when the file does not fit without it, zeroplan's own plan for the same
+// global batch, and each knob's worth.
+struct CheckAnswer {
+  planner::Workload wc;  // the workload exactly as the file runs it
+  planner::Plan predicted;
+  std::optional<planner::Plan> with_ckpt;
+  planner::Workload ws;  // the search's: same global batch and precision, micro-batch and accumulation free
+  planner::SearchResult sr;
+  std::vector<configs::ConfigChange> changes;
+  bool improves = false;  // the recommendation fits where the file does not, or is faster
+  std::vector<planner::KnobEffect> knobs;
+  CommandResult code = 0;
+};
+
+CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions& opts,
+                           const planner::Workload& w, const json& config, configs::ReadConfig& rc) {
+  CheckAnswer a;
+  a.wc = configs::workload_for_config(w, rc);
+  const planner::ModelStats stats = planner::compute_model_stats(a.wc);
+  a.predicted = planner::evaluate_plan(a.wc, stats, rc.zero, opts.memory_margin);
+  // Activation checkpointing lives in the training script (TrainingArguments.gradient_checkpointing),
+  // not in the DeepSpeed config: without --checkpointing, check assumes none and says so; when that
+  // does not fit, it also evaluates full checkpointing so the user sees whether that is the fix.
+  if (flags.checkpointing.empty()) {
+    rc.issues.push_back(
+        {configs::Severity::Info,
+         "",
+         "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
+         "pass --checkpointing full if your script enables gradient_checkpointing",
+         {}});
+    if (!a.predicted.fits) {
+      planner::ZeroConfig z = rc.zero;
+      z.checkpointing = planner::Checkpointing::Full;
+      planner::Workload wf = a.wc;
+      wf.train.checkpointing = z.checkpointing;
+      a.with_ckpt = planner::evaluate_plan(wf, planner::compute_model_stats(wf), z, opts.memory_margin);
+    }
+  }
+  // zeroplan's best plan for the same global batch and precision (micro-batch and accumulation free).
+  a.ws = w;
+  a.ws.train.precision = rc.precision;
+  a.ws.train.micro_batch.reset();
+  a.ws.train.grad_accum.reset();
+  a.ws.train.global_batch = rc.train_batch_size;
+  a.sr = planner::search(a.ws, opts);
+  if (a.sr.recommendation) a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation);
+  // A recommendation is only worth proposing when the config does not fit or it is faster.
+  a.improves = a.sr.recommendation &&
+               (!a.predicted.fits || a.sr.recommendation->tokens_per_s > a.predicted.tokens_per_s);
+  // What each knob of this config is worth, one change at a time (planner::knob_effects), best
+  // throughput first; a change that stops fitting stays listed, marked.
+  a.knobs = planner::knob_effects(a.wc, stats, opts, a.predicted);
+  std::stable_sort(a.knobs.begin(), a.knobs.end(), [](const auto& x, const auto& y) {
+    return x.plan.fits != y.plan.fits ? x.plan.fits : x.plan.tokens_per_s > y.plan.tokens_per_s;
+  });
+  a.code = a.predicted.fits ? 0 : 1;
+  return a;
+}
+
+json check_json(const std::string& path, const configs::ReadConfig& rc, const CheckAnswer& a) {
+  json issues = json::array();
+  for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
+  json ch = json::array();
+  for (const auto& c : a.changes) ch.push_back(configs::change_to_json(c));
+  json kn = json::array();
+  for (const auto& k : a.knobs)
+    kn.push_back({{"change", k.what},
+                  {"fits", k.plan.fits},
+                  {"peak_bytes", k.plan.memory.peak},
+                  {"step_s", k.plan.time.step_s},
+                  {"tokens_per_s", k.plan.tokens_per_s}});
+  json out = json_head(a.predicted.fits ? "fits" : "does_not_fit", path, rc);
+  out.update(
+      json{{"errors", 0},
+           {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
+           {"model", model_to_json(a.wc)},
+           {"cluster", cluster_to_json(a.wc)},
+           {"issues", issues},
+           {"deepspeed_would_reject", false},
+           {"fits", a.predicted.fits},
+           {"predicted", plan_to_json(a.wc, a.predicted)},
+           {"recommended", a.sr.recommendation ? plan_to_json(a.ws, *a.sr.recommendation) : json(nullptr)},
+           {"recommended_changes", ch},
+           {"knob_effects", kn},
+           {"recommendation_improves", a.improves},
+           {"exit_code", a.code}});
+  if (!a.sr.recommendation) out["no_fit_reason"] = a.sr.no_fit_reason;
+  if (a.with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(a.wc, *a.with_ckpt);
+  return out;
+}
+
+// The text report's prediction: peak, step, host memory, the checkpoint save and the checkpointing what-if.
+std::string prediction_text(const planner::Workload& w, const CheckAnswer& a) {
+  const planner::Plan& predicted = a.predicted;
+  std::string s = fmt::format(
+      "Prediction: peak {} per GPU of {} usable ({} total); step {:.2f} s, {:.0f} tokens/s, MFU {:.0f}%\n",
+      gb(predicted.memory.peak), gb(predicted.capacity_bytes), gb(w.cluster.gpu.memory_bytes),
+      predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
+  s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
+                   gb(predicted.memory.host_pinned_per_node));
+  // The checkpoint save (planner/save_phase.h).
+  const planner::SaveEstimate& sv = predicted.save;
+  s += fmt::format(
+      "  checkpoint save: DeepSpeed checkpoint {} on disk, 16-bit model {}; +{} of host RAM on node 0 while "
+      "saving{}\n",
+      gb(sv.checkpoint_total_bytes),
+      sv.model16_file_bytes > 0
+          ? gb(sv.model16_file_bytes)
+          : std::string("not written (stage3_gather_16bit_weights_on_model_save is false)"),
+      gb(sv.host_bytes_node0),
+      sv.host_ok ? "" : ", more than the node has left: the run would die at its first save");
+  if (a.with_ckpt)
+    s += fmt::format(
+        "  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
+        gb(a.with_ckpt->memory.peak), a.with_ckpt->fits ? "fits" : "still does not fit",
+        a.with_ckpt->time.step_s);
+  return s;
+}
+
+// The text report's advice: each knob's worth, then zeroplan's plan for the same global batch.
+std::string advice_text(const configs::ReadConfig& rc, const CheckAnswer& a) {
+  const planner::Plan& predicted = a.predicted;
+  std::string s;
+  if (!a.knobs.empty()) {
+    s += "One change at a time (best throughput first):\n";
+    for (const auto& k : a.knobs) {
+      const double gain =
+          predicted.tokens_per_s > 0 ? k.plan.tokens_per_s / predicted.tokens_per_s - 1.0 : 0.0;
+      s += fmt::format("  {:<48} peak {:>9}{}, step {:.2f} s, {:.0f} tokens/s ({:+.1f}%)\n", k.what,
+                       gb(k.plan.memory.peak), k.plan.fits ? "" : " (does not fit)", k.plan.time.step_s,
+                       k.plan.tokens_per_s, 100.0 * gain);
+    }
+  }
+  if (!a.sr.recommendation) {
+    s += "zeroplan finds no plan that fits this global batch: " + a.sr.no_fit_reason + "\n";
+  } else if (a.changes.empty()) {
+    s += "zeroplan's recommended plan is this config.\n";
+  } else if (!a.improves) {
+    s += fmt::format(
+        "zeroplan's search finds nothing faster for global batch {} (its best: {:.0f} tokens/s, this "
+        "config: {:.0f} tokens/s).\n",
+        rc.train_batch_size, a.sr.recommendation->tokens_per_s, predicted.tokens_per_s);
+  } else {
+    const auto& rec = *a.sr.recommendation;
+    s += fmt::format(
+        "zeroplan's recommended plan for global batch {} (peak {}, step {:.2f} s, {:.0f} tokens/s) "
+        "changes:\n",
+        rc.train_batch_size, gb(rec.memory.peak), rec.time.step_s, rec.tokens_per_s);
+    for (const auto& c : a.changes) s += "  " + configs::format_change(c) + "\n";
+    s += "  (write it with: zeroplan --model ... --gpus ... --global-batch " +
+         std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
+  }
+  return s;
+}
+
+std::string check_text(const std::string& path, const planner::Workload& w, const configs::ReadConfig& rc,
+                       const CheckAnswer& a) {
+  std::string s = header_line(path, w, rc);
+  s += "As DeepSpeed will run it:\n  " + describe(a.wc, a.predicted) + "\n";
+  const auto& z = a.predicted.zero;
+  if (z.stage >= 1)
+    s += fmt::format("  reduce_bucket_size {}, overlap_comm {}{}\n", z.reduce_bucket_size, z.overlap_comm,
+                     z.stage == 3 ? fmt::format(", prefetch {}, persistence threshold {}, max live {}",
+                                                z.prefetch_bucket_size, z.param_persistence_threshold,
+                                                z.max_live_parameters)
+                                  : fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size));
+  s += issues_text(rc.issues);
+  s += prediction_text(w, a);
+  s += advice_text(rc, a);
+  s += "Verdict: " + std::string(a.predicted.fits ? "fits" : "does not fit in GPU memory") + "\n";
+  return s;
+}
+
+// --fix: the corrected file, written atomically (an existing file only with --force); the exit code
+// stays the one of the input config.
+void write_fixed_config(const PlanFlags& flags, const std::string& fix_path, const json& config,
+                        const configs::ReadConfig& rc) {
+  const configs::FixResult fr = configs::apply_fixes(config, rc.issues);
+  write_file_atomically(fix_path, fr.config.dump(2) + "\n", flags.force);
+  std::string msg = fmt::format("wrote {} with {} change(s):\n", fix_path, fr.applied.size());
+  for (const auto& a : fr.applied) msg += fmt::format("  {}: {} ({})\n", a.key, a.what, a.why);
+  for (const auto& n : fr.not_fixed) msg += "  not fixed (your choice): " + n + "\n";
+  fmt::print(stderr, "{}", msg);
+}
+
 CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   const std::string& path = cf.path;
   // Validate every input before printing anything.
@@ -209,173 +395,20 @@ CommandResult run_check(const PlanFlags& flags, const CheckFlags& cf) {
   co.json_error = loaded.strict_error;
   const planner::Workload w = build_workload(flags);
   configs::ReadConfig rc = configs::read_deepspeed_config(config, w, co);
-  const bool rejected = configs::has_errors(rc.issues);
-  if (!cf.fix.empty()) {
-    // --fix: the corrected file, written atomically (an existing file only with --force); the exit
-    // code stays the one of the input config.
-    const configs::FixResult fr = configs::apply_fixes(config, rc.issues);
-    write_file_atomically(cf.fix, fr.config.dump(2) + "\n", flags.force);
-    std::string msg = fmt::format("wrote {} with {} change(s):\n", cf.fix, fr.applied.size());
-    for (const auto& a : fr.applied) msg += fmt::format("  {}: {} ({})\n", a.key, a.what, a.why);
-    for (const auto& n : fr.not_fixed) msg += "  not fixed (your choice): " + n + "\n";
-    fmt::print(stderr, "{}", msg);
-  }
-  if (rejected) return report_refused(flags, path, w, rc);
+  if (!cf.fix.empty()) write_fixed_config(flags, cf.fix, config, rc);
+  if (configs::has_errors(rc.issues)) return report_refused(flags, path, w, rc);
 
-  // The workload exactly as the file runs it.
-  const planner::Workload wc = configs::workload_for_config(w, rc);
-  const planner::ModelStats stats = planner::compute_model_stats(wc);
-  const planner::Plan predicted = planner::evaluate_plan(wc, stats, rc.zero, opts.memory_margin);
-  // Activation checkpointing lives in the training script (TrainingArguments.gradient_checkpointing),
-  // not in the DeepSpeed config: without --checkpointing, check assumes none and says so; when that
-  // does not fit, it also evaluates full checkpointing so the user sees whether that is the fix.
-  std::optional<planner::Plan> with_ckpt;
-  if (flags.checkpointing.empty()) {
-    rc.issues.push_back(
-        {configs::Severity::Info,
-         "",
-         "activation checkpointing is set in the training script, not in ds_config.json; assumed none",
-         "pass --checkpointing full if your script enables gradient_checkpointing",
-         {}});
-    if (!predicted.fits) {
-      planner::ZeroConfig z = rc.zero;
-      z.checkpointing = planner::Checkpointing::Full;
-      planner::Workload wf = wc;
-      wf.train.checkpointing = z.checkpointing;
-      with_ckpt = planner::evaluate_plan(wf, planner::compute_model_stats(wf), z, opts.memory_margin);
-    }
-  }
-
-  // zeroplan's best plan for the same global batch and precision (micro-batch and accumulation free).
-  planner::Workload ws = w;
-  ws.train.precision = rc.precision;
-  ws.train.micro_batch.reset();
-  ws.train.grad_accum.reset();
-  ws.train.global_batch = rc.train_batch_size;
-  const planner::SearchResult sr = planner::search(ws, opts);
-  std::vector<configs::ConfigChange> changes;
-  if (sr.recommendation) changes = configs::diff_plans(wc, config, predicted, *sr.recommendation);
-  // A recommendation is only worth proposing when the config does not fit or it is faster.
-  const bool improves =
-      sr.recommendation && (!predicted.fits || sr.recommendation->tokens_per_s > predicted.tokens_per_s);
-
-  // What each knob of this config is worth, one change at a time (planner::knob_effects), best
-  // throughput first; a change that stops fitting stays listed, marked.
-  std::vector<planner::KnobEffect> knobs = planner::knob_effects(wc, stats, opts, predicted);
-  std::stable_sort(knobs.begin(), knobs.end(), [](const auto& a, const auto& b) {
-    return a.plan.fits != b.plan.fits ? a.plan.fits : a.plan.tokens_per_s > b.plan.tokens_per_s;
-  });
-
-  const CommandResult code = (rejected || !predicted.fits) ? 1 : 0;
-  const std::string verdict = rejected         ? "DeepSpeed would refuse this config (see the errors above)"
-                              : predicted.fits ? "fits"
-                                               : "does not fit in GPU memory";
-
-  const auto answer = [&] {
-    json issues = json::array();
-    for (const auto& i : rc.issues) issues.push_back(configs::issue_to_json(i));
-    json ch = json::array();
-    for (const auto& c : changes) ch.push_back(configs::change_to_json(c));
-    json kn = json::array();
-    for (const auto& k : knobs)
-      kn.push_back({{"change", k.what},
-                    {"fits", k.plan.fits},
-                    {"peak_bytes", k.plan.memory.peak},
-                    {"step_s", k.plan.time.step_s},
-                    {"tokens_per_s", k.plan.tokens_per_s}});
-    json out = json_head(predicted.fits ? "fits" : "does_not_fit", path, rc);
-    out.update(json{{"errors", 0},
-                    {"warnings", configs::count_severity(rc.issues, configs::Severity::Warning)},
-                    {"model", model_to_json(wc)},
-                    {"cluster", cluster_to_json(wc)},
-                    {"issues", issues},
-                    {"deepspeed_would_reject", rejected},
-                    {"fits", predicted.fits},
-                    {"predicted", plan_to_json(wc, predicted)},
-                    {"recommended", sr.recommendation ? plan_to_json(ws, *sr.recommendation) : json(nullptr)},
-                    {"recommended_changes", ch},
-                    {"knob_effects", kn},
-                    {"recommendation_improves", improves},
-                    {"exit_code", code}});
-    if (!sr.recommendation) out["no_fit_reason"] = sr.no_fit_reason;
-    if (with_ckpt) out["predicted_with_full_checkpointing"] = plan_to_json(wc, *with_ckpt);
-    return out;
-  };
+  const CheckAnswer a = evaluate_check(flags, opts, w, config, rc);
   if (!flags.html.empty()) {
-    std::vector<ReportPlan> shown{{"your config", &wc, &predicted, false}};
-    if (sr.recommendation && improves) shown.push_back({"zeroplan's plan", &ws, &*sr.recommendation, true});
+    std::vector<ReportPlan> shown{{"your config", &a.wc, &a.predicted, false}};
+    if (a.sr.recommendation && a.improves)
+      shown.push_back({"zeroplan's plan", &a.ws, &*a.sr.recommendation, true});
     std::vector<std::string> lines;
-    for (const auto& c : changes) lines.push_back("zeroplan's plan changes " + configs::format_change(c));
-    write_check_report(flags, path, w, rc, answer(), shown, lines);
+    for (const auto& c : a.changes) lines.push_back("zeroplan's plan changes " + configs::format_change(c));
+    write_check_report(flags, path, w, rc, check_json(path, rc, a), shown, lines);
   }
-  if (flags.json) {
-    write_answer(answer().dump(2) + "\n");
-    return code;
-  }
-
-  std::string s = header_line(path, w, rc);
-  s += "As DeepSpeed will run it:\n  " + describe(wc, predicted) + "\n";
-  const auto& z = predicted.zero;
-  if (z.stage >= 1)
-    s += fmt::format("  reduce_bucket_size {}, overlap_comm {}{}\n", z.reduce_bucket_size, z.overlap_comm,
-                     z.stage == 3 ? fmt::format(", prefetch {}, persistence threshold {}, max live {}",
-                                                z.prefetch_bucket_size, z.param_persistence_threshold,
-                                                z.max_live_parameters)
-                                  : fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size));
-  s += issues_text(rc.issues);
-  s += fmt::format(
-      "Prediction: peak {} per GPU of {} usable ({} total); step {:.2f} s, {:.0f} tokens/s, MFU {:.0f}%\n",
-      gb(predicted.memory.peak), gb(predicted.capacity_bytes), gb(w.cluster.gpu.memory_bytes),
-      predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
-  s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
-                   gb(predicted.memory.host_pinned_per_node));
-  // The checkpoint save (planner/save_phase.h).
-  const planner::SaveEstimate& sv = predicted.save;
-  s += fmt::format(
-      "  checkpoint save: DeepSpeed checkpoint {} on disk, 16-bit model {}; +{} of host RAM on node 0 while "
-      "saving{}\n",
-      gb(sv.checkpoint_total_bytes),
-      sv.model16_file_bytes > 0
-          ? gb(sv.model16_file_bytes)
-          : std::string("not written (stage3_gather_16bit_weights_on_model_save is false)"),
-      gb(sv.host_bytes_node0),
-      sv.host_ok ? "" : ", more than the node has left: the run would die at its first save");
-  if (with_ckpt)
-    s += fmt::format(
-        "  with gradient_checkpointing (--checkpointing full) the peak would be {} ({}), step {:.2f} s\n",
-        gb(with_ckpt->memory.peak), with_ckpt->fits ? "fits" : "still does not fit", with_ckpt->time.step_s);
-  if (!knobs.empty()) {
-    s += "One change at a time (best throughput first):\n";
-    for (const auto& k : knobs) {
-      const double gain =
-          predicted.tokens_per_s > 0 ? k.plan.tokens_per_s / predicted.tokens_per_s - 1.0 : 0.0;
-      s += fmt::format("  {:<48} peak {:>9}{}, step {:.2f} s, {:.0f} tokens/s ({:+.1f}%)\n", k.what,
-                       gb(k.plan.memory.peak), k.plan.fits ? "" : " (does not fit)", k.plan.time.step_s,
-                       k.plan.tokens_per_s, 100.0 * gain);
-    }
-  }
-  if (!sr.recommendation) {
-    s += "zeroplan finds no plan that fits this global batch: " + sr.no_fit_reason + "\n";
-  } else if (changes.empty()) {
-    s += "zeroplan's recommended plan is this config.\n";
-  } else if (!improves) {
-    s += fmt::format(
-        "zeroplan's search finds nothing faster for global batch {} (its best: {:.0f} tokens/s, this "
-        "config: {:.0f} tokens/s).\n",
-        rc.train_batch_size, sr.recommendation->tokens_per_s, predicted.tokens_per_s);
-  } else {
-    const auto& rec = *sr.recommendation;
-    s += fmt::format(
-        "zeroplan's recommended plan for global batch {} (peak {}, step {:.2f} s, {:.0f} tokens/s) "
-        "changes:\n",
-        rc.train_batch_size, gb(rec.memory.peak), rec.time.step_s, rec.tokens_per_s);
-    for (const auto& c : changes) s += "  " + configs::format_change(c) + "\n";
-    s += "  (write it with: zeroplan --model ... --gpus ... --global-batch " +
-         std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
-  }
-  s += "Verdict: " + verdict + "\n";
-  write_answer(s);
-  return code;
+  write_answer(flags.json ? check_json(path, rc, a).dump(2) + "\n" : check_text(path, w, rc, a));
+  return a.code;
 }
 
 }  // namespace
