@@ -416,6 +416,334 @@ OpTable step_operator_table(const Workload& w, const ComputeStats& s, const Zero
   return step_ops(w, s, z, optimizer_share(w, s, z, n), n);
 }
 
+namespace {
+
+// What the communication sections of one step share: the plan, its compute per micro-step and the
+// collective list (StepTime::collectives) they append to. Each section adds the exposed time of what
+// it appended to the step's running total, passed by reference so that the floating-point sum keeps
+// the order it had when this was one function (compare_plans: byte-identical).
+struct StepComm {
+  const Workload& w;
+  const ModelStats& ms;
+  const ZeroConfig& z;
+  const Timer& timer;
+  StepTime& st;
+  int n;
+  int64_t accum;
+  int64_t grad_bytes;  // 16-bit grads/params; fp32 training 4
+  int64_t trainable;
+  bool cached;                    // the model stats' collective cache is this cluster's
+  double fwd, bwd_micro;          // per micro-step: the forward, and the backward with its recomputation
+  double launch_fwd, launch_bwd;  // host time of the passes' kernel launches
+  bool ds_calls;  // DeepSpeed's per-call list (planner/collective_families.h) prices the collectives
+  const CallFamilies& fam;
+  const Buckets& b;  // the bucket arithmetic where the list does not apply
+  bool bf16_optimizer;
+  // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
+  // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
+  // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads reduces a bucket when full).
+  double hideable(int64_t buckets) const {
+    return buckets <= 1 ? 0.0 : bwd_micro * (1.0 - 1.0 / static_cast<double>(buckets));
+  }
+  // Appends one family of DeepSpeed's call list; returns its time (0 when absent or on one rank).
+  double add_family(const char* name, CallFamilyId id) {
+    const CallFamily& f = fam[id];
+    if (f.calls <= 0 || n <= 1 || st.num_collectives >= kMaxCollectives) return 0.0;
+    st.collectives[st.num_collectives++] = {name,     f.kind, f.calls, f.largest_bytes, f.bus_bytes_per_rank,
+                                            f.time_s, 0};
+    return f.time_s;
+  }
+  void set_exposed(double e) {
+    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = e;
+  }
+};
+
+// Stages 0-2 (and stage 0's BF16_Optimizer): the gradient reduction, the step's scalar all-reduces and
+// the step-end all-gather of the updated 16-bit parameters.
+void data_parallel_comm(StepComm& c, double& exposed) {
+  [[maybe_unused]] const Workload& w = c.w;
+  [[maybe_unused]] const ModelStats& ms = c.ms;
+  [[maybe_unused]] const ComputeStats& s = c.ms.compute;
+  [[maybe_unused]] const ZeroConfig& z = c.z;
+  [[maybe_unused]] const Timer& timer = c.timer;
+  [[maybe_unused]] StepTime& st = c.st;
+  [[maybe_unused]] const int n = c.n;
+  [[maybe_unused]] const int64_t accum = c.accum;
+  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
+  [[maybe_unused]] const int64_t trainable = c.trainable;
+  [[maybe_unused]] const bool cached = c.cached;
+  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
+  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
+  [[maybe_unused]] const bool ds_calls = c.ds_calls;
+  [[maybe_unused]] const CallFamilies& fam = c.fam;
+  [[maybe_unused]] const Buckets& b = c.b;
+  [[maybe_unused]] const bool bf16_optimizer = c.bf16_optimizer;
+  if (ds_calls) {
+    const CallFamily& red = fam[kGradientReduction];
+    if (z.stage <= 1) {
+      const char* nm = red.to_owner   ? "gradient reduce to owning ranks (accumulation boundary)"
+                       : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
+                                      : "bucketed gradient all-reduce (accumulation boundary)";
+      const double t = c.add_family(nm, kGradientReduction);
+      // Stage 1 with overlap_comm reduces from the gradient hooks during the boundary's backward.
+      const double e = z.stage == 1 && z.overlap_comm ? std::max(red.last_s, t - c.hideable(red.calls)) : t;
+      if (t > 0) c.set_exposed(e);
+      exposed += t > 0 ? e : 0.0;
+    } else if (z.stage == 2) {
+      const double t = c.add_family(red.to_owner ? "gradient reduce to owning ranks (every micro-step)"
+                                                 : "bucketed gradient all-reduce (every micro-step)",
+                                    kGradientReduction);
+      const double per_micro = t / static_cast<double>(accum);
+      const int64_t calls_per_micro = red.calls / accum;
+      const double e =
+          z.overlap_comm ? std::max(red.last_s, per_micro - c.hideable(calls_per_micro)) : per_micro;
+      if (t > 0) c.set_exposed(e * static_cast<double>(accum));
+      exposed += t > 0 ? e * static_cast<double>(accum) : 0.0;
+    }
+    // After the backward: the overflow check's and the gradient norm's scalar all-reduces, then the
+    // step; nothing hides them.
+    const double ts = c.add_family("step scalar all-reduces (overflow, grad norm)", kStepScalars);
+    if (ts > 0) c.set_exposed(ts);
+    exposed += ts;
+    const double tg = c.add_family("step-end parameter all-gather", kStepEndGather);
+    if (tg > 0) c.set_exposed(tg);
+    exposed += tg;
+  } else if (z.stage == 0 || z.stage == 1) {
+    const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
+                                  : "bucketed gradient all-reduce (accumulation boundary)";
+    const double t =
+        add_collective(st, timer, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
+    if (z.stage == 1 && z.overlap_comm) {
+      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
+      exposed += std::max(last, t - c.hideable(b.count));
+    } else {
+      exposed += t;
+    }
+    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = exposed;
+  } else if (z.stage == 2) {
+    const double t1 = add_collective(st, timer, "bucketed gradient all-reduce (every micro-step)",
+                                     CollectiveKind::AllReduce, b.count, accum, b.bytes, b.last_bytes);
+    const double per_micro = t1 / static_cast<double>(accum);
+    double e = per_micro;
+    if (z.overlap_comm) {
+      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
+      e = std::max(last, per_micro - c.hideable(b.count));
+    }
+    exposed += e * static_cast<double>(accum);
+    if (st.num_collectives > 0)
+      st.collectives[st.num_collectives - 1].exposed_s = e * static_cast<double>(accum);
+  }
+  if (!ds_calls && (z.stage == 1 || z.stage == 2 || bf16_optimizer)) {
+    // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer
+    // (stage_1_and_2.py step and bf16_optimizer.py update_lp_params both call all_gather_dp_groups).
+    const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
+    const double t =
+        add_collective(st, timer, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);
+    exposed += t;
+    if (st.num_collectives > 0 && t > 0) st.collectives[st.num_collectives - 1].exposed_s = t;
+  }
+}
+
+// The fetch passes of one stage-3 micro-step: DeepSpeed's recorded-order fetches (one coalesced gather
+// per fetch and per prefetch, partitioned_param_coordinator.py) averaged over the micro-steps, or the
+// per-module estimate where the list does not apply (cached with the model stats for the defaults).
+Stage3Fetches stage3_fetch_passes(const StepComm& c) {
+  const ComputeStats& s = c.ms.compute;
+  const ZeroConfig& z = c.z;
+  const int64_t accum = c.accum, grad_bytes = c.grad_bytes;
+  const Stage3Fetches& d = s.comm.stage3_default;
+  const bool use_default = c.cached && d.valid && d.persistence_threshold == z.param_persistence_threshold &&
+                           d.max_reuse_distance == z.max_reuse_distance && d.elem_bytes == grad_bytes;
+  const auto per_micro = [&](const CallFamily& cf) {
+    const double a = static_cast<double>(accum);
+    return FetchPass{cf.calls / accum, cf.bus_bytes_per_rank / accum, cf.largest_bytes, cf.time_s / a,
+                     cf.first_s,       cf.input_bytes / accum};
+  };
+  return c.ds_calls    ? Stage3Fetches{true,
+                                    z.param_persistence_threshold,
+                                    z.max_reuse_distance,
+                                    grad_bytes,
+                                    per_micro(c.fam[kStage3ForwardGathers]),
+                                    per_micro(c.fam[kStage3BackwardGathers])}
+         : use_default ? d
+                       : compute_stage3_fetches(s, c.w.cluster, z.param_persistence_threshold,
+                                                z.max_reuse_distance, grad_bytes);
+}
+
+// The backward's exposed communication per stage-3 micro-step: re-gathers are hidden by prefetch
+// (except the first), the reduce-scatter by overlap_comm (except the last bucket); what is hidden
+// shares the backward's duration. tb, trs: the re-gathers' and the reduce-scatter's time per micro-step.
+double stage3_backward_exposed(const StepComm& c, const FetchPass& pb, double tb, double trs, double last_rs,
+                               int64_t rs_calls) {
+  const bool prefetch = c.z.prefetch_bucket_size > 0;
+  if (prefetch && c.z.overlap_comm)
+    return std::max(
+        {pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - c.bwd_micro, trs - c.hideable(rs_calls)});
+  if (prefetch) return trs + pb.first_s + std::max(0.0, tb - pb.first_s - c.bwd_micro);
+  if (c.z.overlap_comm) return tb + (trs > 0 ? std::max(last_rs, trs - c.hideable(rs_calls)) : 0.0);
+  return tb + trs;
+}
+
+// Stage 3 per micro-step: the parameter fetches of the forward and of the backward (with its
+// recomputation), the gradient reduce-scatter, and the module hooks' host time. `forward` and
+// `backward` receive the fetch passes for what runs after the step.
+void stage3_micro_step_comm(StepComm& c, double& exposed, FetchPass& forward, FetchPass& backward) {
+  [[maybe_unused]] const Workload& w = c.w;
+  [[maybe_unused]] const ModelStats& ms = c.ms;
+  [[maybe_unused]] const ZeroConfig& z = c.z;
+  [[maybe_unused]] const Timer& timer = c.timer;
+  [[maybe_unused]] StepTime& st = c.st;
+  [[maybe_unused]] const int n = c.n;
+  [[maybe_unused]] const int64_t accum = c.accum;
+  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
+  [[maybe_unused]] const int64_t trainable = c.trainable;
+  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
+  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
+  [[maybe_unused]] const bool ds_calls = c.ds_calls;
+  [[maybe_unused]] const CallFamilies& fam = c.fam;
+  // Per-module hook host time (time_model.json "stage3_hooks"). Every hooked module pays it
+  // in the forward and again in the backward; full checkpointing re-runs each decoder layer's
+  // forward inside the backward, firing those modules' forward hooks again (selective
+  // recomputation re-runs the attention core, a function, not a module: no hooks). What of it the
+  // step shows is settled below, once the passes' exposed communication is known.
+  // A MoE block that is a ZeRO-3 leaf is hooked as one module (planner/zero3_leaf.h).
+  const Stage3HookHost hooks = stage3_hook_host(w, ms, z);
+  const double host_fwd = hooks.forward_s, host_bwd = hooks.backward_s;
+  st.hooked_module_calls = hooks.module_passes * accum;
+  st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
+
+  const Stage3Fetches f = stage3_fetch_passes(c);
+  const FetchPass& pf = f.forward;
+  const FetchPass& pb = f.backward;
+  const bool prefetch = z.prefetch_bucket_size > 0;
+  const double af = static_cast<double>(accum);
+  double ef = 0;  // forward gathers' exposed time per micro-step
+  if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
+    CollectiveCost& cf = st.collectives[st.num_collectives++];
+    cf = {"stage-3 forward parameter all-gathers",
+          CollectiveKind::AllGather,
+          pf.calls * accum,
+          pf.largest_message,
+          pf.bytes_per_rank * accum,
+          pf.time_s * af,
+          0};
+    // Prefetch (stage3_prefetch_bucket_size > 0) gathers the next modules while the current one
+    // computes; with prefetch off every gather waits on the compute stream.
+    ef = prefetch ? pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd) : pf.time_s;
+    cf.exposed_s = ef * af;
+    exposed += cf.exposed_s;
+  }
+  // Backward: re-gathers and the gradient reduce-scatter share the link; hidden behind the
+  // backward except the first fetch and the last bucket.
+  const Buckets rb = buckets_of(trainable, z.reduce_bucket_size, grad_bytes);
+  double tb = 0;
+  if (pb.calls > 0 && n > 1) {
+    CollectiveCost& cb = st.collectives[st.num_collectives++];
+    cb = {"stage-3 backward parameter all-gathers",
+          CollectiveKind::AllGather,
+          pb.calls * accum,
+          pb.largest_message,
+          pb.bytes_per_rank * accum,
+          pb.time_s * af,
+          0};
+    tb += pb.time_s;
+  }
+  const int rs_index = st.num_collectives;
+  const double trs =
+      (ds_calls ? c.add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
+                : add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
+                                 CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes)) /
+      af;
+  const double last_rs =
+      ds_calls ? fam[kStage3ReduceScatter].last_s : timer(CollectiveKind::ReduceScatter, rb.last_bytes);
+  const int64_t rs_calls = ds_calls ? fam[kStage3ReduceScatter].calls / accum : rb.count;
+  const double eb = stage3_backward_exposed(c, pb, tb, trs, last_rs, rs_calls);
+  exposed += eb * af;
+  // The hooks run on the host thread that launches the kernels, and v0.16 lets that thread run
+  // ahead of the GPU (gathers are asynchronous on their own stream; the host only blocks on the
+  // fetch event 3 fetches back, partitioned_param_coordinator.py __max_ongoing_fetch_events = 2).
+  // The host waits only on the gather stream, so where communication is the bottleneck the hooks
+  // run while gathers are in flight: host, compute and gathers form a pipeline, and a pass takes
+  // max(GPU timeline, host timeline), the GPU timeline being its compute plus the communication
+  // it waits for, the host timeline its hooks plus its kernel launches. The hooks show only beyond that
+  // (small modules, short sequences, small micro-batches: DeepSpeed issues #1174, #5047). ASSUMPTION:
+  // overlap per pass (forward; backward with its recomputation), not per module, which is optimistic where
+  // long and short modules alternate. The host timeline of a pass is its hooks plus its kernel launches
+  // (the op table's host time): the measured hook time is what stage 3 adds beyond stage 0's launches
+  // (time_model.json).
+  st.hook_overhead_s = (std::max(0.0, launch_fwd + host_fwd - (fwd + ef)) +
+                        std::max(0.0, launch_bwd + host_bwd - (bwd_micro + eb))) *
+                       af;
+  // Attribute the backward exposure proportionally to the two families.
+  if (tb + trs > 0) {
+    if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
+    if (rs_index < st.num_collectives) st.collectives[rs_index].exposed_s = eb * af * trs / (tb + trs);
+  }
+  forward = pf;
+  backward = pb;
+}
+
+// Stage 3 after the step: the persistent parameters' all-gathers, and with parameter offload the
+// partitions' host transfers (added to `offload`).
+void stage3_after_step_comm(StepComm& c, double& exposed, const FetchPass& pf, const FetchPass& pb,
+                            int64_t partition, double host_bw, double& offload) {
+  [[maybe_unused]] const Workload& w = c.w;
+  [[maybe_unused]] const ModelStats& ms = c.ms;
+  [[maybe_unused]] const ComputeStats& s = c.ms.compute;
+  [[maybe_unused]] const ZeroConfig& z = c.z;
+  [[maybe_unused]] const Timer& timer = c.timer;
+  [[maybe_unused]] StepTime& st = c.st;
+  [[maybe_unused]] const int n = c.n;
+  [[maybe_unused]] const int64_t accum = c.accum;
+  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
+  [[maybe_unused]] const int64_t trainable = c.trainable;
+  [[maybe_unused]] const bool cached = c.cached;
+  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
+  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
+  [[maybe_unused]] const bool ds_calls = c.ds_calls;
+  [[maybe_unused]] const CallFamilies& fam = c.fam;
+  [[maybe_unused]] const Buckets& b = c.b;
+  [[maybe_unused]] const bool bf16_optimizer = c.bf16_optimizer;
+  const double af = static_cast<double>(accum);
+  // After the optimizer step, the persistent parameters (numel <= stage3_param_persistence_threshold,
+  // kept whole on every rank but updated as partitions) are all-gathered again: stage3.py
+  // DeepSpeedZeroOptimizer_Stage3._post_step -> persistent_parameters[0].all_gather(...). One
+  // coalesced call per step over every rank's padded partitions (ceil(numel/N) per tensor); nothing
+  // runs after the step, so it is exposed.
+  if (ds_calls) {
+    // partition_parameters.py _allgather_params_coalesced: one all-gather per persistent parameter.
+    const double tp = c.add_family("stage-3 persistent-parameter all-gathers after step", kPersistentGathers);
+    exposed += tp;
+    if (tp > 0) c.set_exposed(tp);
+  } else {
+    const int64_t t = z.param_persistence_threshold;
+    const int64_t per_rank = ms.mem.trainable_tensors.partition_numel_at_or_below(t, n) +
+                             ms.mem.frozen_tensors.partition_numel_at_or_below(t, n);
+    const int64_t msg = per_rank * n * grad_bytes;
+    const double tp = add_collective(st, timer, "stage-3 persistent-parameter all-gather after step",
+                                     CollectiveKind::AllGather, 1, 1, msg, msg);
+    exposed += tp;
+    if (tp > 0) st.collectives[st.num_collectives - 1].exposed_s = tp;
+  }
+  if (z.offload_param != Offload::None) {
+    // Each gather first brings the rank's 16-bit partition from the host (ZeRO-Infinity);
+    // prefetch overlaps it with compute like the gathers themselves.
+    const double h2d = static_cast<double>(pf.partition_bytes + pb.partition_bytes) / host_bw;
+    double t = h2d;
+    if (z.offload_param == Offload::NVMe && w.cluster.nvme_GBps > 0)
+      t = std::max(t,
+                   static_cast<double>((pf.partition_bytes + pb.partition_bytes) * w.cluster.gpus_per_node) /
+                       (w.cluster.nvme_GBps * 1e9));
+    offload += std::max(0.0, t - (fwd + bwd_micro)) * af;
+    // With the optimizer on the GPU, its updated 16-bit partition goes back to the host after the
+    // step (D2H, exposed: nothing runs after the step).
+    if (z.offload_optimizer == Offload::None)
+      offload += static_cast<double>(partition * grad_bytes) / host_bw;
+  }
+}
+
+}  // namespace
+
 StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig& z) {
   const ComputeStats& s = ms.compute;
   const hw::GpuProfile& g = w.cluster.gpu;
@@ -449,12 +777,6 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
       ops.host_s[static_cast<size_t>(OpPass::Backward)] + ops.host_s[static_cast<size_t>(OpPass::Recompute)];
   st.launch_host_forward_s = launch_fwd * static_cast<double>(accum);
   st.launch_host_backward_s = launch_bwd * static_cast<double>(accum);
-  // Bucketed reduction with overlap_comm: bucket i of k is full after (i+1)/k of the backward, so
-  // the reduction stream can only start after the first 1/k of it; one bucket cannot overlap at all
-  // (stage_1_and_2.py reduce_independent_p_g_buckets_and_remove_grads reduces a bucket when full).
-  auto hideable = [&](int64_t buckets) {
-    return buckets <= 1 ? 0.0 : bwd_micro * (1.0 - 1.0 / static_cast<double>(buckets));
-  };
 
   // ---- communication
   double exposed = 0;
@@ -474,227 +796,15 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   const bool ds_calls = !engine && !w.model.params_only && w.train.method != Method::QLoRA;
   CallFamilies fam;
   if (ds_calls) fam = deepspeed_call_families(w, ms, z, topo);
-  auto add_family = [&](const char* name, CallFamilyId id) {
-    const CallFamily& f = fam[id];
-    if (f.calls <= 0 || n <= 1 || st.num_collectives >= kMaxCollectives) return 0.0;
-    st.collectives[st.num_collectives++] = {name,     f.kind, f.calls, f.largest_bytes, f.bus_bytes_per_rank,
-                                            f.time_s, 0};
-    return f.time_s;
-  };
-  auto set_exposed = [&](double e) {
-    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = e;
-  };
-  if (ds_calls) {
-    const CallFamily& red = fam[kGradientReduction];
-    if (z.stage <= 1) {
-      const char* nm = red.to_owner   ? "gradient reduce to owning ranks (accumulation boundary)"
-                       : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
-                                      : "bucketed gradient all-reduce (accumulation boundary)";
-      const double t = add_family(nm, kGradientReduction);
-      // Stage 1 with overlap_comm reduces from the gradient hooks during the boundary's backward.
-      const double e = z.stage == 1 && z.overlap_comm ? std::max(red.last_s, t - hideable(red.calls)) : t;
-      if (t > 0) set_exposed(e);
-      exposed += t > 0 ? e : 0.0;
-    } else if (z.stage == 2) {
-      const double t = add_family(red.to_owner ? "gradient reduce to owning ranks (every micro-step)"
-                                               : "bucketed gradient all-reduce (every micro-step)",
-                                  kGradientReduction);
-      const double per_micro = t / static_cast<double>(accum);
-      const int64_t calls_per_micro = red.calls / accum;
-      const double e =
-          z.overlap_comm ? std::max(red.last_s, per_micro - hideable(calls_per_micro)) : per_micro;
-      if (t > 0) set_exposed(e * static_cast<double>(accum));
-      exposed += t > 0 ? e * static_cast<double>(accum) : 0.0;
-    }
-    // After the backward: the overflow check's and the gradient norm's scalar all-reduces, then the
-    // step; nothing hides them.
-    const double ts = add_family("step scalar all-reduces (overflow, grad norm)", kStepScalars);
-    if (ts > 0) set_exposed(ts);
-    exposed += ts;
-    const double tg = add_family("step-end parameter all-gather", kStepEndGather);
-    if (tg > 0) set_exposed(tg);
-    exposed += tg;
-  } else if (z.stage == 0 || z.stage == 1) {
-    const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
-                                  : "bucketed gradient all-reduce (accumulation boundary)";
-    const double t =
-        add_collective(st, timer, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
-    if (z.stage == 1 && z.overlap_comm) {
-      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      exposed += std::max(last, t - hideable(b.count));
-    } else {
-      exposed += t;
-    }
-    if (st.num_collectives > 0) st.collectives[st.num_collectives - 1].exposed_s = exposed;
-  } else if (z.stage == 2) {
-    const double t1 = add_collective(st, timer, "bucketed gradient all-reduce (every micro-step)",
-                                     CollectiveKind::AllReduce, b.count, accum, b.bytes, b.last_bytes);
-    const double per_micro = t1 / static_cast<double>(accum);
-    double e = per_micro;
-    if (z.overlap_comm) {
-      const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      e = std::max(last, per_micro - hideable(b.count));
-    }
-    exposed += e * static_cast<double>(accum);
-    if (st.num_collectives > 0)
-      st.collectives[st.num_collectives - 1].exposed_s = e * static_cast<double>(accum);
-  }
-  if (!ds_calls && (z.stage == 1 || z.stage == 2 || bf16_optimizer)) {
-    // Step-end all-gather of the updated 16-bit params: one call over the padded flat buffer
-    // (stage_1_and_2.py step and bf16_optimizer.py update_lp_params both call all_gather_dp_groups).
-    const int64_t msg = (trainable + n - 1) / n * n * grad_bytes;
-    const double t =
-        add_collective(st, timer, "step-end parameter all-gather", CollectiveKind::AllGather, 1, 1, msg, msg);
-    exposed += t;
-    if (st.num_collectives > 0 && t > 0) st.collectives[st.num_collectives - 1].exposed_s = t;
-  }
+  StepComm c{w,      ms,  z,         timer,      st,         n,        accum, grad_bytes, trainable,
+             cached, fwd, bwd_micro, launch_fwd, launch_bwd, ds_calls, fam,   b,          bf16_optimizer};
+  data_parallel_comm(c, exposed);
   double offload = 0;
   const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
   if (z.stage == 3) {
-    // Per-module hook host time (time_model.json "stage3_hooks"). Every hooked module pays it
-    // in the forward and again in the backward; full checkpointing re-runs each decoder layer's
-    // forward inside the backward, firing those modules' forward hooks again (selective
-    // recomputation re-runs the attention core, a function, not a module: no hooks). What of it the
-    // step shows is settled below, once the passes' exposed communication is known.
-    // A MoE block that is a ZeRO-3 leaf is hooked as one module (planner/zero3_leaf.h).
-    const Stage3HookHost hooks = stage3_hook_host(w, ms, z);
-    const double host_fwd = hooks.forward_s, host_bwd = hooks.backward_s;
-    st.hooked_module_calls = hooks.module_passes * accum;
-    st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
-
-    const Stage3Fetches& d = s.comm.stage3_default;
-    const bool use_default = cached && d.valid && d.persistence_threshold == z.param_persistence_threshold &&
-                             d.max_reuse_distance == z.max_reuse_distance && d.elem_bytes == grad_bytes;
-    // The fetch passes of one micro-step: DeepSpeed's recorded-order fetches (one coalesced gather
-    // per fetch and per prefetch, partitioned_param_coordinator.py) averaged over the micro-steps, or
-    // the per-module estimate where the list does not apply.
-    const auto per_micro = [&](const CallFamily& c) {
-      const double a = static_cast<double>(accum);
-      return FetchPass{c.calls / accum, c.bus_bytes_per_rank / accum, c.largest_bytes, c.time_s / a,
-                       c.first_s,       c.input_bytes / accum};
-    };
-    const Stage3Fetches f = ds_calls ? Stage3Fetches{true,
-                                                     z.param_persistence_threshold,
-                                                     z.max_reuse_distance,
-                                                     grad_bytes,
-                                                     per_micro(fam[kStage3ForwardGathers]),
-                                                     per_micro(fam[kStage3BackwardGathers])}
-                            : use_default
-                                ? d
-                                : compute_stage3_fetches(s, w.cluster, z.param_persistence_threshold,
-                                                         z.max_reuse_distance, grad_bytes);
-    const FetchPass& pf = f.forward;
-    const FetchPass& pb = f.backward;
-    const bool prefetch = z.prefetch_bucket_size > 0;
-    const double af = static_cast<double>(accum);
-    double ef = 0;  // forward gathers' exposed time per micro-step
-    if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
-      CollectiveCost& cf = st.collectives[st.num_collectives++];
-      cf = {"stage-3 forward parameter all-gathers",
-            CollectiveKind::AllGather,
-            pf.calls * accum,
-            pf.largest_message,
-            pf.bytes_per_rank * accum,
-            pf.time_s * af,
-            0};
-      // Prefetch (stage3_prefetch_bucket_size > 0) gathers the next modules while the current one
-      // computes; with prefetch off every gather waits on the compute stream.
-      ef = prefetch ? pf.first_s + std::max(0.0, pf.time_s - pf.first_s - fwd) : pf.time_s;
-      cf.exposed_s = ef * af;
-      exposed += cf.exposed_s;
-    }
-    // Backward: re-gathers and the gradient reduce-scatter share the link; hidden behind the
-    // backward except the first fetch and the last bucket.
-    const Buckets rb = buckets_of(trainable, z.reduce_bucket_size, grad_bytes);
-    double tb = 0;
-    if (pb.calls > 0 && n > 1) {
-      CollectiveCost& cb = st.collectives[st.num_collectives++];
-      cb = {"stage-3 backward parameter all-gathers",
-            CollectiveKind::AllGather,
-            pb.calls * accum,
-            pb.largest_message,
-            pb.bytes_per_rank * accum,
-            pb.time_s * af,
-            0};
-      tb += pb.time_s;
-    }
-    const int rs_index = st.num_collectives;
-    const double trs =
-        (ds_calls ? add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
-                  : add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
-                                   CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes)) /
-        af;
-    const double last_rs =
-        ds_calls ? fam[kStage3ReduceScatter].last_s : timer(CollectiveKind::ReduceScatter, rb.last_bytes);
-    const int64_t rs_calls = ds_calls ? fam[kStage3ReduceScatter].calls / accum : rb.count;
-    // Backward: re-gathers are hidden by prefetch (except the first), the reduce-scatter by
-    // overlap_comm (except the last bucket); what is hidden shares the backward's duration.
-    double eb = 0;
-    if (prefetch && z.overlap_comm) {
-      eb = std::max({pb.first_s + (trs > 0 ? last_rs : 0.0), tb + trs - bwd_micro, trs - hideable(rs_calls)});
-    } else if (prefetch) {
-      eb = trs + pb.first_s + std::max(0.0, tb - pb.first_s - bwd_micro);
-    } else if (z.overlap_comm) {
-      eb = tb + (trs > 0 ? std::max(last_rs, trs - hideable(rs_calls)) : 0.0);
-    } else {
-      eb = tb + trs;
-    }
-    exposed += eb * af;
-    // The hooks run on the host thread that launches the kernels, and v0.16 lets that thread run
-    // ahead of the GPU (gathers are asynchronous on their own stream; the host only blocks on the
-    // fetch event 3 fetches back, partitioned_param_coordinator.py __max_ongoing_fetch_events = 2).
-    // The host waits only on the gather stream, so where communication is the bottleneck the hooks
-    // run while gathers are in flight: host, compute and gathers form a pipeline, and a pass takes
-    // max(GPU timeline, host timeline), the GPU timeline being its compute plus the communication
-    // it waits for, the host timeline its hooks plus its kernel launches. The hooks show only beyond that
-    // (small modules, short sequences, small micro-batches: DeepSpeed issues #1174, #5047). ASSUMPTION:
-    // overlap per pass (forward; backward with its recomputation), not per module, which is optimistic where
-    // long and short modules alternate. The host timeline of a pass is its hooks plus its kernel launches
-    // (the op table's host time): the measured hook time is what stage 3 adds beyond stage 0's launches
-    // (time_model.json).
-    st.hook_overhead_s = (std::max(0.0, launch_fwd + host_fwd - (fwd + ef)) +
-                          std::max(0.0, launch_bwd + host_bwd - (bwd_micro + eb))) *
-                         af;
-    // Attribute the backward exposure proportionally to the two families.
-    if (tb + trs > 0) {
-      if (pb.calls > 0 && n > 1) st.collectives[rs_index - 1].exposed_s = eb * af * tb / (tb + trs);
-      if (rs_index < st.num_collectives) st.collectives[rs_index].exposed_s = eb * af * trs / (tb + trs);
-    }
-    // After the optimizer step, the persistent parameters (numel <= stage3_param_persistence_threshold,
-    // kept whole on every rank but updated as partitions) are all-gathered again: stage3.py
-    // DeepSpeedZeroOptimizer_Stage3._post_step -> persistent_parameters[0].all_gather(...). One
-    // coalesced call per step over every rank's padded partitions (ceil(numel/N) per tensor); nothing
-    // runs after the step, so it is exposed.
-    if (ds_calls) {
-      // partition_parameters.py _allgather_params_coalesced: one all-gather per persistent parameter.
-      const double tp = add_family("stage-3 persistent-parameter all-gathers after step", kPersistentGathers);
-      exposed += tp;
-      if (tp > 0) set_exposed(tp);
-    } else {
-      const int64_t t = z.param_persistence_threshold;
-      const int64_t per_rank = ms.mem.trainable_tensors.partition_numel_at_or_below(t, n) +
-                               ms.mem.frozen_tensors.partition_numel_at_or_below(t, n);
-      const int64_t msg = per_rank * n * grad_bytes;
-      const double tp = add_collective(st, timer, "stage-3 persistent-parameter all-gather after step",
-                                       CollectiveKind::AllGather, 1, 1, msg, msg);
-      exposed += tp;
-      if (tp > 0) st.collectives[st.num_collectives - 1].exposed_s = tp;
-    }
-    if (z.offload_param != Offload::None) {
-      // Each gather first brings the rank's 16-bit partition from the host (ZeRO-Infinity);
-      // prefetch overlaps it with compute like the gathers themselves.
-      const double h2d = static_cast<double>(pf.partition_bytes + pb.partition_bytes) / host_bw;
-      double t = h2d;
-      if (z.offload_param == Offload::NVMe && w.cluster.nvme_GBps > 0)
-        t = std::max(
-            t, static_cast<double>((pf.partition_bytes + pb.partition_bytes) * w.cluster.gpus_per_node) /
-                   (w.cluster.nvme_GBps * 1e9));
-      offload += std::max(0.0, t - (fwd + bwd_micro)) * af;
-      // With the optimizer on the GPU, its updated 16-bit partition goes back to the host after the
-      // step (D2H, exposed: nothing runs after the step).
-      if (z.offload_optimizer == Offload::None)
-        offload += static_cast<double>(partition * grad_bytes) / host_bw;
-    }
+    FetchPass pf, pb;
+    stage3_micro_step_comm(c, exposed, pf, pb);
+    stage3_after_step_comm(c, exposed, pf, pb, partition, host_bw, offload);
   }
 
   // ---- optimizer offload
