@@ -682,9 +682,9 @@ void compare_phases(const RuleContext& x) {
                  pb = (t.backward_s + t.recompute_s + bwd_comm) / a * 1000;
     d.observations.push_back(
         fmt::format("per micro-step, measured vs predicted: forward {} vs {}, backward {} vs {}, step {} vs "
-                    "{} (the planner's optimizer/offload per step: {})",
+                    "{} (the planner's optimizer and offload, which run once per optimizer step)",
                     ms(m.fwd_ms), ms(pf), ms(m.bwd_ms), ms(pb), ms(m.step_ms),
-                    ms((t.optimizer_s + t.offload_s) * 1000), ms((t.optimizer_s + t.offload_s) * 1000)));
+                    ms((t.optimizer_s + t.offload_s) * 1000)));
     if (m.total_ms > 0 && t.step_s > 0) {
       const double ratio = m.total_ms * a / (t.step_s * 1000);
       d.observations.push_back(fmt::format("measured step {} is {:.1f}x the predicted {}", ms(m.total_ms * a),
