@@ -145,45 +145,9 @@ bool hf_attention_explicit_mask(const models::ModelSpec& m) {
   return m.layout == models::Layout::Falcon;
 }
 
-ComputeStats compute_compute_stats(const Workload& w) {
-  const models::ModelSpec& m = w.model;
-  // Parse the time model's data file (planner/data/time_model.json) here, once, so that costing
-  // candidates never allocates (tests/test_time_alloc.cpp).
-  (void)time_model_data();
-  ComputeStats s;
-  s.frozen_base = w.train.method != Method::Full;
-  s.quantized_base = w.train.method == Method::QLoRA;
-  s.total_params = m.num_parameters();
-  s.active_params = m.active_parameters();
-  if (m.params_only) {
-    // --params N: no shapes. The time model uses 6*Psi per token at the large-GEMM efficiency and
-    // says so; stage 3 is costed as one group of N elements.
-    s.params_only = true;
-    s.trainable_params = s.total_params;
-    s.model_flops_per_token_dense = 6.0 * static_cast<double>(s.active_params);
-    s.gemm_flops_per_token_fwd = 2.0 * static_cast<double>(s.active_params);
-    ParamGroup g;
-    g.repeat = 1;
-    g.numels = {s.total_params};
-    g.trainable = {true};
-    g.modules = 1;
-    s.groups.push_back(std::move(g));
-    fill_comm_cache(s, w);
-    return s;
-  }
-
-  s.num_layers = m.num_layers;
-  s.hidden = m.hidden_size;
-  s.vocab = m.vocab_size;
-  const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
-  s.attn_width = m.num_heads * head_dim;
-  const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads) * head_dim;
-  s.kv_width = kv_width;
-  s.rms_norm = m.norm == models::NormKind::RMSNorm;
-  s.rotary = m.position == models::PositionKind::Rotary;
-  s.gated_mlp = m.mlp == models::MlpKind::Gated;
-  s.sdpa_supported = hf_attention_path(m) == HfAttentionPath::Sdpa;
-  s.attention_explicit_mask = hf_attention_explicit_mask(m);
+// The element-wise work per token beside the GEMMs: the MLP activation's element passes and
+// launches, the residual stream's and the head's, and the residual dropouts.
+void set_elementwise_costs(const models::ModelSpec& m, int64_t kv_width, ComputeStats& s) {
   // MLP element-wise work, element reads + writes per intermediate element (transformers
   // activations.py ACT2FN):
   //  - single-kernel activations (nn.SiLU / F.silu, nn.ReLU, nn.GELU, GELUTanh = F.gelu tanh):
@@ -234,141 +198,218 @@ ComputeStats compute_compute_stats(const Workload& w) {
     const bool on = m.resid_dropout < 0 ? gpt_style : m.resid_dropout > 0;
     s.resid_dropouts_per_layer = on ? 2.0 : 0.0;
   }
+}
 
-  const auto& targets = w.train.lora_targets;
-  const int64_t r = w.train.lora_rank;
-  const double moe_fraction =
-      m.is_moe() ? static_cast<double>(m.experts_per_token) / static_cast<double>(m.num_experts) : 1.0;
+// A layer whose last linear is the MLP's output GEMM with nothing saved after it (no norm, no dropout,
+// not MoE): a non-reentrant checkpoint's recomputation stops before that GEMM (recompute_early_stop).
+void set_recompute_early_stop(const models::TensorSpec& last_linear, bool wrapped, int64_t r,
+                              ComputeStats& s) {
+  const std::string& mod = last_linear.module;
+  const bool mlp_out = mod == "down_proj" || mod == "fc2" || mod == "dense_4h_to_h" ||
+                       (mod == "c_proj" && last_linear.name.find("mlp.") != std::string::npos);
+  if (mlp_out && wrapped) {
+    // PEFT's lora.Linear runs base_layer, then lora_A, then lora_B: the last saved tensor is
+    // lora_B's input, so only lora_B [out, r] (and the scale-and-add after it) is skipped.
+    s.recompute_early_stop = true;
+    s.recompute_early_stop_lora = true;
+    s.recompute_early_stop_gemm = GemmShape{last_linear.shape[0], r, 1, 1.0, true};
+  } else if (mlp_out && !s.quantized_base) {
+    // A plain (or frozen) nn.Linear; bitsandbytes' 4-bit linear saves after its forward.
+    s.recompute_early_stop = true;
+    s.recompute_early_stop_gemm =
+        GemmShape{last_linear.shape[0], last_linear.shape[1], 1, 1.0, !s.frozen_base};
+  }
+}
+
+// --params N: a model known by its size only.
+ComputeStats params_only_stats(const Workload& w, ComputeStats s) {
+  // --params N: no shapes. The time model uses 6*Psi per token at the large-GEMM efficiency and
+  // says so; stage 3 is costed as one group of N elements.
+  s.params_only = true;
+  s.trainable_params = s.total_params;
+  s.model_flops_per_token_dense = 6.0 * static_cast<double>(s.active_params);
+  s.gemm_flops_per_token_fwd = 2.0 * static_cast<double>(s.active_params);
+  ParamGroup g;
+  g.repeat = 1;
+  g.numels = {s.total_params};
+  g.trainable = {true};
+  g.modules = 1;
+  s.groups.push_back(std::move(g));
+  fill_comm_cache(s, w);
+  return s;
+}
+
+// What walking the model's layers accumulates (compute_compute_stats): the LoRA settings it reads, and
+// what it has seen so far.
+struct LayerWalk {
+  const std::vector<std::string>& targets;  // LoRA targets
+  int64_t r = 0;                            // LoRA rank
+  double moe_fraction = 1.0;                // top-k / experts: the tokens one routed expert sees
   bool first_decoder_seen = false;
   int64_t trainable = 0;
   bool head_has_weight = false;
+};
+
+// The GEMMs one parameter tensor makes, per token: a decoder layer's linear (and its LoRA adapters'
+// two), the fused 3-D experts' E GEMMs, or the head's; a head with its own weight is noted (tied
+// embeddings get the embedding's GEMM later).
+void add_tensor_gemms(const models::TensorSpec& t, bool decoder, bool target, bool tensor_trainable,
+                      LayerWalk& walk, ComputeStats& s) {
+  // Fused 3-D experts (gpt-oss, Llama-4: gate_up_proj [E, h, 2f], down_proj [E, f, h], x @ W): E GEMMs
+  // of in = shape[1], out = shape[2], each on k/E of the tokens.
+  if (t.shape.size() == 3 && is_expert_tensor(t) && decoder) {
+    add_gemm(s.layer_gemms,
+             GemmShape{t.shape[2], t.shape[1], t.shape[0], walk.moe_fraction, tensor_trainable});
+    return;
+  }
+  if (!t.is_linear || t.shape.size() != 2) return;
+  const bool expert = is_expert_tensor(t);
+  GemmShape gemm{t.shape[0], t.shape[1], 1, expert ? walk.moe_fraction : 1.0, tensor_trainable};
+  if (decoder) {
+    add_gemm(s.layer_gemms, gemm);
+    if (target) {
+      add_gemm(s.layer_gemms, GemmShape{walk.r, t.shape[1], 1, gemm.token_fraction, true});
+      add_gemm(s.layer_gemms, GemmShape{t.shape[0], walk.r, 1, gemm.token_fraction, true});
+    }
+  } else if (!t.is_embedding) {
+    walk.head_has_weight = true;
+    add_gemm(s.head_gemms, gemm);
+    if (target) {
+      add_gemm(s.head_gemms, GemmShape{walk.r, t.shape[1], 1, 1.0, true});
+      add_gemm(s.head_gemms, GemmShape{t.shape[0], walk.r, 1, 1.0, true});
+    }
+  }
+}
+
+// One layer of the inventory (the first decoder layer stands for all): its parameter group (tensors,
+// modules, hooked modules, runtime tensors), its GEMMs, its biases and norms, and whether the
+// recomputation may stop before its last linear.
+void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& layer, LayerWalk& walk,
+                     ComputeStats& s) {
+  const auto& targets = walk.targets;
+  const int64_t r = walk.r;
+  const double moe_fraction = walk.moe_fraction;
+  ParamGroup g;
+  g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
+  std::vector<std::string> modules;
+  int64_t lora_wrapped = 0;  // linears PEFT replaces by a lora.Linear wrapper
+  // Trained parameter tensors as the model holds them at run time (step_param_tensors): the routed
+  // experts are one module with two 3-D parameters in transformers 5 (gate_up_proj, down_proj; their
+  // biases too for gpt-oss), whatever the checkpoint's per-expert tensors.
+  int64_t runtime_tensors = 0;
+  bool expert_weights = false, expert_biases = false;
+  auto note_module = [&](const std::string& path) {
+    if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
+  };
+  // The layer's last linear in module order and whether a norm follows it (recompute_early_stop).
+  const models::TensorSpec* last_linear = nullptr;
+  bool norm_after_last_linear = false;
+  bool last_linear_wrapped = false;
+  for (const auto& t : layer.tensors) {
+    // One weight per norm module (LayerNorm biases are the same module).
+    if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
+    // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
+    if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
+      s.bias_grad_width_per_layer +=
+          static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
+    if (layer.is_decoder_layer && t.is_bias && !t.is_norm && t.shape.size() == 1 && !is_expert_tensor(t) &&
+        m.model_type != "gpt2") {
+      s.linear_biases_per_layer += 1;
+      s.linear_bias_width_per_layer += static_cast<double>(t.numel());
+    }
+    const bool target = s.frozen_base && is_lora_target(t, targets);
+    if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
+      last_linear = &t;
+      norm_after_last_linear = false;
+      last_linear_wrapped = target;
+    }
+    if (layer.is_decoder_layer && t.is_norm) norm_after_last_linear = true;
+    const bool tensor_trainable = !s.frozen_base;
+    g.numels.push_back(t.numel());
+    g.trainable.push_back(tensor_trainable);
+    if (tensor_trainable) {
+      if (!is_expert_tensor(t))
+        runtime_tensors += 1;
+      else
+        (t.is_bias ? expert_biases : expert_weights) = true;
+    }
+    note_module(module_path(t.name));
+    if (tensor_trainable) walk.trainable += t.numel() * g.repeat;
+    if (s.quantized_base && t.is_linear) s.quantized_params += t.numel() * g.repeat;
+    if (target) {
+      // PEFT adds lora_A [r, in] and lora_B [out, r], each its own nn.Linear.
+      const int64_t out = t.shape[0], in = t.shape[1];
+      g.numels.push_back(r * in);
+      g.trainable.push_back(true);
+      g.numels.push_back(out * r);
+      g.trainable.push_back(true);
+      note_module(module_path(t.name) + ".lora_A");
+      note_module(module_path(t.name) + ".lora_B");
+      runtime_tensors += 2;
+      ++lora_wrapped;
+      walk.trainable += (r * in + out * r) * g.repeat;
+    }
+    add_tensor_gemms(t, layer.is_decoder_layer, target, tensor_trainable, walk, s);
+  }
+  if (layer.is_decoder_layer && last_linear != nullptr && !m.is_moe() && !norm_after_last_linear &&
+      s.resid_dropouts_per_layer == 0)
+    set_recompute_early_stop(*last_linear, last_linear_wrapped, r, s);
+  g.modules = static_cast<int64_t>(modules.size());
+  // Hooked module calls: the parameter-holding modules above, plus, per LoRA-wrapped linear, the
+  // PEFT wrapper (peft/tuners/lora/layer.py lora.Linear holds base_layer, lora_A/lora_B ModuleDicts
+  // and lora_dropout) and its lora_dropout["default"] (nn.Dropout, or nn.Identity at p=0): both run.
+  const int64_t hooked = g.modules + 2 * lora_wrapped;
+  if (layer.is_decoder_layer)
+    s.hooked_modules_per_layer = hooked + parameterless_modules_per_layer(m);
+  else
+    s.hooked_modules_outside_layers += hooked;
+  if (layer.is_decoder_layer) walk.first_decoder_seen = true;
+  runtime_tensors += (expert_weights ? 2 : 0) + (expert_biases ? 2 : 0);
+  s.step_param_tensors += runtime_tensors * g.repeat;
+  s.groups.push_back(std::move(g));
+}
+
+ComputeStats compute_compute_stats(const Workload& w) {
+  const models::ModelSpec& m = w.model;
+  // Parse the time model's data file (planner/data/time_model.json) here, once, so that costing
+  // candidates never allocates (tests/test_time_alloc.cpp).
+  (void)time_model_data();
+  ComputeStats s;
+  s.frozen_base = w.train.method != Method::Full;
+  s.quantized_base = w.train.method == Method::QLoRA;
+  s.total_params = m.num_parameters();
+  s.active_params = m.active_parameters();
+  if (m.params_only) return params_only_stats(w, std::move(s));
+
+  s.num_layers = m.num_layers;
+  s.hidden = m.hidden_size;
+  s.vocab = m.vocab_size;
+  const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+  s.attn_width = m.num_heads * head_dim;
+  const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads) * head_dim;
+  s.kv_width = kv_width;
+  s.rms_norm = m.norm == models::NormKind::RMSNorm;
+  s.rotary = m.position == models::PositionKind::Rotary;
+  s.gated_mlp = m.mlp == models::MlpKind::Gated;
+  s.sdpa_supported = hf_attention_path(m) == HfAttentionPath::Sdpa;
+  s.attention_explicit_mask = hf_attention_explicit_mask(m);
+  set_elementwise_costs(m, kv_width, s);
+
+  const double moe_fraction =
+      m.is_moe() ? static_cast<double>(m.experts_per_token) / static_cast<double>(m.num_experts) : 1.0;
 
   // MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61; Llama-4 Maverick: every
   // other layer) are costed from their first MoE layer: an approximation for the dense ones.
   const int64_t representative = m.first_moe_layer();
   int64_t decoder_index = -1;
+  LayerWalk walk{w.train.lora_targets, w.train.lora_rank, moe_fraction};
   for (const auto& layer : m.inventory()) {
     // Decoder layers are identical: build the first one's GEMMs and parameter group, repeat it.
-    if (layer.is_decoder_layer && (first_decoder_seen || ++decoder_index != representative)) continue;
-    ParamGroup g;
-    g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
-    std::vector<std::string> modules;
-    int64_t lora_wrapped = 0;  // linears PEFT replaces by a lora.Linear wrapper
-    // Trained parameter tensors as the model holds them at run time (step_param_tensors): the routed
-    // experts are one module with two 3-D parameters in transformers 5 (gate_up_proj, down_proj; their
-    // biases too for gpt-oss), whatever the checkpoint's per-expert tensors.
-    int64_t runtime_tensors = 0;
-    bool expert_weights = false, expert_biases = false;
-    auto note_module = [&](const std::string& path) {
-      if (std::find(modules.begin(), modules.end(), path) == modules.end()) modules.push_back(path);
-    };
-    // The layer's last linear in module order and whether a norm follows it (recompute_early_stop).
-    const models::TensorSpec* last_linear = nullptr;
-    bool norm_after_last_linear = false;
-    bool last_linear_wrapped = false;
-    for (const auto& t : layer.tensors) {
-      // One weight per norm module (LayerNorm biases are the same module).
-      if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
-      // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
-      if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
-        s.bias_grad_width_per_layer +=
-            static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
-      if (layer.is_decoder_layer && t.is_bias && !t.is_norm && t.shape.size() == 1 && !is_expert_tensor(t) &&
-          m.model_type != "gpt2") {
-        s.linear_biases_per_layer += 1;
-        s.linear_bias_width_per_layer += static_cast<double>(t.numel());
-      }
-      const bool target = s.frozen_base && is_lora_target(t, targets);
-      if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
-        last_linear = &t;
-        norm_after_last_linear = false;
-        last_linear_wrapped = target;
-      }
-      if (layer.is_decoder_layer && t.is_norm) norm_after_last_linear = true;
-      const bool tensor_trainable = !s.frozen_base;
-      g.numels.push_back(t.numel());
-      g.trainable.push_back(tensor_trainable);
-      if (tensor_trainable) {
-        if (!is_expert_tensor(t))
-          runtime_tensors += 1;
-        else
-          (t.is_bias ? expert_biases : expert_weights) = true;
-      }
-      note_module(module_path(t.name));
-      if (tensor_trainable) trainable += t.numel() * g.repeat;
-      if (s.quantized_base && t.is_linear) s.quantized_params += t.numel() * g.repeat;
-      if (target) {
-        // PEFT adds lora_A [r, in] and lora_B [out, r], each its own nn.Linear.
-        const int64_t out = t.shape[0], in = t.shape[1];
-        g.numels.push_back(r * in);
-        g.trainable.push_back(true);
-        g.numels.push_back(out * r);
-        g.trainable.push_back(true);
-        note_module(module_path(t.name) + ".lora_A");
-        note_module(module_path(t.name) + ".lora_B");
-        runtime_tensors += 2;
-        ++lora_wrapped;
-        trainable += (r * in + out * r) * g.repeat;
-      }
-      // Fused 3-D experts (gpt-oss, Llama-4: gate_up_proj [E, h, 2f], down_proj [E, f, h], x @ W): E GEMMs
-      // of in = shape[1], out = shape[2], each on k/E of the tokens.
-      if (t.shape.size() == 3 && is_expert_tensor(t) && layer.is_decoder_layer) {
-        add_gemm(s.layer_gemms,
-                 GemmShape{t.shape[2], t.shape[1], t.shape[0], moe_fraction, tensor_trainable});
-        continue;
-      }
-      if (!t.is_linear || t.shape.size() != 2) continue;
-      const bool expert = is_expert_tensor(t);
-      GemmShape gemm{t.shape[0], t.shape[1], 1, expert ? moe_fraction : 1.0, tensor_trainable};
-      if (layer.is_decoder_layer) {
-        add_gemm(s.layer_gemms, gemm);
-        if (target) {
-          add_gemm(s.layer_gemms, GemmShape{r, t.shape[1], 1, gemm.token_fraction, true});
-          add_gemm(s.layer_gemms, GemmShape{t.shape[0], r, 1, gemm.token_fraction, true});
-        }
-      } else if (!t.is_embedding) {
-        head_has_weight = true;
-        add_gemm(s.head_gemms, gemm);
-        if (target) {
-          add_gemm(s.head_gemms, GemmShape{r, t.shape[1], 1, 1.0, true});
-          add_gemm(s.head_gemms, GemmShape{t.shape[0], r, 1, 1.0, true});
-        }
-      }
-    }
-    if (layer.is_decoder_layer && last_linear != nullptr && !m.is_moe() && !norm_after_last_linear &&
-        s.resid_dropouts_per_layer == 0) {
-      const std::string& mod = last_linear->module;
-      const bool mlp_out = mod == "down_proj" || mod == "fc2" || mod == "dense_4h_to_h" ||
-                           (mod == "c_proj" && last_linear->name.find("mlp.") != std::string::npos);
-      if (mlp_out && last_linear_wrapped) {
-        // PEFT's lora.Linear runs base_layer, then lora_A, then lora_B: the last saved tensor is
-        // lora_B's input, so only lora_B [out, r] (and the scale-and-add after it) is skipped.
-        s.recompute_early_stop = true;
-        s.recompute_early_stop_lora = true;
-        s.recompute_early_stop_gemm = GemmShape{last_linear->shape[0], r, 1, 1.0, true};
-      } else if (mlp_out && !s.quantized_base) {
-        // A plain (or frozen) nn.Linear; bitsandbytes' 4-bit linear saves after its forward.
-        s.recompute_early_stop = true;
-        s.recompute_early_stop_gemm =
-            GemmShape{last_linear->shape[0], last_linear->shape[1], 1, 1.0, !s.frozen_base};
-      }
-    }
-    g.modules = static_cast<int64_t>(modules.size());
-    // Hooked module calls: the parameter-holding modules above, plus, per LoRA-wrapped linear, the
-    // PEFT wrapper (peft/tuners/lora/layer.py lora.Linear holds base_layer, lora_A/lora_B ModuleDicts
-    // and lora_dropout) and its lora_dropout["default"] (nn.Dropout, or nn.Identity at p=0): both run.
-    const int64_t hooked = g.modules + 2 * lora_wrapped;
-    if (layer.is_decoder_layer)
-      s.hooked_modules_per_layer = hooked + parameterless_modules_per_layer(m);
-    else
-      s.hooked_modules_outside_layers += hooked;
-    if (layer.is_decoder_layer) first_decoder_seen = true;
-    runtime_tensors += (expert_weights ? 2 : 0) + (expert_biases ? 2 : 0);
-    s.step_param_tensors += runtime_tensors * g.repeat;
-    s.groups.push_back(std::move(g));
+    if (layer.is_decoder_layer && (walk.first_decoder_seen || ++decoder_index != representative)) continue;
+    add_layer_group(m, layer, walk, s);
   }
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
-  if (!head_has_weight && m.vocab_size > 0)
+  if (!walk.head_has_weight && m.vocab_size > 0)
     add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
   // Modules outside the layers that hold no parameter of their own but run (and are hooked): the
   // *ForCausalLM wrapper and the base model (LlamaForCausalLM -> LlamaModel); a tied head is still an
@@ -377,7 +418,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // current transformers (LlamaModel.rotary_emb; before transformers 4.45 every attention block had
   // one, 1 more per layer). The ModuleList holding the layers is never called.
   s.hooked_modules_outside_layers +=
-      2 + (head_has_weight ? 0 : 1) + (m.position == models::PositionKind::Rotary ? 1 : 0);
+      2 + (walk.head_has_weight ? 0 : 1) + (m.position == models::PositionKind::Rotary ? 1 : 0);
   s.hooked_modules_per_layer_moe_leaf = s.hooked_modules_per_layer;
   // MoE layers run transformers 5's fused experts (the count above walks the checkpoint's per-expert
   // modules, which is what LoRA's PEFT wrappers still see: kept for LoRA).
@@ -394,7 +435,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
   }
   // The authoritative adapter count (tied heads targeted by name included) comes from the models
   // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
-  s.trainable_params = s.frozen_base ? models::lora_trainable_parameters(m, r, targets) : trainable;
+  s.trainable_params =
+      s.frozen_base ? models::lora_trainable_parameters(m, walk.r, walk.targets) : walk.trainable;
 
   double fwd = 0;
   for (const auto& g : s.layer_gemms)
@@ -407,7 +449,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   const double n_active = static_cast<double>(s.active_params);
   if (s.frozen_base) {
     // Frozen base: 2N forward + 2N input-grad backward; adapters: 6 N_lora.
-    s.model_flops_per_token_dense = 4.0 * n_active + 6.0 * static_cast<double>(trainable);
+    s.model_flops_per_token_dense = 4.0 * n_active + 6.0 * static_cast<double>(walk.trainable);
   } else {
     s.model_flops_per_token_dense = 6.0 * n_active;
   }
