@@ -504,8 +504,6 @@ std::string bf16_master_sentence(const Workload& w, const ModelStats& s, const S
   return msg;
 }
 
-}  // namespace
-
 // Multi-node plans on a network the user did not state: the same configuration with half the
 // inter-node bandwidth (half the NICs), said only where it moves the step by kNetworkReasonShare or more.
 // Why: the published DeepSpeed rows of planner/data/calibration/deepspeed_runs.json do not name their
@@ -523,13 +521,14 @@ std::string network_sentence(const Workload& w, const ModelStats& s, const Searc
   const Plan p = evaluate_plan(half, s, rec.zero, opts.memory_margin);
   if (p.time.step_s < rec.time.step_s * (1 + kNetworkReasonShare)) return {};
   return fmt::format(
-      "The network matters here: between nodes this plan assumes {} x {}, the {} profile's default. With "
-      "half "
-      "that bandwidth ({} x {}, or a fabric of half the speed) the same configuration takes {} per step, {} "
-      "({}). Name your fabric with --network and --nics.",
+      "The network matters here: between nodes this plan assumes {} x {}, the {} profile's default. "
+      "With half that bandwidth ({} x {}, or a fabric of half the speed) the same configuration takes {} "
+      "per step, {} ({}). Name your fabric with --network and --nics.",
       c.nics_per_node, c.inter_node.name, c.gpu.name, half.cluster.nics_per_node, c.inter_node.name,
       ms(p.time.step_s), tps(p.tokens_per_s), pct(p.tokens_per_s, rec.tokens_per_s));
 }
+
+}  // namespace
 
 std::string describe_config(const ZeroConfig& z) {
   std::string s = fmt::format("ZeRO-{}, micro-batch {} x grad-accum {}, {}", z.stage, z.micro_batch,
