@@ -144,8 +144,8 @@ std::vector<BadInput> catalogue() {
       {"check_dev_zero", {"check", "/dev/zero", "--model", "7b", "--gpus", "4xA40"}, "regular"},
       // Admission before allocation: 405B on 64 cpu thread ranks needs ~3 TB of host memory.
       {"validate_over_host_memory",
-       {"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3", "--micro-batch", "1",
-        "--seq-len", "64"},
+       {"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3",
+        "--micro-batch", "1", "--seq-len", "64"},
        "MemAvailable"},
   };
 }
@@ -171,21 +171,24 @@ TEST_P(BadInputTest, OneClearLineExitTwoNothingOnStdout) {
       << c.label << ": an existing file must not be replaced";
 }
 
-// Issue 16's two inputs that used to hang or exhaust the machine end at once: /dev/zero was read
-// forever; the 7B validate below grew to 24 GB before the OOM killer ended it (refused here in ~0.3 s,
-// most of it loading zeroplan-exec's CUDA libraries; 3 s leaves room for a loaded CI machine).
+// Issue 16's two inputs that used to hang or exhaust the machine end: /dev/zero was read forever; the
+// 7B validate below grew to 24 GB before the OOM killer ended it (refused here in ~0.3 s, most of it
+// loading zeroplan-exec's CUDA libraries). The bounds say "ended", not "fast" (speed is a benchmark's
+// job): a hang or a read of /dev/zero never ends, while a loaded CI machine under ASan took 3.2 s for
+// the first command once (2026-11-26, clean-clone CI), over the 1 s this test used to demand.
+constexpr double kEndsWithinSeconds = 30.0;
 TEST(BadInputTiming, UnboundedInputsEndAtOnce) {
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
   auto r = run_cli({"--model", "/dev/zero", "--gpus", "4xA40"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), 1.0);
+  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), kEndsWithinSeconds);
   t0 = clock::now();
-  r = run_cli({"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3", "--micro-batch",
-               "1", "--seq-len", "64"});
+  r = run_cli({"validate", "--backend", "cpu", "--model", "405b", "--gpus", "64xCPU", "--stage", "3",
+               "--micro-batch", "1", "--seq-len", "64"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("refused before allocating"), std::string::npos) << r.err;
-  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), 3.0);
+  EXPECT_LT(std::chrono::duration<double>(clock::now() - t0).count(), kEndsWithinSeconds);
 }
 
 INSTANTIATE_TEST_SUITE_P(Catalogue, BadInputTest, ::testing::ValuesIn(catalogue()),
