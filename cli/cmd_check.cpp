@@ -215,7 +215,10 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
   // Activation checkpointing lives in the training script (TrainingArguments.gradient_checkpointing),
   // not in the DeepSpeed config: without --checkpointing, check assumes none and says so; when that
   // does not fit, it also evaluates full checkpointing so the user sees whether that is the fix.
-  if (flags.checkpointing.empty()) {
+  // With deepspeed.checkpointing and cpu_checkpointing the layers are checkpointed (configs/check.cpp
+  // activation_checkpointing: full assumed and said there).
+  const bool implied_full = a.wc.train.checkpoint_offload != planner::CheckpointOffload::None;
+  if (flags.checkpointing.empty() && !implied_full) {
     rc.issues.push_back(
         {configs::Severity::Info,
          "",
@@ -237,7 +240,8 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
   a.ws.train.grad_accum.reset();
   a.ws.train.global_batch = rc.train_batch_size;
   a.sr = planner::search(a.ws, opts);
-  if (a.sr.recommendation) a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation);
+  if (a.sr.recommendation)
+    a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation, &a.ws);
   // A recommendation is only worth proposing when the config does not fit or it is faster.
   a.improves = a.sr.recommendation &&
                (!a.predicted.fits || a.sr.recommendation->tokens_per_s > a.predicted.tokens_per_s);

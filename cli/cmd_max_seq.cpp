@@ -1,7 +1,9 @@
 // `zeroplan --model M --gpus G --max-seq` (issue 27 item 3, without sequence parallelism yet): the longest
 // sequence that fits, searched over everything the plan search tries (stage, offload, checkpointing,
-// buckets; the kernels the user names with --kernels), what limits it one step further, and a table of
-// peak memory and throughput against the sequence length.
+// buckets; the kernels the user names with --kernels) and, where no plan fits with the checkpoints on the
+// GPU and --checkpoint-offload does not fix it, with them offloaded to host memory
+// (planner/checkpoint_offload.h); what limits it one step further, and a table of peak memory and
+// throughput against the sequence length.
 //
 // The search: micro-batch 1 unless --micro-batch / --global-batch fix it, sequences doubling from 1024
 // while a plan fits, then bisection in steps of 1024 tokens between the last that fits and the first that
@@ -18,6 +20,7 @@
 #include "cli/output.h"
 #include "cli/plan_json.h"
 #include "common/errors.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/reasons.h"
 #include "planner/search.h"
 
@@ -30,11 +33,152 @@ constexpr int64_t kStep = 1024;  // granularity of the answer (tokens)
 struct Probe {
   int64_t seq = 0;
   planner::SearchResult result;
+  bool offloaded = false;  // fits only with the checkpoints in host memory
   bool fits() const { return result.recommendation.has_value(); }
 };
 
 std::string gb(int64_t b) {
   return fmt::format("{:.1f}", static_cast<double>(b) / 1e9);
+}
+
+std::string describe(const Probe& p) {
+  return planner::describe_config(p.result.recommendation->zero) +
+         (p.offloaded ? ", checkpoints offloaded to host memory" : "");
+}
+
+// The search's outcome: the doubling probes (the table), the longest length that fits (`lo`, 0 if
+// none) and the first that does not (`hi`, 0 if none up to kMaxSeqLen), the best plan at `lo` and
+// why `hi` does not fit.
+struct MaxSeq {
+  planner::Workload base;  // the user's workload, micro-batch 1 unless fixed
+  bool try_offload = false;
+  std::vector<Probe> sweep;
+  int64_t lo = 0, hi = 0;
+  std::optional<Probe> best;
+  std::string limit;
+
+  planner::Workload at(int64_t seq, bool offloaded) const {
+    planner::Workload v = base;
+    v.train.seq_len = seq;
+    if (offloaded) v.train.checkpoint_offload = planner::CheckpointOffload::Cpu;
+    return v;
+  }
+};
+
+MaxSeq search_max_seq(const PlanFlags& flags, const planner::SearchOptions& opts,
+                      const planner::Workload& w) {
+  MaxSeq m;
+  m.base = w;
+  if (!m.base.train.micro_batch && !m.base.train.global_batch) m.base.train.micro_batch = 1;
+  // Checkpoint offload is tried where the user left it open and DeepSpeed can run it for this stack.
+  planner::TrainingSpec with_offload = m.base.train;
+  with_offload.checkpoint_offload = planner::CheckpointOffload::Cpu;
+  m.try_offload = flags.checkpoint_offload.empty() && !w.model.params_only &&
+                  planner::checkpoint_offload_refusal(with_offload).empty();
+  auto probe = [&](int64_t seq) {
+    planner::Workload v = m.at(seq, false);
+    const planner::ModelStats s = planner::compute_model_stats(v);
+    Probe p{seq, planner::search_plans(v, s, opts)};
+    if (!p.fits() && m.try_offload) {
+      v.train.checkpoint_offload = planner::CheckpointOffload::Cpu;
+      planner::SearchResult r = planner::search_plans(v, s, opts);
+      if (r.recommendation) p = Probe{seq, std::move(r), true};
+    }
+    return p;
+  };
+  for (int64_t seq = kStep; seq <= kMaxSeqLen; seq *= 2) {
+    m.sweep.push_back(probe(seq));
+    if (!m.sweep.back().fits()) {
+      m.hi = seq;
+      break;
+    }
+    m.lo = seq;
+  }
+  for (const Probe& p : m.sweep)
+    if (p.fits() && p.seq == m.lo) m.best = p;
+  if (m.lo > 0 && m.hi > 0) {
+    while (m.hi - m.lo > kStep) {
+      const int64_t mid = m.lo + (m.hi - m.lo) / 2 / kStep * kStep;
+      Probe p = probe(mid);
+      if (p.fits()) {
+        m.lo = mid;
+        m.best = std::move(p);
+      } else {
+        m.hi = mid;
+      }
+    }
+  }
+  // Why one step further does not fit: the full search with its reasons at the first failing length.
+  if (m.hi > 0) m.limit = planner::search(m.at(m.hi, m.try_offload), opts).no_fit_reason;
+  return m;
+}
+
+nlohmann::json max_seq_json(const planner::Workload& w, const MaxSeq& m, int64_t max_pos,
+                            bool beyond_positions) {
+  nlohmann::json out = {{"zeroplan_version", ZEROPLAN_VERSION},
+                        {"model", model_to_json(w)},
+                        {"cluster", cluster_to_json(w)},
+                        {"max_seq_len", m.lo},
+                        {"recommendation", nullptr},
+                        {"next_seq_len", m.hi},
+                        {"limit", m.limit},
+                        {"sweep", nlohmann::json::array()}};
+  if (m.best)
+    out["recommendation"] =
+        plan_to_json(m.at(m.best->seq, m.best->offloaded), *m.best->result.recommendation);
+  for (const Probe& p : m.sweep) {
+    nlohmann::json row = {{"seq_len", p.seq}, {"fits", p.fits()}};
+    if (p.fits()) {
+      row["peak"] = p.result.recommendation->memory.peak;
+      row["tokens_per_s"] = p.result.recommendation->tokens_per_s;
+      row["plan"] = describe(p);
+      row["checkpoint_offload"] = p.offloaded;
+    }
+    out["sweep"].push_back(row);
+  }
+  if (beyond_positions) out["warnings"].push_back(fmt::format("beyond max_position_embeddings {}", max_pos));
+  return out;
+}
+
+std::string max_seq_text(const PlanFlags& flags, const planner::Workload& w, const MaxSeq& m, int64_t max_pos,
+                         bool beyond_positions) {
+  std::string s =
+      fmt::format("{} on {} GPUs ({}x{}x{}), micro-batch {}: the longest sequence that fits\n", w.model.name,
+                  w.cluster.world_size(), w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name,
+                  m.base.train.micro_batch ? fmt::format("{}", *m.base.train.micro_batch)
+                                           : std::string("from --global-batch"));
+  s += fmt::format("\n{:>9}  {:<4}  {:>8}  {:>10}  {}\n", "seq", "fits", "peak GB", "tokens/s", "plan");
+  for (const Probe& p : m.sweep) {
+    if (p.fits()) {
+      const planner::Plan& r = *p.result.recommendation;
+      s += fmt::format("{:>9}  {:<4}  {:>8}  {:>10.0f}  {}\n", p.seq, "yes", gb(r.memory.peak),
+                       r.tokens_per_s, describe(p));
+    } else {
+      s += fmt::format("{:>9}  {:<4}  {:>8}  {:>10}  {}\n", p.seq, "no", "-", "-", "nothing fits");
+    }
+  }
+  if (m.lo == 0) return s + fmt::format("\nNothing fits even at {} tokens. {}\n", kStep, m.limit);
+  const planner::Plan& r = *m.best->result.recommendation;
+  s += fmt::format(
+      "\nLongest sequence that fits: {} tokens (searched in steps of {}), with {}: peak {} GB of {} "
+      "GB usable, {:.0f} tokens/s.\n",
+      m.lo, kStep, describe(*m.best), gb(r.memory.peak), gb(r.capacity_bytes), r.tokens_per_s);
+  if (m.hi > 0) s += fmt::format("At {} tokens: {}\n", m.hi, m.limit);
+  if (beyond_positions)
+    s += fmt::format(
+        "Note: {} tokens is beyond the model's max_position_embeddings ({}); training there needs "
+        "RoPE scaling in the model config.\n",
+        m.lo, max_pos);
+  if (m.best->offloaded)
+    s += w.train.deepspeed_checkpointing
+             ? "Checkpoint offload: activation_checkpointing.cpu_checkpointing in the DeepSpeed config.\n"
+             : "Checkpoint offload: run each step inside DeepSpeed's "
+               "get_checkpoint_hidden_states_offloading_ctx_manager() (offload_activations.py, DeepSpeed "
+               ">= 0.19.6).\n";
+  s += fmt::format(
+      "Not searched yet: sequence parallelism (Ulysses/ALST), TiledMLP{}.\n",
+      m.try_offload || !flags.checkpoint_offload.empty() ? "" : "; checkpoint offload (not with this stack)");
+  return s;
 }
 
 }  // namespace
@@ -46,114 +190,15 @@ CommandResult run_max_seq(const PlanFlags& flags, const planner::SearchOptions& 
     throw UserError(
         "--max-seq answers one question (the longest sequence that fits); run the plan at that length with "
         "--seq-len N for --emit, --html, --explain or --compare");
-  planner::Workload base = w;
-  if (!base.train.micro_batch && !base.train.global_batch) base.train.micro_batch = 1;
-  auto probe = [&](int64_t seq) {
-    planner::Workload v = base;
-    v.train.seq_len = seq;
-    const planner::ModelStats s = planner::compute_model_stats(v);
-    return Probe{seq, planner::search_plans(v, s, opts)};
-  };
-
-  std::vector<Probe> sweep;  // the doubling probes, for the table
-  int64_t lo = 0, hi = 0;
-  for (int64_t seq = kStep; seq <= kMaxSeqLen; seq *= 2) {
-    sweep.push_back(probe(seq));
-    if (!sweep.back().fits()) {
-      hi = seq;
-      break;
-    }
-    lo = seq;
-  }
-  std::optional<Probe> best;
-  for (const Probe& p : sweep)
-    if (p.fits() && p.seq == lo) best = p;
-  if (lo > 0 && hi > 0) {
-    while (hi - lo > kStep) {
-      const int64_t mid = lo + (hi - lo) / 2 / kStep * kStep;
-      Probe p = probe(mid);
-      if (p.fits()) {
-        lo = mid;
-        best = std::move(p);
-      } else {
-        hi = mid;
-      }
-    }
-  }
-  // Why one step further does not fit: the full search with its reasons at the first failing length.
-  std::string limit;
-  if (hi > 0) {
-    planner::Workload v = base;
-    v.train.seq_len = hi;
-    const planner::SearchResult r = planner::search(v, opts);
-    limit = r.no_fit_reason;
-  }
+  const MaxSeq m = search_max_seq(flags, opts, w);
   const int64_t max_pos = w.model.max_position_embeddings;
-  const bool beyond_positions = lo > 0 && max_pos > 0 && lo > max_pos;
-
+  const bool beyond_positions = m.lo > 0 && max_pos > 0 && m.lo > max_pos;
   if (flags.json) {
-    nlohmann::json out = {{"zeroplan_version", ZEROPLAN_VERSION},
-                          {"model", model_to_json(w)},
-                          {"cluster", cluster_to_json(w)},
-                          {"max_seq_len", lo},
-                          {"recommendation", nullptr},
-                          {"next_seq_len", hi},
-                          {"limit", limit},
-                          {"sweep", nlohmann::json::array()}};
-    if (best) {
-      planner::Workload v = base;
-      v.train.seq_len = best->seq;
-      out["recommendation"] = plan_to_json(v, *best->result.recommendation);
-    }
-    for (const Probe& p : sweep) {
-      nlohmann::json row = {{"seq_len", p.seq}, {"fits", p.fits()}};
-      if (p.fits()) {
-        row["peak"] = p.result.recommendation->memory.peak;
-        row["tokens_per_s"] = p.result.recommendation->tokens_per_s;
-        row["plan"] = planner::describe_config(p.result.recommendation->zero);
-      }
-      out["sweep"].push_back(row);
-    }
-    if (beyond_positions)
-      out["warnings"].push_back(fmt::format("beyond max_position_embeddings {}", max_pos));
-    write_answer(out.dump(2) + "\n");
-    return lo > 0 ? 0 : 1;
+    write_answer(max_seq_json(w, m, max_pos, beyond_positions).dump(2) + "\n");
+    return m.lo > 0 ? 0 : 1;
   }
-
-  std::string s =
-      fmt::format("{} on {} GPUs ({}x{}x{}), micro-batch {}: the longest sequence that fits\n", w.model.name,
-                  w.cluster.world_size(), w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name,
-                  base.train.micro_batch ? fmt::format("{}", *base.train.micro_batch)
-                                         : std::string("from --global-batch"));
-  s += fmt::format("\n{:>9}  {:<4}  {:>8}  {:>10}  {}\n", "seq", "fits", "peak GB", "tokens/s", "plan");
-  for (const Probe& p : sweep) {
-    if (p.fits()) {
-      const planner::Plan& r = *p.result.recommendation;
-      s += fmt::format("{:>9}  {:<4}  {:>8}  {:>10.0f}  {}\n", p.seq, "yes", gb(r.memory.peak),
-                       r.tokens_per_s, planner::describe_config(r.zero));
-    } else {
-      s += fmt::format("{:>9}  {:<4}  {:>8}  {:>10}  {}\n", p.seq, "no", "-", "-", "nothing fits");
-    }
-  }
-  if (lo == 0) {
-    s += fmt::format("\nNothing fits even at {} tokens. {}\n", kStep, limit);
-    write_answer(s);
-    return 1;
-  }
-  const planner::Plan& r = *best->result.recommendation;
-  s += fmt::format(
-      "\nLongest sequence that fits: {} tokens (searched in steps of {}), with {}: peak {} GB of {} "
-      "GB usable, {:.0f} tokens/s.\n",
-      lo, kStep, planner::describe_config(r.zero), gb(r.memory.peak), gb(r.capacity_bytes), r.tokens_per_s);
-  if (hi > 0) s += fmt::format("At {} tokens: {}\n", hi, limit);
-  if (beyond_positions)
-    s += fmt::format(
-        "Note: {} tokens is beyond the model's max_position_embeddings ({}); training there needs "
-        "RoPE scaling in the model config.\n",
-        lo, max_pos);
-  s += "Not searched yet: sequence parallelism (Ulysses/ALST), TiledMLP, checkpoint offload.\n";
-  write_answer(s);
-  return 0;
+  write_answer(max_seq_text(flags, w, m, max_pos, beyond_positions));
+  return m.lo > 0 ? 0 : 1;
 }
 
 }  // namespace zeroplan::cli

@@ -21,6 +21,7 @@
 #include "executor/admission.h"
 #include "executor/engine.h"
 #include "executor/mpi_comm.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/model_stats.h"
 #include "planner/search.h"
 #include "planner/zero3_leaf.h"
@@ -228,6 +229,8 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
   // ...and its own kernels' activations and gradient buffers (planner/engine_runtime.h).
   w.train.implementation = planner::Implementation::ZeroplanEngine;
+  if (const std::string why = planner::checkpoint_offload_refusal(w.train); !why.empty())
+    throw UserError(why);
   const planner::ZeroConfig z = zero_config(f, v, w);
   const exec::RunConfig rc = run_config(w, z, steps);
   const int world = w.cluster.world_size();

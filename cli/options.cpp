@@ -9,6 +9,7 @@
 #include "common/names.h"
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
@@ -195,7 +196,17 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option(
          "--checkpoint-impl", f.checkpoint_impl,
          "How the script checkpoints layers: non-reentrant (transformers 5 default; its recompute stops "
-         "at the last saved tensor) | reentrant (transformers 4.x default, deepspeed.checkpointing)")
+         "at the last saved tensor) | reentrant (transformers 4.x default) | deepspeed "
+         "(deepspeed.checkpointing.checkpoint, as Megatron-DeepSpeed: reentrant, and the config's "
+         "activation_checkpointing section acts)")
+      ->group(t);
+  app.add_option(
+         "--checkpoint-offload", f.checkpoint_offload,
+         "none (default) | cpu: the checkpointed layer inputs wait in host memory for the backward "
+         "(DeepSpeed's activation offload: cpu_checkpointing with --checkpoint-impl deepspeed, else HF "
+         "checkpointing inside CheckpointHiddenStatesOffload, DeepSpeed >= 0.19.6); implies --checkpointing "
+         "full. "
+         "--max-seq tries it when the flag is absent")
       ->group(t);
   app.add_option("--memory-efficient-linear", f.memory_efficient_linear,
                  "ZeRO-3 zero_optimization.memory_efficient_linear: on (DeepSpeed default) | off (torch's "
@@ -246,6 +257,24 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
       ->group(o);
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }
+
+namespace {
+
+// --checkpointing, --checkpoint-impl and --checkpoint-offload, and whether DeepSpeed can run the offload.
+void parse_checkpoint_flags(const PlanFlags& f, planner::TrainingSpec& t) {
+  // 0: non-reentrant, 1: reentrant, 2: deepspeed.checkpointing (reentrant too).
+  const int impl = parse_choice<int>(f.checkpoint_impl, "--checkpoint-impl",
+                                     {{"non-reentrant", 0}, {"reentrant", 1}, {"deepspeed", 2}});
+  t.checkpoint_reentrant = impl >= 1;
+  t.deepspeed_checkpointing = impl == 2;
+  t.checkpoint_offload = parse_choice<planner::CheckpointOffload>(
+      f.checkpoint_offload.empty() ? std::string("none") : f.checkpoint_offload, "--checkpoint-offload",
+      {{"none", planner::CheckpointOffload::None}, {"cpu", planner::CheckpointOffload::Cpu}});
+  if (!f.checkpointing.empty()) t.checkpointing = parse_checkpointing(f.checkpointing);
+  if (const std::string why = planner::checkpoint_offload_refusal(t); !why.empty()) throw UserError(why);
+}
+
+}  // namespace
 
 planner::Workload build_workload(const PlanFlags& f) {
   planner::Workload w;
@@ -322,8 +351,6 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.moe_leaf = parse_choice<planner::MoeLeaf>(
       f.z3_leaf_moe, "--z3-leaf-moe",
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
-  t.checkpoint_reentrant = parse_choice<bool>(f.checkpoint_impl, "--checkpoint-impl",
-                                              {{"non-reentrant", false}, {"reentrant", true}});
   t.memory_efficient_linear = parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear",
                                                  {{"on", true}, {"off", false}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
@@ -338,7 +365,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.micro_batch = optional_count(f.micro_batch, "--micro-batch", kMaxMicroBatch);
   t.grad_accum = optional_count(f.grad_accum, "--grad-accum", kMaxGradAccum);
   t.global_batch = optional_count(f.global_batch, "--global-batch", kMaxGlobalBatch);
-  if (!f.checkpointing.empty()) t.checkpointing = parse_checkpointing(f.checkpointing);
+  parse_checkpoint_flags(f, t);
 
   hw::ClusterOverrides ov;
   if (!f.intra_link.empty()) ov.intra_link = f.intra_link;
@@ -378,6 +405,9 @@ planner::Workload build_workload(const PlanFlags& f) {
     w.model = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));
     if (t.method != planner::Method::Full)
       throw UserError("--method lora/qlora needs the architecture; use --model instead of --params");
+    if (t.checkpoint_offload != planner::CheckpointOffload::None)
+      throw UserError(
+          "--checkpoint-offload needs the architecture (its layer inputs); use --model instead of --params");
   } else {
     w.model = models::load_model(f.model);
   }

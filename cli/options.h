@@ -34,8 +34,10 @@ struct PlanFlags {
   std::string deepspeed_version = "0.19.8";  // modelled DeepSpeed release (planner/ds_runtime.h)
   std::string torch_version = "2.11";  // --torch-version: decides SDPA's kernel (planner/torch_version.h)
   std::string z3_leaf_moe = "auto";    // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)
-  std::string checkpoint_impl = "non-reentrant";  // use_reentrant: non-reentrant|reentrant
-  std::string memory_efficient_linear = "on";     // ZeRO-3 zero_optimization.memory_efficient_linear: on|off
+  std::string checkpoint_impl = "non-reentrant";  // non-reentrant|reentrant|deepspeed
+  std::string
+      checkpoint_offload;  // none|cpu (planner/checkpoint_offload.h); "" = none, searched by --max-seq
+  std::string memory_efficient_linear = "on";  // ZeRO-3 zero_optimization.memory_efficient_linear: on|off
   std::string intra_link, network, host_mem, nvme_bw, nvme_capacity, nics, gpu_mem;  // cluster overrides
   std::string memory_margin = "0.05";
   std::string host_speed = "1";  // --host-speed: host single-thread speed vs the reference host

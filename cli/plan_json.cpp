@@ -1,6 +1,7 @@
 #include "cli/plan_json.h"
 
 #include "configs/emit.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
 #include "planner/torch_version.h"
@@ -32,6 +33,26 @@ json cluster_to_json(const planner::Workload& w) {
   return j;
 }
 
+namespace {
+
+// --checkpoint-offload cpu (planner/checkpoint_offload.h): where the checkpoints wait and what their
+// copies cost; null (the key absent) otherwise.
+json checkpoint_offload_json(const planner::Workload& w, const planner::Plan& p) {
+  const planner::CheckpointOffloadPlan off =
+      planner::checkpoint_offload_plan(w.train, w.model.num_layers, p.zero.checkpointing);
+  if (!off.active) return nullptr;
+  return {{"path", off.async ? "offload_engine" : "blocking_copies"},
+          {"host_pinned", off.pinned},
+          {"checkpoints_on_gpu", off.gpu_checkpoints},
+          {"checkpoints_on_host", off.host_checkpoints},
+          {"copies_per_step", p.time.checkpoint_copies},
+          {"bytes_per_copy", p.time.checkpoint_copy_bytes},
+          {"copy_s", p.time.checkpoint_copy_s},
+          {"exposed_s", p.time.checkpoint_offload_s}};
+}
+
+}  // namespace
+
 json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
   const auto& mem = p.memory;
   json gpu = {{"parameters", mem.category(Category::Parameters)},
@@ -57,80 +78,83 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
                            {"exposed_s", c.exposed_s}});
   }
   const auto& z = p.zero;
-  return json{{"zero_stage", z.stage},
-              {"expert_parallel_size",
-               z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
-              {"offload_optimizer", planner::to_string(z.offload_optimizer)},
-              {"offload_param", planner::to_string(z.offload_param)},
-              {"micro_batch", z.micro_batch},
-              {"grad_accum", z.grad_accum},
-              {"seq_len", p.seq_len},
-              {"global_batch", p.global_batch},
-              {"activation_checkpointing", planner::to_string(z.checkpointing)},
-              {"precision", planner::to_string(p.precision)},
-              {"method", planner::to_string(w.train.method)},
-              {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
-              {"host_speed", w.train.host_speed},  // --host-speed (planner/training_spec.h)
-              // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
-              // attn_implementation as transformers names it, and the loss.
-              {"kernels",
-               {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
-                              : w.train.flash_attention_3                    ? "flash_attention_3"
-                              : w.train.flash_attention_2                    ? "flash_attention_2"
-                                                                             : "sdpa"},
-                // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
-                {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
-                {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"}}},
-              {"torch_version", planner::torch_version_string(w.train.torch_version)},
-              {"fits", p.fits},
-              {"zero",
-               {{"reduce_bucket_size", z.reduce_bucket_size},
-                {"allgather_bucket_size", z.allgather_bucket_size},
-                {"overlap_comm", z.overlap_comm},
-                {"contiguous_gradients", z.contiguous_gradients},
-                {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
-                {"stage3_param_persistence_threshold", z.param_persistence_threshold},
-                {"stage3_max_live_parameters", z.max_live_parameters},
-                {"sub_group_size", z.sub_group_size},
-                // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (--allow bf16-master).
-                {"bf16_master_weights_and_grads", z.bf16_master_weights},
-                {"bf16_optimizer_states", z.bf16_optimizer_states}}},
-              {"memory",
-               {{"gpu", gpu},
-                {"cpu",
-                 {{"per_node", mem.host_per_node},
-                  {"pinned_per_node", mem.host_pinned_per_node},
-                  {"load_per_node", mem.host_load_per_node},
-                  {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}}},
-              {"time",
-               {{"step_s", p.time.step_s},
-                {"compute_s", p.time.compute_s},
-                {"communication_s", p.time.communication_s},
-                {"exposed_communication_s", p.time.exposed_communication_s},
-                {"offload_s", p.time.offload_s},
-                {"hook_overhead_s", p.time.hook_overhead_s},
-                {"hook_host_s", p.time.hook_host_s},
-                {"hooked_module_calls", p.time.hooked_module_calls},
-                {"overlap_slowdown_s", p.time.overlap_slowdown_s},
-                {"kernels_per_step", p.time.kernels_per_step},
-                {"error_band", p.time.error_band}}},
-              {"communication",
-               {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
-              // The checkpoint save (planner/save_phase.h): disk bytes of DeepSpeed's checkpoint and of the
-              // 16-bit model, and the host RAM the save adds on node 0.
-              {"save",
-               {{"checkpoint_bytes", p.save.checkpoint_total_bytes},
-                {"checkpoint_optim_file_bytes_per_rank", p.save.checkpoint_optim_file_bytes},
-                {"checkpoint_model_file_bytes", p.save.checkpoint_model_file_bytes},
-                {"model16_file_bytes", p.save.model16_file_bytes},
-                {"host_bytes_node0", p.save.host_bytes_node0},
-                {"host_ok", p.save.host_ok}}},
-              {"throughput",
-               {{"tokens_per_s", p.tokens_per_s},
-                {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
-                {"mfu", p.mfu},
-                {"hfu", p.time.hfu}}},
-              {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
+  json out =
+      json{{"zero_stage", z.stage},
+           {"expert_parallel_size",
+            z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
+           {"offload_optimizer", planner::to_string(z.offload_optimizer)},
+           {"offload_param", planner::to_string(z.offload_param)},
+           {"micro_batch", z.micro_batch},
+           {"grad_accum", z.grad_accum},
+           {"seq_len", p.seq_len},
+           {"global_batch", p.global_batch},
+           {"activation_checkpointing", planner::to_string(z.checkpointing)},
+           {"precision", planner::to_string(p.precision)},
+           {"method", planner::to_string(w.train.method)},
+           {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
+           {"host_speed", w.train.host_speed},  // --host-speed (planner/training_spec.h)
+           // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
+           // attn_implementation as transformers names it, and the loss.
+           {"kernels",
+            {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
+                           : w.train.flash_attention_3                    ? "flash_attention_3"
+                           : w.train.flash_attention_2                    ? "flash_attention_2"
+                                                                          : "sdpa"},
+             // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
+             {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
+             {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"}}},
+           {"torch_version", planner::torch_version_string(w.train.torch_version)},
+           {"fits", p.fits},
+           {"zero",
+            {{"reduce_bucket_size", z.reduce_bucket_size},
+             {"allgather_bucket_size", z.allgather_bucket_size},
+             {"overlap_comm", z.overlap_comm},
+             {"contiguous_gradients", z.contiguous_gradients},
+             {"stage3_prefetch_bucket_size", z.prefetch_bucket_size},
+             {"stage3_param_persistence_threshold", z.param_persistence_threshold},
+             {"stage3_max_live_parameters", z.max_live_parameters},
+             {"sub_group_size", z.sub_group_size},
+             // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (--allow bf16-master).
+             {"bf16_master_weights_and_grads", z.bf16_master_weights},
+             {"bf16_optimizer_states", z.bf16_optimizer_states}}},
+           {"memory",
+            {{"gpu", gpu},
+             {"cpu",
+              {{"per_node", mem.host_per_node},
+               {"pinned_per_node", mem.host_pinned_per_node},
+               {"load_per_node", mem.host_load_per_node},
+               {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}}},
+           {"time",
+            {{"step_s", p.time.step_s},
+             {"compute_s", p.time.compute_s},
+             {"communication_s", p.time.communication_s},
+             {"exposed_communication_s", p.time.exposed_communication_s},
+             {"offload_s", p.time.offload_s},
+             {"hook_overhead_s", p.time.hook_overhead_s},
+             {"hook_host_s", p.time.hook_host_s},
+             {"hooked_module_calls", p.time.hooked_module_calls},
+             {"overlap_slowdown_s", p.time.overlap_slowdown_s},
+             {"kernels_per_step", p.time.kernels_per_step},
+             {"error_band", p.time.error_band}}},
+           {"communication",
+            {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
+           // The checkpoint save (planner/save_phase.h): disk bytes of DeepSpeed's checkpoint and of the
+           // 16-bit model, and the host RAM the save adds on node 0.
+           {"save",
+            {{"checkpoint_bytes", p.save.checkpoint_total_bytes},
+             {"checkpoint_optim_file_bytes_per_rank", p.save.checkpoint_optim_file_bytes},
+             {"checkpoint_model_file_bytes", p.save.checkpoint_model_file_bytes},
+             {"model16_file_bytes", p.save.model16_file_bytes},
+             {"host_bytes_node0", p.save.host_bytes_node0},
+             {"host_ok", p.save.host_ok}}},
+           {"throughput",
+            {{"tokens_per_s", p.tokens_per_s},
+             {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},
+             {"mfu", p.mfu},
+             {"hfu", p.time.hfu}}},
+           {"deepspeed_config", configs::deepspeed_config(w, p, false)}};
+  if (json co = checkpoint_offload_json(w, p); !co.is_null()) out["checkpoint_offload"] = std::move(co);
+  return out;
 }
 
 }  // namespace zeroplan::cli

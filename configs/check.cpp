@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "configs/ds_keys.h"
 #include "configs/emit.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/zero3_leaf.h"
@@ -161,26 +162,55 @@ class Reader {
   // does not configure it from ds_config (engine.py _configure_checkpointing sets up the checkpoint
   // *files*), and transformers' gradient_checkpointing_enable wraps the layers with torch.utils.checkpoint
   // (modeling_utils.py: gradient_checkpointing_func = checkpoint), so under the HF Trainer these keys
-  // change nothing. Where they do act: partition_activations splits each checkpoint over the
-  // model-parallel group (mp_size > 1 only), cpu_checkpointing keeps the checkpoints in host memory.
+  // change nothing. Where they do act (--checkpoint-impl deepspeed): cpu_checkpointing keeps the
+  // checkpoints in host memory (planner/checkpoint_offload.h), partition_activations splits each over the
+  // model-parallel group (mp_size > 1 only; 1 here) and sends cpu_checkpointing down its blocking path.
   void activation_checkpointing() {
     const json* ac = find(cfg_, {"activation_checkpointing"});
     if (ac == nullptr || !ac->is_object()) return;
     const bool partition = zbool(find(*ac, {"partition_activations"})).value_or(false);
     const bool cpu = zbool(find(*ac, {"cpu_checkpointing"})).value_or(false);
     if (!partition && !cpu) return;
-    add(Severity::Info,
-        cpu ? "activation_checkpointing.cpu_checkpointing" : "activation_checkpointing.partition_activations",
-        fmt::format(
-            "{} only act through deepspeed.checkpointing.checkpoint (Megatron-DeepSpeed, or a script "
-            "that calls deepspeed.checkpointing.configure and checkpoints its layers with it); the HF "
-            "Trainer's gradient_checkpointing uses torch.utils.checkpoint and ignores them, and so does "
-            "this plan (checkpoints counted on the GPU, not partitioned{})",
-            partition && cpu ? "partition_activations and cpu_checkpointing"
-            : cpu            ? "cpu_checkpointing"
-                             : "partition_activations",
-            cpu ? " or moved to host memory" : ""),
-        "with the HF Trainer drop them; with deepspeed.checkpointing, zeroplan does not model them yet");
+    const char* key =
+        cpu ? "activation_checkpointing.cpu_checkpointing" : "activation_checkpointing.partition_activations";
+    const char* what = partition && cpu ? "partition_activations and cpu_checkpointing"
+                       : cpu            ? "cpu_checkpointing"
+                                        : "partition_activations";
+    if (!w_.train.deepspeed_checkpointing) {
+      add(Severity::Info, key,
+          fmt::format(
+              "{} only act through deepspeed.checkpointing.checkpoint (Megatron-DeepSpeed, or a script "
+              "that calls deepspeed.checkpointing.configure and checkpoints its layers with it); the HF "
+              "Trainer's gradient_checkpointing uses torch.utils.checkpoint and ignores them, and so does "
+              "this plan (checkpoints counted on the GPU, not partitioned{})",
+              what, cpu ? " or moved to host memory" : ""),
+          "with the HF Trainer drop them; if the script uses deepspeed.checkpointing, pass --checkpoint-impl "
+          "deepspeed");
+      return;
+    }
+    r_.cpu_checkpointing = cpu;
+    r_.partition_activations = partition;
+    // The layers are checkpointed (the script calls deepspeed.checkpointing.checkpoint), so an unset
+    // --checkpointing means full recomputation here; an explicit one is kept.
+    if (cpu && !w_.train.checkpointing) r_.zero.checkpointing = planner::Checkpointing::Full;
+    planner::TrainingSpec t = w_.train;
+    t.checkpoint_offload = cpu ? planner::CheckpointOffload::Cpu : planner::CheckpointOffload::None;
+    t.partition_activations = partition;
+    const planner::CheckpointOffloadPlan off =
+        planner::checkpoint_offload_plan(t, std::max<int64_t>(1, w_.model.num_layers), r_.zero.checkpointing);
+    const bool acts = off.active;
+    add(Severity::Info, key,
+        acts  ? fmt::format("modelled with deepspeed.checkpointing (layers fully checkpointed): the layer "
+                             "inputs wait in host memory, {}{}",
+                           !off.async ? "pageable, copied with blocking .cpu() / .to(device)"
+                                       : "pinned, copied by DeepSpeed's offload engine on a side stream",
+                           partition ? "; partition_activations splits nothing at model-parallel size 1" : "")
+        : cpu ? fmt::format("{}: the plan's layers are not fully checkpointed (--checkpointing), so nothing "
+                            "is offloaded",
+                            what)
+              : "partition_activations splits each checkpoint over the model-parallel group, which is 1 "
+                "here: nothing changes",
+        "");
   }
 
   // "expert_parallel" (DeepSpeed 0.19.8 AutoEP, module_inject/auto_ep_config.py parse_autoep_config: enabled
@@ -1004,6 +1034,11 @@ planner::Workload workload_for_config(const planner::Workload& w, const ReadConf
   wc.train.grad_accum = r.zero.grad_accum;
   wc.train.global_batch = r.train_batch_size;
   wc.train.checkpointing = r.zero.checkpointing;
+  if (w.train.deepspeed_checkpointing) {  // the config's activation_checkpointing acts (Reader above)
+    wc.train.checkpoint_offload =
+        r.cpu_checkpointing ? planner::CheckpointOffload::Cpu : planner::CheckpointOffload::None;
+    wc.train.partition_activations = r.partition_activations;
+  }
   return wc;
 }
 
@@ -1018,10 +1053,11 @@ std::string format_change(const ConfigChange& c) {
 }
 
 std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann::json& user_config,
-                                     const planner::Plan& user_plan, const planner::Plan& recommended) {
+                                     const planner::Plan& user_plan, const planner::Plan& recommended,
+                                     const planner::Workload* w_recommended) {
   std::map<std::string, json> from, to, given;
   flatten(deepspeed_config(w, user_plan, false), "", from);
-  flatten(deepspeed_config(w, recommended, false), "", to);
+  flatten(deepspeed_config(w_recommended != nullptr ? *w_recommended : w, recommended, false), "", to);
   flatten(user_config, "", given);
   // Keys whose meaning the user did not choose (zeroplan always writes them) are not changes.
   for (const char* k : {"gradient_clipping", "zero_optimization.stage3_gather_16bit_weights_on_model_save"}) {

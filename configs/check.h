@@ -35,6 +35,10 @@ struct ReadConfig {
   // type(engine.optimizer).__name__ as planner::runtime_path (planner/ds_runtime.h, h1b's model of
   // engine.py _do_optimizer_sanity_check) predicts it; "" when that model does not cover the version.
   std::string optimizer_wrapper;  // not given: chosen from the presence of "auto"
+  // activation_checkpointing, where it acts (the script uses deepspeed.checkpointing: --checkpoint-impl
+  // deepspeed): cpu_checkpointing and partition_activations (planner/checkpoint_offload.h).
+  bool cpu_checkpointing = false;
+  bool partition_activations = false;
 };
 
 // Which DeepSpeed and which launcher the config is judged for.
@@ -75,8 +79,10 @@ nlohmann::json change_to_json(const ConfigChange& c);
 std::string format_change(const ConfigChange& c);
 
 // Differences between the user's config (`user_plan`, read from `user_config`) and `recommended`,
-// both rendered with deepspeed_config() so defaults are explicit on both sides.
+// both rendered with deepspeed_config() so defaults are explicit on both sides. `w_recommended` is the
+// recommendation's workload where it differs from the config's `w` (e.g. no checkpoint offload).
 std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann::json& user_config,
-                                     const planner::Plan& user_plan, const planner::Plan& recommended);
+                                     const planner::Plan& user_plan, const planner::Plan& recommended,
+                                     const planner::Workload* w_recommended = nullptr);
 
 }  // namespace zeroplan::configs

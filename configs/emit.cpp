@@ -9,6 +9,7 @@
 #include "common/atomic_file.h"
 #include "common/checked.h"
 #include "common/errors.h"
+#include "planner/checkpoint_offload.h"
 
 namespace zeroplan::configs {
 namespace {
@@ -127,6 +128,22 @@ std::string py_string(const std::string& s) {
 
 }  // namespace
 
+namespace {
+
+// Checkpoint offload through deepspeed.checkpointing (--checkpoint-impl deepspeed): DeepSpeed reads
+// activation_checkpointing (runtime/activation_checkpointing/config.py; cpu_checkpointing and
+// partition_activations default false) when the script calls deepspeed.checkpointing.configure. The
+// HF path has no config key: the script wraps its step in the offload context (the snippet says so).
+// Null when the plan offloads nothing.
+json activation_checkpointing_section(const planner::Workload& w, const planner::ZeroConfig& z) {
+  if (!w.train.deepspeed_checkpointing ||
+      !planner::checkpoint_offload_plan(w.train, w.model.num_layers, z.checkpointing).active)
+    return nullptr;
+  return {{"partition_activations", w.train.partition_activations}, {"cpu_checkpointing", true}};
+}
+
+}  // namespace
+
 json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto) {
   return deepspeed_config(w, p, ConfigOptions{hf_auto, false});
 }
@@ -213,6 +230,8 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
   // replaces the HF MoE blocks inside deepspeed.initialize (engine.py _configure_expert_parallel); the
   // preset is found from the model's class (auto_ep_presets/registry.py), so only the size is written.
   if (z.ep_size > 1) c["expert_parallel"] = {{"enabled", true}, {"autoep_size", z.ep_size}};
+  if (json ac = activation_checkpointing_section(w, z); !ac.is_null())
+    c["activation_checkpointing"] = std::move(ac);
 
   if (o.with_optimizer) {
     c["optimizer"] = {{"type", "AdamW"},
@@ -285,6 +304,16 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
       // transformers 5's default but not 4.x's (use_reentrant=True there), so say it either way.
       s += fmt::format("    gradient_checkpointing_kwargs={{\"use_reentrant\": {}}},\n",
                        w.train.checkpoint_reentrant ? "True" : "False");
+      if (!w.train.deepspeed_checkpointing &&
+          planner::checkpoint_offload_plan(w.train, w.model.num_layers, z.checkpointing).active)
+        // DeepSpeed >= 0.19.6 runtime/activation_checkpointing/offload_activations.py: the context marks
+        // each GradientCheckpointingLayer's hidden_states and offloads them; the Trainer has no switch.
+        s += "    # Checkpoint offload (the plan assumes it): run each training step inside\n"
+             "    #   from deepspeed.runtime.activation_checkpointing.offload_activations import \\\n"
+             "    #       get_checkpoint_hidden_states_offloading_ctx_manager\n"
+             "    #   with get_checkpoint_hidden_states_offloading_ctx_manager(): loss = ...; "
+             "loss.backward()\n"
+             "    # (a Trainer subclass overriding training_step), with non-reentrant checkpointing.\n";
       break;
     case planner::Checkpointing::Selective:
       s +=

@@ -22,6 +22,7 @@
 #include <string_view>
 
 #include "common/checked.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
@@ -117,6 +118,7 @@ struct StatesContext {
   Stage3Sizes stage3_sizes() const;
   void add_transient_parameter_gradient(MemoryBreakdown& out) const;
   void add_activations(MemoryBreakdown& out) const;
+  void add_layer_checkpoints(MemoryBreakdown& out, int64_t b) const;  // full checkpointing's inputs
   void add_overhead(MemoryBreakdown& out) const;
   int64_t host_load_per_rank() const;
   void settle_backward_moments(MemoryBreakdown& out) const;
@@ -754,6 +756,29 @@ int64_t StatesContext::add_zero12_offload_host(MemoryBreakdown& out) const {
   return nvme_rank;
 }
 
+// Full checkpointing keeps each decoder layer's input; with the checkpoints offloaded only a few stay
+// on the GPU and the rest wait in host memory (planner/checkpoint_offload.h: DeepSpeed's offload
+// engine, or its blocking copies).
+void StatesContext::add_layer_checkpoints(MemoryBreakdown& out, int64_t b) const {
+  const ActivationStats& a = m.act;
+  const int64_t L = a.num_layers;
+  const CheckpointOffloadPlan off = checkpoint_offload_plan(w.train, L, z.checkpointing);
+  if (!off.active) {
+    out.add_gpu("layer inputs (checkpoints)", Category::Activations,
+                checked_mul(checked_mul(L, a.layer_input_per_sample), b), kFwdBwd,
+                "full recomputation keeps each layer input 2sbh (Korthikanti Table 2)");
+    return;
+  }
+  out.add_gpu("layer inputs (checkpoints, offloaded: on GPU)", Category::Activations,
+              checked_mul(checked_mul(off.gpu_checkpoints, a.layer_input_per_sample), b), kFwdBwd,
+              off.async ? "offload engine: the kept-last input and one in the forward stash"
+                        : "blocking copies: the restored input of the layer being recomputed");
+  out.add_host("offloaded layer inputs (checkpoints)", Category::Activations,
+               checked_mul(checked_mul(off.host_checkpoints, a.layer_input_per_sample), b), off.pinned,
+               off.async ? "offload_activations.py: every input but the kept-last, pinned"
+                         : "checkpointing.py .cpu(): every layer input, pageable");
+}
+
 // Saved activations and the loss's buffers of one micro-step (planner/memory_stats.h), by checkpointing mode.
 void StatesContext::add_activations(MemoryBreakdown& out) const {
   const ActivationStats& a = m.act;
@@ -783,9 +808,7 @@ void StatesContext::add_activations(MemoryBreakdown& out) const {
             kFwdBwd, "attention core recomputed (Korthikanti et al. 2022 §5)");
         break;
       case Checkpointing::Full:
-        out.add_gpu("layer inputs (checkpoints)", Category::Activations,
-                    checked_mul(checked_mul(L, a.layer_input_per_sample), b), kFwdBwd,
-                    "full recomputation keeps each layer input 2sbh (Korthikanti Table 2)");
+        add_layer_checkpoints(out, b);
         if (a.causal_mask_per_sample > 0)
           // Eager attention gets a 4-D causal mask [b, 1, s, s] in the compute dtype (Falcon's SDPA
           // call a boolean one; transformers masking_utils create_causal_mask); each checkpointed

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/checked.h"
+#include "planner/checkpoint_offload.h"
 #include "planner/expert_parallel.h"
 #include "planner/search.h"
 #include "planner/time_model.h"
@@ -276,6 +277,21 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
 
 namespace {
 
+// The checkpoints in host memory (planner/checkpoint_offload.h), where DeepSpeed can do it for this
+// stack and the user left it open: the plan that then fits, or "".
+std::string fit_with_checkpoint_offload(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
+  if (w.train.checkpoint_offload != CheckpointOffload::None || !s.mem.act.known ||
+      (w.train.checkpointing && *w.train.checkpointing != Checkpointing::Full))
+    return {};
+  Workload v = w;
+  v.train.checkpoint_offload = CheckpointOffload::Cpu;
+  if (!checkpoint_offload_refusal(v.train).empty()) return {};
+  const SearchResult fr = search_plans(v, s, opts);
+  if (!fr.recommendation) return {};
+  return fmt::format("--checkpoint-offload cpu (layer inputs in host memory): {} ({})",
+                     describe_config(fr.recommendation->zero), tps(fr.recommendation->tokens_per_s));
+}
+
 void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
   const Plan* closest = nullptr;
   const int64_t host = w.cluster.host_memory_bytes_per_node;
@@ -321,6 +337,7 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
                                   describe_config(fr.recommendation->zero),
                                   tps(fr.recommendation->tokens_per_s)));
   }
+  if (std::string c = fit_with_checkpoint_offload(w, s, opts); !c.empty()) would.push_back(std::move(c));
   // More GPUs of the same kind.
   for (int factor = 2; factor <= 64; factor *= 2) {
     // Fill nodes up to the GPU class's typical server size, then add nodes.
@@ -528,6 +545,36 @@ std::string network_sentence(const Workload& w, const ModelStats& s, const Searc
       ms(p.time.step_s), tps(p.tokens_per_s), pct(p.tokens_per_s, rec.tokens_per_s));
 }
 
+// --checkpoint-offload cpu (planner/checkpoint_offload.h): where the checkpoints went, what waiting for
+// them costs, and what the best plan without the offload reaches.
+std::string checkpoint_offload_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                        const Plan& rec) {
+  const CheckpointOffloadPlan off =
+      checkpoint_offload_plan(w.train, s.mem.act.num_layers, rec.zero.checkpointing);
+  if (!off.active || !s.mem.act.known) return {};
+  const int64_t on_host =
+      checked_mul(checked_mul(off.host_checkpoints, s.mem.act.layer_input_per_sample), rec.zero.micro_batch);
+  std::string out = fmt::format(
+      "Checkpoint offload: {} of the {} layer inputs ({} per GPU) wait in {} host memory ({} per node); "
+      "{} copies per step take {}, {} of it not hidden behind compute ({}).",
+      off.host_checkpoints, s.mem.act.num_layers, gb(on_host), off.pinned ? "pinned" : "pageable",
+      gb(checked_mul(on_host, w.cluster.gpus_per_node)), rec.time.checkpoint_copies,
+      ms(rec.time.checkpoint_copy_s), ms(rec.time.checkpoint_offload_s),
+      off.async ? "DeepSpeed's offload engine copies out on a side stream but copies back only when a "
+                  "layer's backward asks"
+                : "blocking .cpu() and .to(device) copies on the compute stream");
+  Workload kept = w;
+  kept.train.checkpoint_offload = CheckpointOffload::None;
+  const SearchResult no = search_plans(kept, s, opts);
+  if (no.recommendation)
+    out += fmt::format(" Without it the best plan ({}) reaches {} ({}).",
+                       describe_config(no.recommendation->zero), tps(no.recommendation->tokens_per_s),
+                       pct(no.recommendation->tokens_per_s, rec.tokens_per_s));
+  else
+    out += " Without it nothing fits.";
+  return out;
+}
+
 }  // namespace
 
 std::string describe_config(const ZeroConfig& z) {
@@ -580,6 +627,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
   if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
+  if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
   if (rec.zero.stage == 3 && !rec.zero.gather_16bit_weights_on_model_save)
     r.reasons.push_back(fmt::format(
@@ -617,8 +665,10 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
                       pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s)));
     }
   } else {
-    r.reasons.push_back(fmt::format("No offload is needed: the plan leaves {} of GPU memory unused.",
-                                    gb(rec.capacity_bytes - rec.memory.peak)));
+    r.reasons.push_back(
+        fmt::format("No {}offload is needed: the plan leaves {} of GPU memory unused.",
+                    w.train.checkpoint_offload != CheckpointOffload::None ? "optimizer or parameter " : "",
+                    gb(rec.capacity_bytes - rec.memory.peak)));
   }
 
   if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);

@@ -169,6 +169,15 @@ std::string render_report(const Workload& w, const SearchResult& r) {
                          "stage-3 module hooks (host, not a collective)", t.hooked_module_calls, "-", "-",
                          ms(t.hook_host_s), ms(t.hook_overhead_s));
   }
+  if (r.recommendation && r.recommendation->time.checkpoint_copies > 0) {
+    // --checkpoint-offload cpu (planner/checkpoint_offload.h): PCIe copies, not collectives.
+    const StepTime& t = r.recommendation->time;
+    out += fmt::format(
+        "\nCheckpoint offload per step: {} copies of {:.1f} MB between GPU and host memory, {} in all, {} "
+        "not hidden behind compute\n",
+        t.checkpoint_copies, static_cast<double>(t.checkpoint_copy_bytes) / 1e6, ms(t.checkpoint_copy_s),
+        ms(t.checkpoint_offload_s));
+  }
   return out;
 }
 

@@ -265,6 +265,10 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
   std::vector<Checkpointing> ckpt_choices = {Checkpointing::None, Checkpointing::Selective,
                                              Checkpointing::Full};
   if (w.train.checkpointing) ckpt_choices = {*w.train.checkpointing};
+  // Offloaded checkpoints are the inputs of fully checkpointed layers (planner/checkpoint_offload.h).
+  // A fixed --checkpointing wins (`check` tries other modes with the config's cpu_checkpointing on).
+  else if (w.train.checkpoint_offload != CheckpointOffload::None)
+    ckpt_choices = {Checkpointing::Full};
 
   // Expert parallelism (DeepSpeed AutoEP, planner/expert_parallel.h): --ep fixes it; otherwise a MoE
   // model is searched without it (HF experts as ordinary ZeRO parameters) and with every size AutoEP

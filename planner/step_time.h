@@ -40,6 +40,13 @@ struct StepTime {
   // Compute slowed by NCCL kernels running beside it (the hidden communication x the slowdown
   // fraction of planner/data/time_model.json); counted in step_s.
   double overlap_slowdown_s = 0;
+  // --checkpoint-offload cpu only (planner/checkpoint_offload.h): the checkpoints' host copies per step
+  // (D2H in the forward, H2D in the backward), the bytes of one, their total time and the exposed part
+  // (counted in offload_s).
+  int64_t checkpoint_copies = 0;
+  int64_t checkpoint_copy_bytes = 0;
+  double checkpoint_copy_s = 0;
+  double checkpoint_offload_s = 0;
   double step_s = 0;  // compute + exposed communication + offload + hook overhead + overlap slowdown
   // Relative error band of step_s (and tokens/s) from the calibration spread: median |error| of the
   // held-out calibration runs (scripts/calibrate_fit.py), e.g. 0.12 for "1.84 s +- 12%".

@@ -69,6 +69,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "planner/checkpoint_offload.h"
 #include "planner/collective_families.h"
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
@@ -200,6 +201,33 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
                (w.cluster.nvme_GBps * 1e9);
   }
   return offload;
+}
+
+// The checkpoint offload's PCIe time per step (planner/checkpoint_offload.h). The engine's forward D2H
+// copies run on its side stream beside the next layers' compute, so only what a copy takes beyond one
+// layer's share of the forward shows; its backward H2D copies are waited for by the compute stream
+// (restore_input, no prefetch). The blocking path waits for both. The engine copies into pinned buffers,
+// `.cpu()` into pageable memory: the GPU profile's two host-copy rates. Returns the exposed part.
+double checkpoint_offload_s(const Workload& w, const ActivationStats& a, const ZeroConfig& z, double fwd,
+                            StepTime& st) {
+  const CheckpointOffloadPlan off = checkpoint_offload_plan(w.train, a.num_layers, z.checkpointing);
+  const hw::GpuProfile& g = w.cluster.gpu;
+  const double bw = (off.pinned ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
+  // The CPU runtime's "device" is host memory: DeepSpeed skips the engine there (is_synchronized_device)
+  // and `.cpu()` of a CPU tensor copies nothing.
+  if (!off.active || !a.known || w.train.runtime == Runtime::Cpu || bw <= 0) return 0;
+  const double accum = static_cast<double>(std::max<int64_t>(1, z.grad_accum));
+  const int64_t bytes = a.layer_input_per_sample * std::max<int64_t>(1, z.micro_batch);
+  const double copy = static_cast<double>(bytes) / bw;
+  const double layer_fwd = fwd / static_cast<double>(a.num_layers);
+  const double d2h = static_cast<double>(off.d2h_copies);
+  const double h2d = static_cast<double>(off.h2d_copies);
+  const double exposed_fwd = off.async ? std::max(0.0, copy - layer_fwd) * d2h : copy * d2h;
+  st.checkpoint_copies = (off.d2h_copies + off.h2d_copies) * static_cast<int64_t>(accum);
+  st.checkpoint_copy_bytes = bytes;
+  st.checkpoint_copy_s = copy * (d2h + h2d) * accum;
+  st.checkpoint_offload_s = (exposed_fwd + copy * h2d) * accum;
+  return st.checkpoint_offload_s;
 }
 
 // Model FLOPs (PaLM Appendix B) and hardware FLOPs per GPU per step, and MFU/HFU over step_s.
@@ -810,6 +838,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   // ---- optimizer offload
   if (z.offload_optimizer != Offload::None)
     offload += optimizer_offload_s(w, z, partition, grad_bytes, host_bw, bwd_micro);
+  // ---- checkpoint offload (--checkpoint-offload cpu only)
+  offload += checkpoint_offload_s(w, ms.mem.act, z, fwd, st);
 
   for (int i = 0; i < st.num_collectives; ++i) {
     st.communication_s += st.collectives[i].time_s;

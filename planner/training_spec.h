@@ -46,6 +46,10 @@ std::string to_string(Attention);
 // (`"leaf_module": {"classes": []}`). planner/zero3_leaf.h.
 enum class MoeLeaf { Auto, On, Off };
 
+// --checkpoint-offload: where the fully checkpointed layers' inputs wait for the backward
+// (planner/checkpoint_offload.h). Cpu: host memory, through DeepSpeed's activation offload.
+enum class CheckpointOffload : uint8_t { None, Cpu };
+
 struct TrainingSpec {
   Precision precision = Precision::BF16;
   Method method = Method::Full;
@@ -70,6 +74,15 @@ struct TrainingSpec {
   // ComputeStats::recompute_early_stop. true: use_reentrant=True (transformers 4.35-4.x's default
   // when no kwargs are given, and deepspeed.checkpointing), which re-runs the whole layer.
   bool checkpoint_reentrant = false;
+  // --checkpoint-impl deepspeed: the layers call deepspeed.checkpointing.checkpoint (reentrant; Megatron-
+  // DeepSpeed), so ds_config's activation_checkpointing section acts (runtime/activation_checkpointing/
+  // checkpointing.py configure): its cpu_checkpointing is checkpoint_offload, its partition_activations
+  // below. Under the HF Trainer's gradient_checkpointing (torch.utils.checkpoint) that section does nothing.
+  bool deepspeed_checkpointing = false;
+  // activation_checkpointing.partition_activations with deepspeed.checkpointing: each checkpoint split
+  // over the model-parallel group (1 here); with cpu_checkpointing it takes the blocking copy path.
+  bool partition_activations = false;
+  CheckpointOffload checkpoint_offload = CheckpointOffload::None;
   // --memory-efficient-linear: DeepSpeed zero_optimization.memory_efficient_linear (default true,
   // runtime/zero/config.py): under stage 3, zero.Init swaps torch.nn.functional.linear for
   // zero3_linear_wrap (runtime/zero/linear.py). false keeps torch's own linear, as PyTorch FSDP does.

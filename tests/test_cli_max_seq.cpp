@@ -1,7 +1,9 @@
 // --max-seq (issue 27 item 3, without sequence parallelism yet): the answer is checked against the
 // plan search it summarises, run independently: at the reported length `zeroplan --seq-len S` finds a
 // plan, at S + 1024 (the search's step) it finds none, and the reported plan is the one the plan search
-// recommends at S. User errors exit 2 with one line.
+// recommends at S. Where nothing fits with the checkpoints on the GPU, --max-seq also tries them in host
+// memory (--checkpoint-offload cpu), so the check runs the plan search with the same choice. User errors
+// exit 2 with one line.
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
@@ -14,9 +16,9 @@ namespace {
 
 using zeroplan::testing::run_cli;
 
-nlohmann::json plan_at(int64_t seq) {
+nlohmann::json plan_at(int64_t seq, bool offload) {
   const auto r = run_cli({"--model", "7b", "--gpus", "8xA100", "--micro-batch", "1", "--seq-len",
-                          std::to_string(seq), "--json"});
+                          std::to_string(seq), "--checkpoint-offload", offload ? "cpu" : "none", "--json"});
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
   return nlohmann::json::parse(r.out);
 }
@@ -29,10 +31,20 @@ TEST(CliMaxSeq, TheAnswerIsWhereThePlanSearchStopsFitting) {
   ASSERT_GT(s, 0);
   EXPECT_EQ(s % 1024, 0);
   EXPECT_EQ(j["next_seq_len"].get<int64_t>(), s + 1024);
-  const auto at = plan_at(s);
+  const bool offloaded = j["recommendation"].contains("checkpoint_offload");
+  const auto at = plan_at(s, offloaded);
   ASSERT_FALSE(at["recommendation"].is_null()) << "seq " << s;
   EXPECT_EQ(at["recommendation"]["memory"]["gpu"]["peak"], j["recommendation"]["memory"]["gpu"]["peak"]);
-  EXPECT_TRUE(plan_at(s + 1024)["recommendation"].is_null()) << "seq " << s + 1024;
+  EXPECT_TRUE(plan_at(s + 1024, false)["recommendation"].is_null()) << "seq " << s + 1024;
+  EXPECT_TRUE(plan_at(s + 1024, true)["recommendation"].is_null()) << "seq " << s + 1024;
+  // With the offload ruled out the answer is where the search without it stops fitting, no longer.
+  const auto none =
+      run_cli({"--model", "7b", "--gpus", "8xA100", "--max-seq", "--checkpoint-offload", "none", "--json"});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  const int64_t s0 = nlohmann::json::parse(none.out)["max_seq_len"].get<int64_t>();
+  EXPECT_LE(s0, s);
+  EXPECT_FALSE(plan_at(s0, false)["recommendation"].is_null());
+  EXPECT_TRUE(plan_at(s0 + 1024, false)["recommendation"].is_null());
   // The table: doubling from 1024, every fitting row below the answer, the last row the first that fails.
   const auto& sweep = j["sweep"];
   ASSERT_GE(sweep.size(), 2u);

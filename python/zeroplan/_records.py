@@ -227,6 +227,9 @@ class Plan(Record):
     throughput: Throughput = field(default_factory=Throughput)
     # the checkpoint save: disk bytes and the host RAM it adds on node 0 (planner/save_phase.h)
     save: Dict[str, Any] = field(default_factory=dict)
+    # --checkpoint-offload cpu only: the path ("offload_engine" / "blocking_copies"), checkpoints on the GPU
+    # and on the host, copies per step and their time (planner/checkpoint_offload.h); empty otherwise
+    checkpoint_offload: Dict[str, Any] = field(default_factory=dict)
     deepspeed_config: Dict[str, Any] = field(default_factory=dict)
 
     @property
