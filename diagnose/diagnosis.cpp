@@ -167,6 +167,11 @@ namespace {
 // rules run in kSlowRules' order (their observations and planner what-ifs keep that order) and are
 // then ranked by gain.
 
+// A cause title's " (about 12.3 ms per step)", or "" when no gain was counted (gain_ms < 0).
+std::string gain_suffix(double gain_ms) {
+  return gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(gain_ms)) : "";
+}
+
 // What every rule reads: the log, the inputs, the diagnosis so far (rules add observations to it), the
 // config's knobs with the batch sizes the planner resolved, the prediction and the measured timers.
 struct RuleContext {
@@ -352,7 +357,6 @@ std::optional<Cause> prefetch_off_cause(const RuleContext& x) {
   const int steps = x.steps;
   const int64_t accum = x.accum;
   const bool have_timers = x.have_timers;
-  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.stage == 3 && z.prefetch_bucket_size == 0) {
     Cause c;
     c.id = "prefetch_off";
@@ -373,14 +377,14 @@ std::optional<Cause> prefetch_off_cause(const RuleContext& x) {
           fmt::format("fwd_microstep {} against bwd_inner_microstep {}: a forward is about half a backward's "
                       "compute (2 of the 6 FLOPs per parameter and token)",
                       ms(m.fwd_ms), ms(m.bwd_inner_ms)));
-    c.gain_ms = gain_of(c.fix);
+    c.gain_ms = x.gain_of(c.fix);
     c.gain_basis = "planner";
     if (c.gain_ms < 0 && have_timers && m.bwd_inner_ms > 0) {
       c.gain_ms = std::max(0.0, m.fwd_ms - m.bwd_inner_ms / 2) * static_cast<double>(accum);
       c.gain_basis = "measured: fwd_microstep minus half of bwd_inner_microstep, the exposed gathers at most";
     }
     c.title = fmt::format("stage3_prefetch_bucket_size is 0: every stage-3 parameter all-gather is exposed{}",
-                          c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+                          gain_suffix(c.gain_ms));
     return c;
   }
   return std::nullopt;
@@ -394,7 +398,6 @@ std::optional<Cause> tiny_buckets_cause(const RuleContext& x) {
   Diagnosis& d = x.d;
   const planner::ZeroConfig& z = x.z;
   const int steps = x.steps;
-  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   // 1e6 elements: 1/50 of the smallest bucket the planner searches (kSearchBucketSizes, 5e7) and
   // 1/500 of DeepSpeed's default 5e8; 2-4 MB messages are where NCCL all-reduce busbw is still
   // far below its plateau (nccl-tests curves in hwprofiles/links).
@@ -425,12 +428,12 @@ std::optional<Cause> tiny_buckets_cause(const RuleContext& x) {
           "comms logger: {} gradient reductions in {} logged steps ({:.0f} per step), {} of them under {}",
           red, steps, static_cast<double>(red) / steps, small, size_str(kTinyBucket * 2)));
     }
-    c.gain_ms = gain_of(c.fix);
+    c.gain_ms = x.gain_of(c.fix);
     c.gain_basis = "planner";
     c.title = fmt::format(
         "tiny buckets ({} elements): the gradient reduction is split into many latency-bound collectives{}",
         std::min(tiny_r ? z.reduce_bucket_size : INT64_MAX, tiny_a ? z.allgather_bucket_size : INT64_MAX),
-        c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+        gain_suffix(c.gain_ms));
     return c;
   }
   return std::nullopt;
@@ -445,7 +448,6 @@ std::optional<Cause> overlap_off_cause(const RuleContext& x) {
   const PhaseTimes& m = x.d.measured;
   const int64_t accum = x.accum;
   const bool have_timers = x.have_timers;
-  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.stage >= 1 && !z.overlap_comm) {
     Cause c;
     c.id = "overlap_off";
@@ -458,7 +460,7 @@ std::optional<Cause> overlap_off_cause(const RuleContext& x) {
       c.evidence.push_back(
           fmt::format("bwd_allreduce_microstep {} (the reduction not hidden) beside bwd_inner_microstep {}",
                       ms(m.bwd_allreduce_ms), ms(m.bwd_inner_ms)));
-    c.gain_ms = gain_of(c.fix);
+    c.gain_ms = x.gain_of(c.fix);
     c.gain_basis = "planner";
     if (c.gain_ms < 0 && have_timers && m.bwd_allreduce_ms >= 0 && m.bwd_inner_ms >= 0) {
       c.gain_ms = std::min(m.bwd_allreduce_ms, m.bwd_inner_ms) * static_cast<double>(accum);
@@ -466,7 +468,7 @@ std::optional<Cause> overlap_off_cause(const RuleContext& x) {
     }
     c.title = fmt::format(
         "overlap_comm is off: the gradient reduction runs after the backward instead of during it{}",
-        c.gain_ms >= 0 ? fmt::format(" (about {} per step)", ms(c.gain_ms)) : "");
+        gain_suffix(c.gain_ms));
     return c;
   }
   return std::nullopt;
@@ -579,7 +581,6 @@ std::optional<Cause> offload_step_cause(const RuleContext& x) {
   const planner::ZeroConfig& z = x.z;
   const PhaseTimes& m = x.d.measured;
   const bool have_timers = x.have_timers;
-  const auto gain_of = [&x](const json& patch) { return x.gain_of(patch); };
   if (z.offload_optimizer != planner::Offload::None) {
     const double share = have_timers && m.total_ms > 0 ? m.step_ms / m.total_ms : -1;
     const double pshare = d.predicted && d.predicted->time.step_s > 0
@@ -594,7 +595,7 @@ std::optional<Cause> offload_step_cause(const RuleContext& x) {
       Cause c;
       c.id = "offload_step";
       c.fix = {{"zero_optimization", {{"offload_optimizer", nullptr}}}};
-      c.gain_ms = gain_of(c.fix);
+      c.gain_ms = x.gain_of(c.fix);
       c.gain_basis = "planner";
       auto nofl = plan_for(merge(d.config, c.fix), in, nullptr);
       if (nofl && !nofl->plan.fits) {
@@ -680,11 +681,10 @@ void compare_phases(const RuleContext& x) {
     const double a = static_cast<double>(accum);
     const double pf = (t.forward_s + fwd_comm) / a * 1000,
                  pb = (t.backward_s + t.recompute_s + bwd_comm) / a * 1000;
-    d.observations.push_back(
-        fmt::format("per micro-step, measured vs predicted: forward {} vs {}, backward {} vs {}, step {} vs "
-                    "{} (the planner's optimizer and offload, which run once per optimizer step)",
-                    ms(m.fwd_ms), ms(pf), ms(m.bwd_ms), ms(pb), ms(m.step_ms),
-                    ms((t.optimizer_s + t.offload_s) * 1000)));
+    d.observations.push_back(fmt::format(
+        "per micro-step, measured vs predicted: forward {} vs {}, backward {} vs {}, step {} vs "
+        "{} (the planner's optimizer and offload, which run once per optimizer step)",
+        ms(m.fwd_ms), ms(pf), ms(m.bwd_ms), ms(pb), ms(m.step_ms), ms((t.optimizer_s + t.offload_s) * 1000)));
     if (m.total_ms > 0 && t.step_s > 0) {
       const double ratio = m.total_ms * a / (t.step_s * 1000);
       d.observations.push_back(fmt::format("measured step {} is {:.1f}x the predicted {}", ms(m.total_ms * a),

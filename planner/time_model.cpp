@@ -473,6 +473,12 @@ struct StepComm {
   double hideable(int64_t buckets) const {
     return buckets <= 1 ? 0.0 : bwd_micro * (1.0 - 1.0 / static_cast<double>(buckets));
   }
+  // The step's communication sections (below); each adds its collectives to `st` and its exposed time
+  // to `exposed`.
+  void data_parallel_comm(double& exposed);
+  void stage3_micro_step_comm(double& exposed, FetchPass& forward, FetchPass& backward);
+  void stage3_after_step_comm(double& exposed, const FetchPass& pf, const FetchPass& pb, int64_t partition,
+                              double host_bw, double& offload);
   // Appends one family of DeepSpeed's call list; returns its time (0 when absent or on one rank).
   double add_family(const char* name, CallFamilyId id) {
     const CallFamily& f = fam[id];
@@ -488,53 +494,36 @@ struct StepComm {
 
 // Stages 0-2 (and stage 0's BF16_Optimizer): the gradient reduction, the step's scalar all-reduces and
 // the step-end all-gather of the updated 16-bit parameters.
-void data_parallel_comm(StepComm& c, double& exposed) {
-  [[maybe_unused]] const Workload& w = c.w;
-  [[maybe_unused]] const ModelStats& ms = c.ms;
-  [[maybe_unused]] const ComputeStats& s = c.ms.compute;
-  [[maybe_unused]] const ZeroConfig& z = c.z;
-  [[maybe_unused]] const Timer& timer = c.timer;
-  [[maybe_unused]] StepTime& st = c.st;
-  [[maybe_unused]] const int n = c.n;
-  [[maybe_unused]] const int64_t accum = c.accum;
-  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
-  [[maybe_unused]] const int64_t trainable = c.trainable;
-  [[maybe_unused]] const bool cached = c.cached;
-  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
-  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
-  [[maybe_unused]] const bool ds_calls = c.ds_calls;
-  [[maybe_unused]] const CallFamilies& fam = c.fam;
-  [[maybe_unused]] const Buckets& b = c.b;
-  [[maybe_unused]] const bool bf16_optimizer = c.bf16_optimizer;
+void StepComm::data_parallel_comm(double& exposed) {
   if (ds_calls) {
     const CallFamily& red = fam[kGradientReduction];
     if (z.stage <= 1) {
       const char* nm = red.to_owner   ? "gradient reduce to owning ranks (accumulation boundary)"
                        : z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
                                       : "bucketed gradient all-reduce (accumulation boundary)";
-      const double t = c.add_family(nm, kGradientReduction);
+      const double t = add_family(nm, kGradientReduction);
       // Stage 1 with overlap_comm reduces from the gradient hooks during the boundary's backward.
-      const double e = z.stage == 1 && z.overlap_comm ? std::max(red.last_s, t - c.hideable(red.calls)) : t;
-      if (t > 0) c.set_exposed(e);
+      const double e = z.stage == 1 && z.overlap_comm ? std::max(red.last_s, t - hideable(red.calls)) : t;
+      if (t > 0) set_exposed(e);
       exposed += t > 0 ? e : 0.0;
     } else if (z.stage == 2) {
-      const double t = c.add_family(red.to_owner ? "gradient reduce to owning ranks (every micro-step)"
-                                                 : "bucketed gradient all-reduce (every micro-step)",
-                                    kGradientReduction);
+      const double t = add_family(red.to_owner ? "gradient reduce to owning ranks (every micro-step)"
+                                               : "bucketed gradient all-reduce (every micro-step)",
+                                  kGradientReduction);
       const double per_micro = t / static_cast<double>(accum);
       const int64_t calls_per_micro = red.calls / accum;
       const double e =
-          z.overlap_comm ? std::max(red.last_s, per_micro - c.hideable(calls_per_micro)) : per_micro;
-      if (t > 0) c.set_exposed(e * static_cast<double>(accum));
+          z.overlap_comm ? std::max(red.last_s, per_micro - hideable(calls_per_micro)) : per_micro;
+      if (t > 0) set_exposed(e * static_cast<double>(accum));
       exposed += t > 0 ? e * static_cast<double>(accum) : 0.0;
     }
     // After the backward: the overflow check's and the gradient norm's scalar all-reduces, then the
     // step; nothing hides them.
-    const double ts = c.add_family("step scalar all-reduces (overflow, grad norm)", kStepScalars);
-    if (ts > 0) c.set_exposed(ts);
+    const double ts = add_family("step scalar all-reduces (overflow, grad norm)", kStepScalars);
+    if (ts > 0) set_exposed(ts);
     exposed += ts;
-    const double tg = c.add_family("step-end parameter all-gather", kStepEndGather);
-    if (tg > 0) c.set_exposed(tg);
+    const double tg = add_family("step-end parameter all-gather", kStepEndGather);
+    if (tg > 0) set_exposed(tg);
     exposed += tg;
   } else if (z.stage == 0 || z.stage == 1) {
     const char* nm = z.stage == 0 ? "gradient all-reduce (accumulation boundary)"
@@ -543,7 +532,7 @@ void data_parallel_comm(StepComm& c, double& exposed) {
         add_collective(st, timer, nm, CollectiveKind::AllReduce, b.count, 1, b.bytes, b.last_bytes);
     if (z.stage == 1 && z.overlap_comm) {
       const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      exposed += std::max(last, t - c.hideable(b.count));
+      exposed += std::max(last, t - hideable(b.count));
     } else {
       exposed += t;
     }
@@ -555,7 +544,7 @@ void data_parallel_comm(StepComm& c, double& exposed) {
     double e = per_micro;
     if (z.overlap_comm) {
       const double last = timer(CollectiveKind::AllReduce, b.last_bytes);
-      e = std::max(last, per_micro - c.hideable(b.count));
+      e = std::max(last, per_micro - hideable(b.count));
     }
     exposed += e * static_cast<double>(accum);
     if (st.num_collectives > 0)
@@ -615,20 +604,7 @@ double stage3_backward_exposed(const StepComm& c, const FetchPass& pb, double tb
 // Stage 3 per micro-step: the parameter fetches of the forward and of the backward (with its
 // recomputation), the gradient reduce-scatter, and the module hooks' host time. `forward` and
 // `backward` receive the fetch passes for what runs after the step.
-void stage3_micro_step_comm(StepComm& c, double& exposed, FetchPass& forward, FetchPass& backward) {
-  [[maybe_unused]] const Workload& w = c.w;
-  [[maybe_unused]] const ModelStats& ms = c.ms;
-  [[maybe_unused]] const ZeroConfig& z = c.z;
-  [[maybe_unused]] const Timer& timer = c.timer;
-  [[maybe_unused]] StepTime& st = c.st;
-  [[maybe_unused]] const int n = c.n;
-  [[maybe_unused]] const int64_t accum = c.accum;
-  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
-  [[maybe_unused]] const int64_t trainable = c.trainable;
-  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
-  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
-  [[maybe_unused]] const bool ds_calls = c.ds_calls;
-  [[maybe_unused]] const CallFamilies& fam = c.fam;
+void StepComm::stage3_micro_step_comm(double& exposed, FetchPass& forward, FetchPass& backward) {
   // Per-module hook host time (time_model.json "stage3_hooks"). Every hooked module pays it
   // in the forward and again in the backward; full checkpointing re-runs each decoder layer's
   // forward inside the backward, firing those modules' forward hooks again (selective
@@ -640,7 +616,7 @@ void stage3_micro_step_comm(StepComm& c, double& exposed, FetchPass& forward, Fe
   st.hooked_module_calls = hooks.module_passes * accum;
   st.hook_host_s = (host_fwd + host_bwd) * static_cast<double>(accum);
 
-  const Stage3Fetches f = stage3_fetch_passes(c);
+  const Stage3Fetches f = stage3_fetch_passes(*this);
   const FetchPass& pf = f.forward;
   const FetchPass& pb = f.backward;
   const bool prefetch = z.prefetch_bucket_size > 0;
@@ -678,14 +654,14 @@ void stage3_micro_step_comm(StepComm& c, double& exposed, FetchPass& forward, Fe
   }
   const int rs_index = st.num_collectives;
   const double trs =
-      (ds_calls ? c.add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
+      (ds_calls ? add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
                 : add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
                                  CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes)) /
       af;
   const double last_rs =
       ds_calls ? fam[kStage3ReduceScatter].last_s : timer(CollectiveKind::ReduceScatter, rb.last_bytes);
   const int64_t rs_calls = ds_calls ? fam[kStage3ReduceScatter].calls / accum : rb.count;
-  const double eb = stage3_backward_exposed(c, pb, tb, trs, last_rs, rs_calls);
+  const double eb = stage3_backward_exposed(*this, pb, tb, trs, last_rs, rs_calls);
   exposed += eb * af;
   // The hooks run on the host thread that launches the kernels, and v0.16 lets that thread run
   // ahead of the GPU (gathers are asynchronous on their own stream; the host only blocks on the
@@ -713,25 +689,8 @@ void stage3_micro_step_comm(StepComm& c, double& exposed, FetchPass& forward, Fe
 
 // Stage 3 after the step: the persistent parameters' all-gathers, and with parameter offload the
 // partitions' host transfers (added to `offload`).
-void stage3_after_step_comm(StepComm& c, double& exposed, const FetchPass& pf, const FetchPass& pb,
-                            int64_t partition, double host_bw, double& offload) {
-  [[maybe_unused]] const Workload& w = c.w;
-  [[maybe_unused]] const ModelStats& ms = c.ms;
-  [[maybe_unused]] const ComputeStats& s = c.ms.compute;
-  [[maybe_unused]] const ZeroConfig& z = c.z;
-  [[maybe_unused]] const Timer& timer = c.timer;
-  [[maybe_unused]] StepTime& st = c.st;
-  [[maybe_unused]] const int n = c.n;
-  [[maybe_unused]] const int64_t accum = c.accum;
-  [[maybe_unused]] const int64_t grad_bytes = c.grad_bytes;
-  [[maybe_unused]] const int64_t trainable = c.trainable;
-  [[maybe_unused]] const bool cached = c.cached;
-  [[maybe_unused]] const double fwd = c.fwd, bwd_micro = c.bwd_micro;
-  [[maybe_unused]] const double launch_fwd = c.launch_fwd, launch_bwd = c.launch_bwd;
-  [[maybe_unused]] const bool ds_calls = c.ds_calls;
-  [[maybe_unused]] const CallFamilies& fam = c.fam;
-  [[maybe_unused]] const Buckets& b = c.b;
-  [[maybe_unused]] const bool bf16_optimizer = c.bf16_optimizer;
+void StepComm::stage3_after_step_comm(double& exposed, const FetchPass& pf, const FetchPass& pb,
+                                      int64_t partition, double host_bw, double& offload) {
   const double af = static_cast<double>(accum);
   // After the optimizer step, the persistent parameters (numel <= stage3_param_persistence_threshold,
   // kept whole on every rank but updated as partitions) are all-gathered again: stage3.py
@@ -740,9 +699,9 @@ void stage3_after_step_comm(StepComm& c, double& exposed, const FetchPass& pf, c
   // runs after the step, so it is exposed.
   if (ds_calls) {
     // partition_parameters.py _allgather_params_coalesced: one all-gather per persistent parameter.
-    const double tp = c.add_family("stage-3 persistent-parameter all-gathers after step", kPersistentGathers);
+    const double tp = add_family("stage-3 persistent-parameter all-gathers after step", kPersistentGathers);
     exposed += tp;
-    if (tp > 0) c.set_exposed(tp);
+    if (tp > 0) set_exposed(tp);
   } else {
     const int64_t t = z.param_persistence_threshold;
     const int64_t per_rank = ms.mem.trainable_tensors.partition_numel_at_or_below(t, n) +
@@ -826,13 +785,13 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   if (ds_calls) fam = deepspeed_call_families(w, ms, z, topo);
   StepComm c{w,      ms,  z,         timer,      st,         n,        accum, grad_bytes, trainable,
              cached, fwd, bwd_micro, launch_fwd, launch_bwd, ds_calls, fam,   b,          bf16_optimizer};
-  data_parallel_comm(c, exposed);
+  c.data_parallel_comm(exposed);
   double offload = 0;
   const double host_bw = (z.pin_memory ? g.host_pinned_GBps : g.host_pageable_GBps) * 1e9;
   if (z.stage == 3) {
     FetchPass pf, pb;
-    stage3_micro_step_comm(c, exposed, pf, pb);
-    stage3_after_step_comm(c, exposed, pf, pb, partition, host_bw, offload);
+    c.stage3_micro_step_comm(exposed, pf, pb);
+    c.stage3_after_step_comm(exposed, pf, pb, partition, host_bw, offload);
   }
 
   // ---- optimizer offload

@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -72,5 +73,24 @@ inline void expect_cli_user_error(const std::vector<std::string>& args, const st
   EXPECT_EQ(r.stderr_lines(), 1) << r.err;
   EXPECT_NE(r.err.find(says), std::string::npos) << r.err;
 }
+
+// A per-process scratch directory (mkdtemp), removed with everything in it when it goes out of scope.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char t[] = "/tmp/zp-test-XXXXXX";
+    path = mkdtemp(t);
+  }
+  ~ScratchDir() { std::filesystem::remove_all(path); }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  // Writes `content` to `name` inside the directory; returns its path.
+  std::string file(const std::string& name, const std::string& content) const {
+    const std::string p = path + "/" + name;
+    std::ofstream(p) << content;
+    return p;
+  }
+  std::string path;
+};
 
 }  // namespace zeroplan::testing

@@ -13,9 +13,6 @@
 // Copy rates: hwprofiles/gpus/H100.json host_pinned_GBps 52.3, host_pageable_GBps 26.1.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -34,20 +31,7 @@ namespace {
 using nlohmann::json;
 using zeroplan::testing::run_cli;
 
-// A per-process scratch directory for config files.
-struct ScratchDir {
-  ScratchDir() {
-    char t[] = "/tmp/zp-ckpt-offload-XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name, const std::string& content) const {
-    const std::string p = path + "/" + name;
-    std::ofstream(p) << content;
-    return p;
-  }
-  std::string path;
-};
+using zeroplan::testing::ScratchDir;
 
 constexpr int64_t kLayerInput = int64_t{2} * 8192 * 4096;  // 67,108,864 B (header)
 constexpr double kPinnedBps = 52.3e9;                      // H100.json host_pinned_GBps

@@ -19,20 +19,7 @@ using zeroplan::testing::slurp;
 
 namespace {
 
-class Dir {
- public:
-  Dir() {
-    char t[] = "/tmp/zp-cli-cfg-XXXXXX";
-    path = mkdtemp(t);
-  }
-  ~Dir() { std::filesystem::remove_all(path); }
-  std::string file(const std::string& name, const std::string& content) const {
-    const std::string p = path + "/" + name;
-    std::ofstream(p) << content;
-    return p;
-  }
-  std::string path;
-};
+using Dir = zeroplan::testing::ScratchDir;
 
 TEST(CliCheck, MalformedMissingAndNonObjectFilesExit2WithOneLine) {
   Dir d;
@@ -132,7 +119,8 @@ TEST(CliCheck, OptimizerTypesAsEachReleaseBuildsThem) {
   // it prices Adam's states for them.
   const auto sgd = run_cli({"check", cfg("sgd.json", "SGD", ""), "--model", "7b", "--gpus", "8xA100-80GB"});
   EXPECT_THAT(sgd.out, HasSubstr("zeroplan prices Adam's optimizer states"));
-  const auto adamw = run_cli({"check", cfg("adamw.json", "AdamW", ""), "--model", "7b", "--gpus", "8xA100-80GB"});
+  const auto adamw =
+      run_cli({"check", cfg("adamw.json", "AdamW", ""), "--model", "7b", "--gpus", "8xA100-80GB"});
   EXPECT_THAT(adamw.out, ::testing::Not(HasSubstr("zeroplan prices Adam's")));
   // max_grad_norm among the optimizer params: engine.py _configure_basic_optimizer raises.
   const auto mgn = run_cli({"check", cfg("mgn.json", "AdamW", R"(, "max_grad_norm": 1.0)"), "--model", "7b",
