@@ -76,6 +76,84 @@ std::string today_utc() {
   return buf;
 }
 
+// bf16 GEMMs of the calibration shapes against the profile's peak, and the efficiency curve fitted to them.
+exec::cuda::GemmEfficiencyFit measure_gemms(exec::cuda::CudaBackend& be, const hw::GpuProfile& g,
+                                            const std::vector<exec::cuda::GemmShape>& shapes,
+                                            Progress& progress, int& done) {
+  using namespace exec::cuda;
+  fmt::print(
+      "\nbf16 GEMM (fp32 accumulate), median of 5 batches:\n  {:>6} {:>6} {:>6} {:>3} {:>9} {:>9} {:>6}\n",
+      "m", "n", "k", "op", "GFLOP", "TFLOP/s", "eff");
+  std::vector<std::pair<double, double>> points;
+  std::fflush(stdout);
+  progress.update(done);
+  for (const auto& s : shapes) {
+    const double gflop = s.flops() / 1e9;
+    const int reps = std::max(3, static_cast<int>(std::min(200.0, 2000.0 / gflop)));
+    const double sec = time_gemm(be, s, reps);
+    progress.clear();
+    const double tflops = s.flops() / sec / 1e12;
+    const double eff = tflops / g.bf16_tflops;
+    points.emplace_back(gflop, eff);
+    fmt::print("  {:>6} {:>6} {:>6} {:>3} {:>9.2f} {:>9.1f} {:>6.3f}\n", s.m, s.n, s.k,
+               fmt::format("{}{}", s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N'), gflop, tflops, eff);
+    std::fflush(stdout);
+    progress.update(done += 1);
+  }
+  progress.clear();
+  const exec::cuda::GemmEfficiencyFit fit = exec::cuda::fit_gemm_efficiency(points);
+  fmt::print(
+      "  fit eff(f) = E f/(f+H): E = {:.3f} of {:.1f} TFLOP/s, H = {:.3f} GFLOP (rms relative residual "
+      "{:.3f}{})\n",
+      fit.max_efficiency, g.bf16_tflops, fit.half_efficiency_gflop, fit.rms_relative_residual,
+      fit.capped_at_peak ? "; E held at the datasheet peak, the free fit was above it" : "");
+  return fit;
+}
+
+// nccl-tests' collectives over every GPU (all-reduce, reduce-scatter, all-gather; message sizes 1 KiB to
+// 1 GiB, `coll_step` powers of two apart), each checked exactly; the all-reduce samples go into `meas`.
+void measure_collectives(exec::cuda::CudaBackend& be, int count, int coll_step, Progress& progress, int& done,
+                         exec::cuda::CalibrationMeasurements& meas) {
+  using namespace exec::cuda;
+  auto measured = [&]() {
+    std::fflush(stdout);
+    progress.update(done += 1);
+  };
+  std::vector<std::unique_ptr<CudaBackend>> owned;
+  std::vector<CudaBackend*> bes{&be};
+  for (int d = 1; d < count; ++d) {
+    owned.push_back(std::make_unique<CudaBackend>(d));
+    bes.push_back(owned.back().get());
+  }
+  auto comms = make_local_nccl_communicators(bes);
+  std::vector<exec::Communicator*> raw;
+  for (auto& c : comms) raw.push_back(c.get());
+  progress.clear();
+  fmt::print("\ncollectives over {} GPUs (nccl-tests definitions; fp32 data verified exactly):\n", count);
+  fmt::print("  {:>14} {:>12} {:>10} {:>10} {:>10} {:>8}\n", "collective", "bytes", "time us", "algbw",
+             "busbw", "check");
+  std::fflush(stdout);
+  progress.update(done);
+  for (exec::CollKind k :
+       {exec::CollKind::AllReduce, exec::CollKind::ReduceScatter, exec::CollKind::AllGather}) {
+    for (int lg = 10; lg <= 30; lg += coll_step) {
+      const int64_t bytes = int64_t{1} << lg;
+      const int reps = lg < 24 ? 50 : 10;
+      const CollectiveSample c = measure_collective(bes, raw, k, bytes, reps);
+      progress.clear();
+      fmt::print("  {:>14} {:>12} {:>10.1f} {:>10.2f} {:>10.2f} {:>8}\n", coll_name(k), c.bytes,
+                 c.seconds * 1e6, c.algbw_GBps, c.busbw_GBps, c.verified ? "exact" : "WRONG");
+      if (!c.verified)
+        throw exec::cuda::CudaError(
+            fmt::format("{} of {} bytes delivered wrong values; the GPUs or NCCL are not "
+                        "working correctly, so no profile is written",
+                        coll_name(k), c.bytes));
+      if (k == exec::CollKind::AllReduce) meas.all_reduce.push_back(c);
+      measured();
+    }
+  }
+}
+
 CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
   using namespace exec::cuda;
   const DeviceAvailability dev = probe_devices();
@@ -111,31 +189,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
              runtime_version, driver_version);
 
   // ---- GEMMs
-  fmt::print(
-      "\nbf16 GEMM (fp32 accumulate), median of 5 batches:\n  {:>6} {:>6} {:>6} {:>3} {:>9} {:>9} {:>6}\n",
-      "m", "n", "k", "op", "GFLOP", "TFLOP/s", "eff");
-  std::vector<std::pair<double, double>> points;
-  std::fflush(stdout);
-  progress.update(done);
-  for (const auto& s : shapes) {
-    const double gflop = s.flops() / 1e9;
-    const int reps = std::max(3, static_cast<int>(std::min(200.0, 2000.0 / gflop)));
-    const double sec = time_gemm(be, s, reps);
-    progress.clear();
-    const double tflops = s.flops() / sec / 1e12;
-    const double eff = tflops / g.bf16_tflops;
-    points.emplace_back(gflop, eff);
-    fmt::print("  {:>6} {:>6} {:>6} {:>3} {:>9.2f} {:>9.1f} {:>6.3f}\n", s.m, s.n, s.k,
-               fmt::format("{}{}", s.trans_a ? 'T' : 'N', s.trans_b ? 'T' : 'N'), gflop, tflops, eff);
-    measured();
-  }
-  progress.clear();
-  const GemmEfficiencyFit fit = fit_gemm_efficiency(points);
-  fmt::print(
-      "  fit eff(f) = E f/(f+H): E = {:.3f} of {:.1f} TFLOP/s, H = {:.3f} GFLOP (rms relative residual "
-      "{:.3f}{})\n",
-      fit.max_efficiency, g.bf16_tflops, fit.half_efficiency_gflop, fit.rms_relative_residual,
-      fit.capped_at_peak ? "; E held at the datasheet peak, the free fit was above it" : "");
+  const GemmEfficiencyFit fit = measure_gemms(be, g, shapes, progress, done);
 
   // ---- memory bandwidths
   std::fflush(stdout);
@@ -172,40 +226,7 @@ CommandResult run_calibrate(const CalibrateFlags& f, bool force) {
 
   // ---- collectives (>= 2 GPUs)
   if (collectives) {
-    std::vector<std::unique_ptr<CudaBackend>> owned;
-    std::vector<CudaBackend*> bes{&be};
-    for (int d = 1; d < dev.count; ++d) {
-      owned.push_back(std::make_unique<CudaBackend>(d));
-      bes.push_back(owned.back().get());
-    }
-    auto comms = make_local_nccl_communicators(bes);
-    std::vector<exec::Communicator*> raw;
-    for (auto& c : comms) raw.push_back(c.get());
-    progress.clear();
-    fmt::print("\ncollectives over {} GPUs (nccl-tests definitions; fp32 data verified exactly):\n",
-               dev.count);
-    fmt::print("  {:>14} {:>12} {:>10} {:>10} {:>10} {:>8}\n", "collective", "bytes", "time us", "algbw",
-               "busbw", "check");
-    std::fflush(stdout);
-    progress.update(done);
-    for (exec::CollKind k :
-         {exec::CollKind::AllReduce, exec::CollKind::ReduceScatter, exec::CollKind::AllGather}) {
-      for (int lg = 10; lg <= 30; lg += coll_step) {
-        const int64_t bytes = int64_t{1} << lg;
-        const int reps = lg < 24 ? 50 : 10;
-        const CollectiveSample c = measure_collective(bes, raw, k, bytes, reps);
-        progress.clear();
-        fmt::print("  {:>14} {:>12} {:>10.1f} {:>10.2f} {:>10.2f} {:>8}\n", coll_name(k), c.bytes,
-                   c.seconds * 1e6, c.algbw_GBps, c.busbw_GBps, c.verified ? "exact" : "WRONG");
-        if (!c.verified)
-          throw exec::cuda::CudaError(
-              fmt::format("{} of {} bytes delivered wrong values; the GPUs or NCCL are not "
-                          "working correctly, so no profile is written",
-                          coll_name(k), c.bytes));
-        if (k == exec::CollKind::AllReduce) meas.all_reduce.push_back(c);
-        measured();
-      }
-    }
+    measure_collectives(be, dev.count, coll_step, progress, done, meas);
   } else {
     fmt::print("\ncollectives: {} GPU(s){}, so the link's busbw curve stays the base profile's (datasheet)\n",
                dev.count, dev.count >= 2 ? " but no NCCL in this build" : "");

@@ -110,7 +110,9 @@ std::vector<std::string> split_commas(const std::string& s) {
 
 }  // namespace
 
-void add_plan_flags(CLI::App& app, PlanFlags& f) {
+namespace {
+
+void add_cluster_flags(CLI::App& app, PlanFlags& f) {
   auto* g = "Model and cluster";
   app.add_option("--model,-m", f.model,
                  "Model: alias (7b, 13b, 70b), zoo name (see `zeroplan models`) or a config.json path")
@@ -136,7 +138,10 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--gpu-mem", f.gpu_mem,
                  "Override usable memory per GPU (e.g. 40GB for a MIG slice, or a CPU rank budget)")
       ->group(g);
+}
 
+// What is trained: stage, batch, sequence, precision, method, offload, checkpointing.
+void add_training_flags(CLI::App& app, PlanFlags& f) {
   auto* t = "Training";
   app.add_option("--stage", f.stage, "Fix the ZeRO stage (0-3) instead of searching")->group(t);
   app.add_option("--ep", f.ep,
@@ -171,6 +176,12 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--checkpointing", f.checkpointing,
                  "Activation checkpointing: none | selective | full (searched when absent)")
       ->group(t);
+}
+
+// The training stack the plan assumes (kernels, releases, checkpointing implementation, host) and the
+// levers searched only on request; listed under "Training" too.
+void add_stack_flags(CLI::App& app, PlanFlags& f) {
+  auto* t = "Training";
   app.add_option("--attention", f.attention,
                  "flash (SDPA/flash, memory linear in sequence) | eager (s^2 scores)")
       ->group(t);
@@ -229,7 +240,9 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
                  "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
                  "(bf16 master weights, gradients and Adam states: DeepSpeed >= 0.18.3, ZeRO 1-3, bf16)")
       ->group(t);
+}
 
+void add_output_flags(CLI::App& app, PlanFlags& f) {
   auto* o = "Output";
   app.add_flag("--json", f.json, "Print one JSON object on stdout (the documented contract)")->group(o);
   app.add_flag("--explain", f.explain,
@@ -258,7 +271,83 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
   app.add_flag("--force", f.force, "Overwrite existing output files")->group(o);
 }
 
+}  // namespace
+
+void add_plan_flags(CLI::App& app, PlanFlags& f) {
+  add_cluster_flags(app, f);
+  add_training_flags(app, f);
+  add_stack_flags(app, f);
+  add_output_flags(app, f);
+}
+
 namespace {
+
+// --kernels, a comma list: it refines --attention (sdpa/fa2/flash/fa3/eager pick the attention path)
+// and turns on Liger's loss.
+void parse_kernels(const std::string& kernels, planner::TrainingSpec& t) {
+  // --kernels refines --attention: sdpa/fa2/flash and eager pick the attention path, liger the loss.
+  size_t start = 0;
+  while (start <= kernels.size()) {
+    const size_t comma = kernels.find(',', start);
+    const std::string k =
+        kernels.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    if (k == "sdpa") {
+      t.attention = planner::Attention::Flash;
+      t.flash_attention_3 = t.flash_attention_2 = false;
+    } else if (k == "fa2" || k == "flash") {
+      t.attention = planner::Attention::Flash;
+      t.flash_attention_3 = false;
+      t.flash_attention_2 = true;
+    } else if (k == "fa3") {
+      t.attention = planner::Attention::Flash;
+      t.flash_attention_3 = true;
+      t.flash_attention_2 = false;
+    } else if (k == "eager") {
+      t.attention = planner::Attention::Eager;
+      t.flash_attention_3 = t.flash_attention_2 = false;
+    } else if (k == "liger") {
+      t.liger = true;
+    } else {
+      throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, fa3, flash, eager, liger", k);
+    }
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+}
+
+// --intra-link, --network, --host-mem, --nvme-bw, --nvme-capacity, --nics, --gpu-mem.
+hw::ClusterOverrides cluster_overrides(const PlanFlags& f) {
+  hw::ClusterOverrides ov;
+  if (!f.intra_link.empty()) ov.intra_link = f.intra_link;
+  if (!f.network.empty()) ov.inter_link = f.network;
+  if (!f.host_mem.empty()) ov.host_memory_bytes = parse_bytes(f.host_mem, "--host-mem");
+  if (!f.nvme_bw.empty()) ov.nvme_GBps = parse_positive_real(f.nvme_bw, "--nvme-bw", 1e4);
+  if (!f.nvme_capacity.empty()) ov.nvme_bytes = parse_bytes(f.nvme_capacity, "--nvme-capacity");
+  if (!f.nics.empty()) ov.nics_per_node = static_cast<int>(parse_positive_count(f.nics, "--nics", 64));
+  if (!f.gpu_mem.empty()) ov.device_memory_bytes = parse_bytes(f.gpu_mem, "--gpu-mem");
+  return ov;
+}
+
+// DeepSpeed needs global = micro x accum x GPUs (runtime/config.py _batch_assertion): --global-batch
+// against the GPUs and the fixed --micro-batch / --grad-accum.
+void check_global_batch(const planner::TrainingSpec& t, int64_t world) {
+  if (!t.global_batch) return;
+  if (*t.global_batch % world != 0)
+    throw_user_error(
+        "--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
+        *t.global_batch, world);
+  const int64_t per_gpu = *t.global_batch / world;
+  if (t.micro_batch && per_gpu % *t.micro_batch != 0)
+    throw_user_error(
+        "--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
+        *t.global_batch, *t.micro_batch, world);
+  if (t.micro_batch && t.grad_accum && *t.micro_batch * *t.grad_accum != per_gpu)
+    throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *t.global_batch,
+                     *t.micro_batch, *t.grad_accum, world);
+  if (t.grad_accum && per_gpu % *t.grad_accum != 0)
+    throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs",
+                     *t.global_batch, *t.grad_accum, world);
+}
 
 // --checkpointing, --checkpoint-impl and --checkpoint-offload, and whether DeepSpeed can run the offload.
 void parse_checkpoint_flags(const PlanFlags& f, planner::TrainingSpec& t) {
@@ -298,37 +387,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.attention = parse_choice<planner::Attention>(
       f.attention, "--attention",
       {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
-  if (!f.kernels.empty()) {
-    // --kernels refines --attention: sdpa/fa2/flash and eager pick the attention path, liger the loss.
-    size_t start = 0;
-    while (start <= f.kernels.size()) {
-      const size_t comma = f.kernels.find(',', start);
-      const std::string k =
-          f.kernels.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
-      if (k == "sdpa") {
-        t.attention = planner::Attention::Flash;
-        t.flash_attention_3 = t.flash_attention_2 = false;
-      } else if (k == "fa2" || k == "flash") {
-        t.attention = planner::Attention::Flash;
-        t.flash_attention_3 = false;
-        t.flash_attention_2 = true;
-      } else if (k == "fa3") {
-        t.attention = planner::Attention::Flash;
-        t.flash_attention_3 = true;
-        t.flash_attention_2 = false;
-      } else if (k == "eager") {
-        t.attention = planner::Attention::Eager;
-        t.flash_attention_3 = t.flash_attention_2 = false;
-      } else if (k == "liger") {
-        t.liger = true;
-      } else {
-        throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, fa3, flash, eager, liger",
-                         k);
-      }
-      if (comma == std::string::npos) break;
-      start = comma + 1;
-    }
-  }
+  if (!f.kernels.empty()) parse_kernels(f.kernels, t);
   t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
   {
     const auto tv = planner::parse_torch_version(f.torch_version);
@@ -367,15 +426,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.global_batch = optional_count(f.global_batch, "--global-batch", kMaxGlobalBatch);
   parse_checkpoint_flags(f, t);
 
-  hw::ClusterOverrides ov;
-  if (!f.intra_link.empty()) ov.intra_link = f.intra_link;
-  if (!f.network.empty()) ov.inter_link = f.network;
-  if (!f.host_mem.empty()) ov.host_memory_bytes = parse_bytes(f.host_mem, "--host-mem");
-  if (!f.nvme_bw.empty()) ov.nvme_GBps = parse_positive_real(f.nvme_bw, "--nvme-bw", 1e4);
-  if (!f.nvme_capacity.empty()) ov.nvme_bytes = parse_bytes(f.nvme_capacity, "--nvme-capacity");
-  if (!f.nics.empty()) ov.nics_per_node = static_cast<int>(parse_positive_count(f.nics, "--nics", 64));
-  if (!f.gpu_mem.empty()) ov.device_memory_bytes = parse_bytes(f.gpu_mem, "--gpu-mem");
-  w.cluster = hw::parse_cluster(f.gpus, ov);
+  w.cluster = hw::parse_cluster(f.gpus, cluster_overrides(f));
   if (t.flash_attention_3 && !planner::flash_attention_3_available(w.cluster.gpu))
     throw_user_error(
         "--kernels fa3: FlashAttention-3 runs on Hopper GPUs only (H100, H200, H800, H20; Shah et al. 2024), "
@@ -383,23 +434,7 @@ planner::Workload build_workload(const PlanFlags& f) {
         w.cluster.gpu.name, planner::gpu_architecture(w.cluster.gpu));
 
   const int64_t world = w.cluster.world_size();
-  if (t.global_batch) {
-    if (*t.global_batch % world != 0)
-      throw_user_error(
-          "--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
-          *t.global_batch, world);
-    const int64_t per_gpu = *t.global_batch / world;
-    if (t.micro_batch && per_gpu % *t.micro_batch != 0)
-      throw_user_error(
-          "--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
-          *t.global_batch, *t.micro_batch, world);
-    if (t.micro_batch && t.grad_accum && *t.micro_batch * *t.grad_accum != per_gpu)
-      throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *t.global_batch,
-                       *t.micro_batch, *t.grad_accum, world);
-    if (t.grad_accum && per_gpu % *t.grad_accum != 0)
-      throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs",
-                       *t.global_batch, *t.grad_accum, world);
-  }
+  check_global_batch(t, world);
 
   if (!f.params.empty()) {
     w.model = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));

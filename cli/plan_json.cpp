@@ -51,6 +51,22 @@ json checkpoint_offload_json(const planner::Workload& w, const planner::Plan& p)
           {"exposed_s", p.time.checkpoint_offload_s}};
 }
 
+// The plan's collectives per step, as the report's table lists them.
+json collectives_json(const planner::StepTime& t) {
+  json collectives = json::array();
+  for (int i = 0; i < t.num_collectives; ++i) {
+    const auto& c = t.collectives[static_cast<size_t>(i)];
+    collectives.push_back({{"name", c.name},
+                           {"kind", planner::collective_name(c.kind)},
+                           {"calls_per_step", c.count},
+                           {"message_bytes", c.message_bytes},
+                           {"bytes_per_rank", c.bytes_per_rank},
+                           {"time_s", c.time_s},
+                           {"exposed_s", c.exposed_s}});
+  }
+  return collectives;
+}
+
 }  // namespace
 
 json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
@@ -66,17 +82,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
               {"peak_phase", std::string(planner::phase_name(mem.peak_phase))},
               {"capacity", w.cluster.gpu.memory_bytes},
               {"usable", p.capacity_bytes}};
-  json collectives = json::array();
-  for (int i = 0; i < p.time.num_collectives; ++i) {
-    const auto& c = p.time.collectives[static_cast<size_t>(i)];
-    collectives.push_back({{"name", c.name},
-                           {"kind", planner::collective_name(c.kind)},
-                           {"calls_per_step", c.count},
-                           {"message_bytes", c.message_bytes},
-                           {"bytes_per_rank", c.bytes_per_rank},
-                           {"time_s", c.time_s},
-                           {"exposed_s", c.exposed_s}});
-  }
+  const json collectives = collectives_json(p.time);
   const auto& z = p.zero;
   json out =
       json{{"zero_stage", z.stage},

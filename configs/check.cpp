@@ -320,23 +320,7 @@ class Reader {
     // completes the batch (so train_batch_size 64 with micro-batch 32 on one GPU fails the assertion
     // through the HF Trainer, but means accumulation 2 for deepspeed.initialize).
     if (!ga_v && r_.runner != Runner::DeepSpeed) ga = 1;
-    // runtime/config.py reads the batch keys with dict.get and no conversion; _batch_assertion then
-    // compares them with 0, so a string (other than an "auto" the runner fills) or a fraction fails
-    // there ("'>' not supported between instances of 'str' and 'int'", recorded by
-    // tests/deepspeed_configs/judge.py for adv_micro_string).
-    for (auto [key, v] :
-         {std::pair{"train_batch_size", tb_v}, std::pair{"train_micro_batch_size_per_gpu", mb_v},
-          std::pair{"gradient_accumulation_steps", ga_v}}) {
-      if (!v || v->is_null() || (is_auto(v) && fills_auto())) continue;
-      if (is_auto(v)) continue;  // reported by the validator
-      if (!v->is_number() || !as_int(v))
-        add(Severity::Error, key,
-            fmt::format(
-                "is {}; DeepSpeed uses it without conversion and its batch assertion fails on anything "
-                "but a whole number",
-                v->dump()),
-            "write a whole number without quotes");
-    }
+    batch_key_types(tb_v, mb_v, ga_v);
 
     if (is_auto(mb_v) && fills_auto()) {
       mb = hf_micro;
@@ -356,6 +340,44 @@ class Reader {
     if (is_auto(tb_v) && fills_auto())
       tb = checked_mul(checked_mul(world, mb.value_or(hf_micro)), ga.value_or(hf_accum));
 
+    batch_flag_mismatches(tb_v, mb_v, ga_v);
+
+    complete_batch(tb, mb, ga, hf_micro, hf_accum);
+    r_.zero.micro_batch = *mb;
+    r_.zero.grad_accum = *ga;
+    r_.train_batch_size = *tb;
+    set_resolved({"train_batch_size"}, *tb);
+    set_resolved({"train_micro_batch_size_per_gpu"}, *mb);
+    set_resolved({"gradient_accumulation_steps"}, *ga);
+    if (is_auto(find(cfg_, {"gradient_clipping"})))
+      set_resolved({"gradient_clipping"}, 1.0);  // max_grad_norm default
+  }
+
+  // runtime/config.py's batch keys are used without conversion: anything but a whole number (or an "auto"
+  // the runner fills) fails DeepSpeed's batch assertion.
+  void batch_key_types(const json* tb_v, const json* mb_v, const json* ga_v) {
+    // runtime/config.py reads the batch keys with dict.get and no conversion; _batch_assertion then
+    // compares them with 0, so a string (other than an "auto" the runner fills) or a fraction fails
+    // there ("'>' not supported between instances of 'str' and 'int'", recorded by
+    // tests/deepspeed_configs/judge.py for adv_micro_string).
+    for (auto [key, v] :
+         {std::pair{"train_batch_size", tb_v}, std::pair{"train_micro_batch_size_per_gpu", mb_v},
+          std::pair{"gradient_accumulation_steps", ga_v}}) {
+      if (!v || v->is_null() || (is_auto(v) && fills_auto())) continue;
+      if (is_auto(v)) continue;  // reported by the validator
+      if (!v->is_number() || !as_int(v))
+        add(Severity::Error, key,
+            fmt::format(
+                "is {}; DeepSpeed uses it without conversion and its batch assertion fails on anything "
+                "but a whole number",
+                v->dump()),
+            "write a whole number without quotes");
+    }
+  }
+
+  // --micro-batch / --grad-accum / --global-batch against a number in the file.
+  void batch_flag_mismatches(const json* tb_v, const json* mb_v, const json* ga_v) {
+    const auto& t = w_.train;
     // A flag that disagrees with a number in the file: the HF Trainer refuses the mismatch
     // (trainer_config_finalize raises "Please correct the following DeepSpeed config values that
     // mismatch TrainingArguments values"); plain DeepSpeed uses the file. zeroplan uses the file.
@@ -380,7 +402,13 @@ class Reader {
     mismatch("train_micro_batch_size_per_gpu", mb_v, t.micro_batch, "--micro-batch");
     mismatch("gradient_accumulation_steps", ga_v, t.grad_accum, "--grad-accum");
     mismatch("train_batch_size", tb_v, t.global_batch, "--global-batch");
+  }
 
+  // DeepSpeed's completion of the batch triple and its assertions; `hf_micro`/`hf_accum` stand in when
+  // neither size is given (reported as an error).
+  void complete_batch(std::optional<int64_t>& tb, std::optional<int64_t>& mb, std::optional<int64_t>& ga,
+                      int64_t hf_micro, int64_t hf_accum) {
+    const int64_t world = w_.cluster.world_size();
     // DeepSpeed's completion of missing values (integer division, as in runtime/config.py). A divisor
     // of 0 is a ZeroDivisionError in DeepSpeed; here it yields 0, which the positivity check below
     // reports. Products are checked (a hostile file must not overflow them).
@@ -436,14 +464,6 @@ class Reader {
           "zeroplan's "
           "limits ({}, {}, {})",
           *mb, *ga, *tb, kMaxMicroBatch, kMaxGradAccum, kMaxTrainBatch);
-    r_.zero.micro_batch = *mb;
-    r_.zero.grad_accum = *ga;
-    r_.train_batch_size = *tb;
-    set_resolved({"train_batch_size"}, *tb);
-    set_resolved({"train_micro_batch_size_per_gpu"}, *mb);
-    set_resolved({"gradient_accumulation_steps"}, *ga);
-    if (is_auto(find(cfg_, {"gradient_clipping"})))
-      set_resolved({"gradient_clipping"}, 1.0);  // max_grad_norm default
   }
 
   // fp16 / bf16: runtime/config.py get_fp16_enabled, get_bfloat16_enabled ("bfloat16" is the old
@@ -609,32 +629,7 @@ class Reader {
     // memory_efficient_linear (runtime/zero/config.py, default true): stage 3's zero3_linear_wrap.
     z.memory_efficient_linear =
         zbool(find(zo, {"memory_efficient_linear"})).value_or(z.memory_efficient_linear);
-    // zero_optimization.leaf_module (ZeRO-3 leaf modules; planner/zero3_leaf.h): whether the model's
-    // MoE blocks are leaves under it (each field a string or a list of strings, leaf_module_config.py).
-    if (const json* lm = find(zo, {"leaf_module"});
-        lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {
-      auto strings = [&](const char* key) -> std::optional<std::vector<std::string>> {
-        const json* v = find(*lm, {key});
-        if (!v) return std::nullopt;
-        std::vector<std::string> out;
-        if (v->is_string()) out.push_back(v->get<std::string>());
-        if (v->is_array())
-          for (const json& e : *v)
-            if (e.is_string()) out.push_back(e.get<std::string>());
-        return out;
-      };
-      std::string cls;
-      std::vector<std::string> paths;
-      for (const auto& layer : w_.model.runtime_inventory())
-        if (!layer.moe_block.empty()) {
-          cls = layer.moe_block_class;
-          paths.push_back(layer.moe_block);
-        }
-      z.moe_leaf = planner::moe_leaf_from_config(
-          strings("classes"), strings("names").value_or(std::vector<std::string>{}),
-          strings("name_suffixes").value_or(std::vector<std::string>{}), cls, paths,
-          w_.train.deepspeed_version);
-    }
+    read_leaf_module(zo, z);
 
     const json* oo = find(zo, {"offload_optimizer"});
     const json* op = find(zo, {"offload_param"});
@@ -667,6 +662,43 @@ class Reader {
           add(Severity::Warning, "zero_optimization." + k,
               fmt::format("a ZeRO stage-3 setting at stage {}: DeepSpeed accepts it and ignores it", stage),
               "remove it, or use stage 3", json{{"op", "remove"}});
+    offload_ratio(oo, stage, z);
+    read_pin_memory(zo, oo, op, z);
+    r_.zero = z;
+  }
+
+  void read_leaf_module(const json& zo, planner::ZeroConfig& z) const {
+    // zero_optimization.leaf_module (ZeRO-3 leaf modules; planner/zero3_leaf.h): whether the model's
+    // MoE blocks are leaves under it (each field a string or a list of strings, leaf_module_config.py).
+    if (const json* lm = find(zo, {"leaf_module"});
+        lm && lm->is_object() && !w_.model.params_only && w_.model.is_moe()) {
+      auto strings = [&](const char* key) -> std::optional<std::vector<std::string>> {
+        const json* v = find(*lm, {key});
+        if (!v) return std::nullopt;
+        std::vector<std::string> out;
+        if (v->is_string()) out.push_back(v->get<std::string>());
+        if (v->is_array())
+          for (const json& e : *v)
+            if (e.is_string()) out.push_back(e.get<std::string>());
+        return out;
+      };
+      std::string cls;
+      std::vector<std::string> paths;
+      for (const auto& layer : w_.model.runtime_inventory())
+        if (!layer.moe_block.empty()) {
+          cls = layer.moe_block_class;
+          paths.push_back(layer.moe_block);
+        }
+      z.moe_leaf = planner::moe_leaf_from_config(
+          strings("classes"), strings("names").value_or(std::vector<std::string>{}),
+          strings("name_suffixes").value_or(std::vector<std::string>{}), cls, paths,
+          w_.train.deepspeed_version);
+    }
+  }
+
+  // offload_optimizer.ratio: refused below stage 3; at stage 3 whether DeepSpeed's sub groups make it
+  // partial.
+  void offload_ratio(const json* oo, int stage, const planner::ZeroConfig& z) {
     const auto ratio = oo ? find(*oo, {"ratio"}) : nullptr;
     if (ratio && ratio->is_number() && ratio->get<double>() < 1.0 && stage != 3)
       add(Severity::Error, "zero_optimization.offload_optimizer.ratio",
@@ -701,6 +733,9 @@ class Reader {
                 on_gpu, groups),
             "");
     }
+  }
+
+  void read_pin_memory(const json& zo, const json* oo, const json* op, planner::ZeroConfig& z) const {
     // pin_memory: the version's default (runtime/zero/offload_config.py: False up to 0.17, True in 0.18+;
     // read from the key table). The deprecated cpu_offload_use_pin_memory sets nothing in 0.15+
     // (set_new_param=False), so only its value is reported.
@@ -718,7 +753,6 @@ class Reader {
         (!op && zbool(find(zo, {"cpu_offload_param"})).value_or(false)))
       pin = zbool(find(zo, {"cpu_offload_use_pin_memory"})).value_or(pin);
     if (z.offload_optimizer != Offload::None || z.offload_param != Offload::None) z.pin_memory = pin;
-    r_.zero = z;
   }
 
   // optimizer.type and optimizer.params as DeepSpeed's engine builds the optimizer from the file (no

@@ -295,7 +295,15 @@ class Parser {
     const sv p = payload(raw);
     const int rank = rank_of(raw);
     note_rank(rank);
+    if (continued_block(raw, p)) return true;
+    bool hit = engine_line(raw, p, rank);
+    hit |= run_line(raw, rank);
+    return hit;
+  }
 
+  // A line inside a multi-line block opened earlier (the config JSON dump, the comms table, the flops
+  // profile, ds_report): true when the block consumed it.
+  bool continued_block(sv raw, sv p) {
     if (json_active_) {
       if (json_line(raw, p)) return true;
     }
@@ -320,6 +328,11 @@ class Parser {
         report_active_ = false;
     }
 
+    return false;
+  }
+
+  // The engine's own lines: timers, memory, throughput, the comms table's header, the config dump.
+  bool engine_line(sv raw, sv p, int rank) {
     bool hit = false;
     if (contains(raw, "time (ms)")) hit |= timer_line(raw, rank);
     if (contains(raw, "Max_MA") && contains(raw, "Max_CA")) hit |= memory_line(p);
@@ -366,6 +379,12 @@ class Parser {
         hit = true;
       }
     }
+    return hit;
+  }
+
+  // The run around the engine: OOMs, tracebacks, NCCL, versions, backend, HF Trainer logs.
+  bool run_line(sv raw, int rank) {
+    bool hit = false;
     if (contains(raw, "out of memory")) hit |= oom_line(raw, rank);
     if (contains(raw, "File \"") && contains(raw, ", line ")) frame_line(raw);
     if (contains(raw, "NCCL")) hit |= nccl_line(raw);

@@ -96,36 +96,50 @@ std::string owner_of(const std::string& tensor_name) {
   return dot == std::string::npos ? tensor_name : tensor_name.substr(0, dot);
 }
 
-ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
+// Builds a ParamOrder tensor by tensor (param_order below): the module trace, the registration order and
+// the execution order, with LoRA's adapters where PEFT puts them.
+struct ParamOrderBuilder {
+  const Workload& w;
+  const ZeroConfig& z;
   ParamOrder o;
-  if (w.train.method == Method::QLoRA || w.model.params_only) {
-    const TensorSizeTable& t = s.mem.trainable_tensors;
-    for (size_t i = 0; i < t.numel.size(); ++i)
-      for (int64_t k = 0; k < t.count[i]; ++k) o.numel.push_back(t.numel[i]);
-    for (size_t i = 0; i < o.numel.size(); ++i) o.exec.push_back(i);
-    o.trainable.assign(o.numel.size(), true);
-    return o;
+  bool lora = false;
+  int64_t r = 0;
+  const std::vector<std::string>& tg;
+  bool all_linear = false;
+
+  // A tensor of the layer inside the decoder (the decoder layer container holds the norms, self_attn
+  // and mlp), with its parameter index and its LoRA adapters' indices.
+  struct T {
+    const models::TensorSpec* spec;
+    std::string owner;
+    size_t index = 0;                // parameter index of the tensor
+    std::vector<size_t> adapters{};  // LoRA A, B parameter indices
+  };
+
+  ParamOrderBuilder(const Workload& w_, const ZeroConfig& z_)
+      : w(w_),
+        z(z_),
+        lora(w_.train.method == Method::LoRA),
+        r(w_.train.lora_rank),
+        tg(w_.train.lora_targets) {
+    all_linear = tg.empty() || std::find(tg.begin(), tg.end(), "all-linear") != tg.end();
   }
-  const bool llama_layout = norms_registered_last(w.model.model_type);
-  const bool lora = w.train.method == Method::LoRA;
-  const int64_t r = w.train.lora_rank;
-  const auto& tg = w.train.lora_targets;
-  const bool all_linear = tg.empty() || std::find(tg.begin(), tg.end(), "all-linear") != tg.end();
+
   // PEFT (tuners/lora/model.py _create_and_replace): a targeted nn.Linear becomes a LoraLayer holding
   // base_layer (the frozen Linear), lora_A.default [r, in] and lora_B.default [out, r], registered in
   // that order and run in that order (lora.Linear.forward: base_layer, lora_dropout, lora_A, lora_B).
-  auto targeted = [&](const models::TensorSpec& t, bool in_layer) {
+  bool targeted(const models::TensorSpec& t, bool in_layer) const {
     if (!lora || !t.is_linear || t.is_bias || t.shape.size() != 2) return false;
     return all_linear ? in_layer && t.module != "lm_head"
                       : std::find(tg.begin(), tg.end(), t.module) != tg.end();
-  };
-  auto module = [&](bool no_bwd = false) {
+  }
+  void module(bool no_bwd = false) {
     o.fwd_modules.push_back({});
     o.no_backward.push_back(no_bwd);
     o.leaf.push_back(false);
-  };
+  }
   // Adds a tensor (and, if targeted, its adapters as their own modules right after it).
-  auto push = [&](const models::TensorSpec& t, bool in_layer) {
+  void push(const models::TensorSpec& t, bool in_layer) {
     o.fwd_modules.back().push_back(o.numel.size());
     o.exec.push_back(o.numel.size());
     o.numel.push_back(t.numel());
@@ -138,157 +152,198 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       o.numel.push_back(n);
       o.trainable.push_back(true);
     }
+  }
+  // A layer outside the decoder (embedding, final norm, head), or any layer of a model whose norms are
+  // not registered last: its tensors in inventory order, one module per owner.
+  void add_plain_layer(const models::LayerInventory& layer, bool llama_layout);
+  void add_decoder_layer(const models::LayerInventory& layer);
+  // Within the decoder layer: the parameter indices in registration order (self_attn, mlp, norms).
+  void register_decoder_tensors(std::vector<T>& attn, std::vector<T>& rest, std::vector<T>& norms);
+  std::vector<const T*> attention_exec_order(const std::vector<T>& attn) const;
+  void add_mlp(const models::LayerInventory& layer, const std::vector<T>& rest, const std::string& moe_prefix,
+               std::string& last);
+  void use(const T& x, std::string& last);
+};
+
+void ParamOrderBuilder::add_plain_layer(const models::LayerInventory& layer, bool llama_layout) {
+  if (layer.is_decoder_layer) module();  // the decoder layer container
+  std::string last;
+  for (const auto& t : layer.tensors) {
+    const std::string owner = owner_of(t.name);
+    if (owner != last || targeted(t, layer.is_decoder_layer)) module();
+    last = targeted(t, layer.is_decoder_layer) ? std::string() : owner;
+    push(t, layer.is_decoder_layer);
+  }
+  // modeling_llama.py LlamaModel.forward computes the rotary embedding right after the token
+  // embedding (a module without parameters or gradient).
+  if (llama_layout && !layer.tensors.empty() && layer.tensors.front().is_embedding) module(true);
+}
+
+void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vector<T>& rest,
+                                                 std::vector<T>& norms) {
+  // modeling_phi3.py Phi3Attention.__init__ creates o_proj before qkv_proj, so module.parameters()
+  // lists it first (named_parameters() of the fixture's tiny config, transformers 5.24); the forward
+  // still runs qkv_proj first (the inventory's order, kept for execution below).
+  std::vector<T> attn_registered = attn;
+  if (w.model.model_type == "phi3")
+    std::stable_partition(attn_registered.begin(), attn_registered.end(),
+                          [](const T& x) { return x.spec->module == "o_proj"; });
+  // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
+  // execution: norm 0, self_attn, other norms, mlp.
+  for (auto* v : {&attn_registered, &rest, &norms})
+    for (T& x : *v) {
+      x.index = o.numel.size();
+      o.numel.push_back(x.spec->numel());
+      o.trainable.push_back(!lora && !x.spec->frozen);
+      if (targeted(*x.spec, true))
+        for (const int64_t n : {r * x.spec->shape[1], x.spec->shape[0] * r}) {
+          x.adapters.push_back(o.numel.size());
+          o.numel.push_back(n);
+          o.trainable.push_back(true);
+        }
+    }
+  for (T& x : attn)  // the parameter indices of the registration copies
+    for (const T& y : attn_registered)
+      if (y.spec == x.spec) {
+        x.index = y.index;
+        x.adapters = y.adapters;
+      }
+}
+
+void ParamOrderBuilder::use(const T& x, std::string& last) {
+  if (x.owner != last || !x.adapters.empty()) module();
+  last = x.adapters.empty() ? x.owner : std::string();
+  o.fwd_modules.back().push_back(x.index);
+  o.exec.push_back(x.index);
+  for (size_t a : x.adapters) {
+    module();
+    o.fwd_modules.back().push_back(a);
+    o.exec.push_back(a);
+  }
+}
+
+// Attention's forward order: q/k norms run on their projection's output, right after it
+// (modeling_qwen3.py Qwen3Attention.forward: q_norm(q_proj(x)), k_norm(k_proj(x)), v_proj; recorded
+// in qwen3_moe_s3_n2_bf16_persist0_prefetch0), except Gemma-3, which projects q, k, v first
+// (modeling_gemma3.py Gemma3Attention.forward), and HunYuan, which projects q, k, v, applies the
+// rotary embedding and then query_layernorm / key_layernorm (modeling_hunyuan_v1_dense.py); the rest
+// in registration order.
+std::vector<const ParamOrderBuilder::T*> ParamOrderBuilder::attention_exec_order(
+    const std::vector<T>& attn) const {
+  std::vector<const T*> attn_exec;
+  const bool norms_after_qkv = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text" ||
+                               w.model.model_type == "hunyuan_v1_dense" ||
+                               w.model.model_type == "hunyuan_v1_moe" || w.model.model_type == "apertus";
+  auto is_qk_norm = [](const T& x) {
+    return x.spec->module == "q_norm" || x.spec->module == "k_norm" || x.spec->module == "query_layernorm" ||
+           x.spec->module == "key_layernorm";
   };
-  module();  // the *ForCausalLM root
-  module();  // the base model (LlamaModel, GPT2Model, ...)
-  // The runtime tree (transformers 5 fuses a MoE block's experts: models/runtime_inventory.cpp) is
-  // what DeepSpeed registers; LoRA keeps the checkpoint names PEFT targets (as planner/memory_stats.cpp).
-  for (const auto& layer : lora ? w.model.inventory() : w.model.runtime_inventory()) {
-    if (!llama_layout || !layer.is_decoder_layer) {
-      if (layer.is_decoder_layer) module();  // the decoder layer container
-      std::string last;
-      for (const auto& t : layer.tensors) {
-        const std::string owner = owner_of(t.name);
-        if (owner != last || targeted(t, layer.is_decoder_layer)) module();
-        last = targeted(t, layer.is_decoder_layer) ? std::string() : owner;
-        push(t, layer.is_decoder_layer);
-      }
-      // modeling_llama.py LlamaModel.forward computes the rotary embedding right after the token
-      // embedding (a module without parameters or gradient).
-      if (llama_layout && !layer.tensors.empty() && layer.tensors.front().is_embedding) module(true);
-      continue;
-    }
-    struct T {
-      const models::TensorSpec* spec;
-      std::string owner;
-      size_t index = 0;                // parameter index of the tensor
-      std::vector<size_t> adapters{};  // LoRA A, B parameter indices
-    };
-    std::vector<T> norms, attn, rest;
-    const std::string moe_prefix = layer.moe_block.empty() ? std::string() : layer.moe_block + ".";
-    for (const auto& t : layer.tensors) {
-      T x{&t, owner_of(t.name)};
-      if (!moe_prefix.empty() && t.name.rfind(moe_prefix, 0) == 0)
-        rest.push_back(x);  // the MoE block (a MoE layer has no dense MLP)
-      else if (t.name.find("self_attn.") != std::string::npos)
-        attn.push_back(x);  // q/k norms (Qwen3, Gemma-3) and MLA's q_a/kv_a norms are registered in self_attn
-      else if (t.is_norm)
-        norms.push_back(x);
-      else
-        rest.push_back(x);
-    }
-    // modeling_phi3.py Phi3Attention.__init__ creates o_proj before qkv_proj, so module.parameters()
-    // lists it first (named_parameters() of the fixture's tiny config, transformers 5.24); the forward
-    // still runs qkv_proj first (the inventory's order, kept for execution below).
-    std::vector<T> attn_registered = attn;
-    if (w.model.model_type == "phi3")
-      std::stable_partition(attn_registered.begin(), attn_registered.end(),
-                            [](const T& x) { return x.spec->module == "o_proj"; });
-    // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
-    // execution: norm 0, self_attn, other norms, mlp.
-    for (auto* v : {&attn_registered, &rest, &norms})
-      for (T& x : *v) {
-        x.index = o.numel.size();
-        o.numel.push_back(x.spec->numel());
-        o.trainable.push_back(!lora && !x.spec->frozen);
-        if (targeted(*x.spec, true))
-          for (const int64_t n : {r * x.spec->shape[1], x.spec->shape[0] * r}) {
-            x.adapters.push_back(o.numel.size());
-            o.numel.push_back(n);
-            o.trainable.push_back(true);
-          }
-      }
-    for (T& x : attn)  // the parameter indices of the registration copies
-      for (const T& y : attn_registered)
-        if (y.spec == x.spec) {
-          x.index = y.index;
-          x.adapters = y.adapters;
-        }
-    std::string last;
-    auto use = [&](const T& x) {
-      if (x.owner != last || !x.adapters.empty()) module();
-      last = x.adapters.empty() ? x.owner : std::string();
-      o.fwd_modules.back().push_back(x.index);
-      o.exec.push_back(x.index);
-      for (size_t a : x.adapters) {
-        module();
-        o.fwd_modules.back().push_back(a);
-        o.exec.push_back(a);
-      }
-    };
-    module();  // decoder layer
-    if (!norms.empty()) use(norms[0]);
-    module();  // self_attn container
-    last.clear();
-    // Attention's forward order: q/k norms run on their projection's output, right after it
-    // (modeling_qwen3.py Qwen3Attention.forward: q_norm(q_proj(x)), k_norm(k_proj(x)), v_proj; recorded
-    // in qwen3_moe_s3_n2_bf16_persist0_prefetch0), except Gemma-3, which projects q, k, v first
-    // (modeling_gemma3.py Gemma3Attention.forward), and HunYuan, which projects q, k, v, applies the
-    // rotary embedding and then query_layernorm / key_layernorm (modeling_hunyuan_v1_dense.py); the rest
-    // in registration order.
-    std::vector<const T*> attn_exec;
-    const bool norms_after_qkv = w.model.model_type == "gemma3" || w.model.model_type == "gemma3_text" ||
-                                 w.model.model_type == "hunyuan_v1_dense" ||
-                                 w.model.model_type == "hunyuan_v1_moe" || w.model.model_type == "apertus";
-    auto is_qk_norm = [](const T& x) {
-      return x.spec->module == "q_norm" || x.spec->module == "k_norm" ||
-             x.spec->module == "query_layernorm" || x.spec->module == "key_layernorm";
-    };
-    for (size_t i = 0; i < attn.size(); ++i) {
-      const T& x = attn[i];
-      if (is_qk_norm(x)) continue;
-      if (norms_after_qkv && x.spec->module == "o_proj")
-        for (const T& n : attn)
-          if (is_qk_norm(n)) attn_exec.push_back(&n);
+  for (size_t i = 0; i < attn.size(); ++i) {
+    const T& x = attn[i];
+    if (is_qk_norm(x)) continue;
+    if (norms_after_qkv && x.spec->module == "o_proj")
+      for (const T& n : attn)
+        if (is_qk_norm(n)) attn_exec.push_back(&n);
+    attn_exec.push_back(&x);
+    // After the projection's last tensor (its bias, where it has one: GLM-4.5 has q/k norms and
+    // q/k/v biases; recorded in glm4_moe_s2_n2_bf16_default, one all_reduce of exactly the model).
+    const bool last_of_module = i + 1 == attn.size() || attn[i + 1].spec->module != x.spec->module;
+    if (!norms_after_qkv && last_of_module && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
+      for (const T& n : attn)
+        if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
+  }
+  for (const T& x : attn)
+    if (is_qk_norm(x) && std::find(attn_exec.begin(), attn_exec.end(), &x) == attn_exec.end())
       attn_exec.push_back(&x);
-      // After the projection's last tensor (its bias, where it has one: GLM-4.5 has q/k norms and
-      // q/k/v biases; recorded in glm4_moe_s2_n2_bf16_default, one all_reduce of exactly the model).
-      const bool last_of_module = i + 1 == attn.size() || attn[i + 1].spec->module != x.spec->module;
-      if (!norms_after_qkv && last_of_module && (x.spec->module == "q_proj" || x.spec->module == "k_proj"))
-        for (const T& n : attn)
-          if (is_qk_norm(n) && n.spec->module[0] == x.spec->module[0]) attn_exec.push_back(&n);
-    }
-    for (const T& x : attn)
-      if (is_qk_norm(x) && std::find(attn_exec.begin(), attn_exec.end(), &x) == attn_exec.end())
-        attn_exec.push_back(&x);
-    for (const T* x : attn_exec) use(*x);
-    last.clear();
-    for (size_t i = 1; i < norms.size(); ++i) use(norms[i]);
-    module();  // mlp container (the MoE block)
-    last.clear();
-    if (!moe_prefix.empty()) {
-      // (Leaf modules exist at stage 3 only: stages 1/2 reduce from per-parameter hooks.)
-      if (z.stage == 3 &&
-          moe_block_is_leaf(layer.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)) {
-        // A leaf: fetched as one module with every parameter under it (partitioned_param_coordinator.py
-        // fetch_sub_module: iter_params(sub_module, recurse=z3_leaf_module(sub_module))), sorted by ds_id
-        // (registration order); its children run without hooks (parameter_offload.py
-        // _register_deepspeed_module stops at a leaf).
-        o.leaf.back() = true;
-        for (const T& x : rest) {
-          o.fwd_modules.back().push_back(x.index);
-          o.exec.push_back(x.index);
-        }
-      } else {
-        // Not a leaf: each parameter-owning child in the order the block's forward calls it (router,
-        // experts, shared experts: models::LayerInventory::moe_exec).
-        for (const std::string& mod : layer.moe_exec)
-          for (const T& x : rest)
-            if (x.owner == mod) use(x);
+  return attn_exec;
+}
+
+void ParamOrderBuilder::add_mlp(const models::LayerInventory& layer, const std::vector<T>& rest,
+                                const std::string& moe_prefix, std::string& last) {
+  if (!moe_prefix.empty()) {
+    // (Leaf modules exist at stage 3 only: stages 1/2 reduce from per-parameter hooks.)
+    if (z.stage == 3 &&
+        moe_block_is_leaf(layer.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)) {
+      // A leaf: fetched as one module with every parameter under it (partitioned_param_coordinator.py
+      // fetch_sub_module: iter_params(sub_module, recurse=z3_leaf_module(sub_module))), sorted by ds_id
+      // (registration order); its children run without hooks (parameter_offload.py
+      // _register_deepspeed_module stops at a leaf).
+      o.leaf.back() = true;
+      for (const T& x : rest) {
+        o.fwd_modules.back().push_back(x.index);
+        o.exec.push_back(x.index);
       }
-      continue;
+    } else {
+      // Not a leaf: each parameter-owning child in the order the block's forward calls it (router,
+      // experts, shared experts: models::LayerInventory::moe_exec).
+      for (const std::string& mod : layer.moe_exec)
+        for (const T& x : rest)
+          if (x.owner == mod) use(x, last);
     }
-    for (size_t i = 0; i < rest.size(); ++i) {
-      use(rest[i]);
-      // LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)): the activation module runs
-      // after the first projection.
-      if (i == 0) {
-        module();
-        last.clear();
-      }
+    return;
+  }
+  for (size_t i = 0; i < rest.size(); ++i) {
+    use(rest[i], last);
+    // LlamaMLP.forward: down_proj(act_fn(gate_proj(x)) * up_proj(x)): the activation module runs
+    // after the first projection.
+    if (i == 0) {
+      module();
+      last.clear();
     }
   }
-  return o;
+}
+
+void ParamOrderBuilder::add_decoder_layer(const models::LayerInventory& layer) {
+  std::vector<T> norms, attn, rest;
+  const std::string moe_prefix = layer.moe_block.empty() ? std::string() : layer.moe_block + ".";
+  for (const auto& t : layer.tensors) {
+    T x{&t, owner_of(t.name)};
+    if (!moe_prefix.empty() && t.name.rfind(moe_prefix, 0) == 0)
+      rest.push_back(x);  // the MoE block (a MoE layer has no dense MLP)
+    else if (t.name.find("self_attn.") != std::string::npos)
+      attn.push_back(x);  // q/k norms (Qwen3, Gemma-3) and MLA's q_a/kv_a norms are registered in self_attn
+    else if (t.is_norm)
+      norms.push_back(x);
+    else
+      rest.push_back(x);
+  }
+  register_decoder_tensors(attn, rest, norms);
+  std::string last;
+  module();  // decoder layer
+  if (!norms.empty()) use(norms[0], last);
+  module();  // self_attn container
+  last.clear();
+  for (const T* x : attention_exec_order(attn)) use(*x, last);
+  last.clear();
+  for (size_t i = 1; i < norms.size(); ++i) use(norms[i], last);
+  module();  // mlp container (the MoE block)
+  last.clear();
+  add_mlp(layer, rest, moe_prefix, last);
+}
+
+ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
+  if (w.train.method == Method::QLoRA || w.model.params_only) {
+    ParamOrder o;
+    const TensorSizeTable& t = s.mem.trainable_tensors;
+    for (size_t i = 0; i < t.numel.size(); ++i)
+      for (int64_t k = 0; k < t.count[i]; ++k) o.numel.push_back(t.numel[i]);
+    for (size_t i = 0; i < o.numel.size(); ++i) o.exec.push_back(i);
+    o.trainable.assign(o.numel.size(), true);
+    return o;
+  }
+  const bool llama_layout = norms_registered_last(w.model.model_type);
+  ParamOrderBuilder b(w, z);
+  b.module();  // the *ForCausalLM root
+  b.module();  // the base model (LlamaModel, GPT2Model, ...)
+  // The runtime tree (transformers 5 fuses a MoE block's experts: models/runtime_inventory.cpp) is
+  // what DeepSpeed registers; LoRA keeps the checkpoint names PEFT targets (as planner/memory_stats.cpp).
+  for (const auto& layer : b.lora ? w.model.inventory() : w.model.runtime_inventory()) {
+    if (!llama_layout || !layer.is_decoder_layer)
+      b.add_plain_layer(layer, llama_layout);
+    else
+      b.add_decoder_layer(layer);
+  }
+  return std::move(b.o);
 }
 
 // param_order builds the model's tensor inventory (strings per tensor): the search prices many

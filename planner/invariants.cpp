@@ -70,14 +70,8 @@ void check_hfu(Checker& c, const Plan& p, const T& t) {
   }
 }
 
-}  // namespace
-
-std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p) {
-  Checker c;
-  const StepTime& t = p.time;
-  const double world = static_cast<double>(w.cluster.world_size());
-
-  // ---- time
+// Step time: every part finite and >= 0, the step the sum of its parts, the collectives' sums.
+void check_time(Checker& c, const StepTime& t) {
   if (!std::isfinite(t.step_s) || t.step_s <= 0)
     c.fail("step_s", "step time is {} s (must be finite and > 0)", t.step_s);
   c.finite_nonneg("compute_s", t.compute_s);
@@ -88,6 +82,14 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
   c.finite_nonneg("communication_s", t.communication_s);
   c.finite_nonneg("exposed_communication_s", t.exposed_communication_s);
   c.finite_nonneg("offload_s", t.offload_s);
+  c.finite_nonneg("checkpoint_offload_s", t.checkpoint_offload_s);
+  // The checkpoint copies' exposed time is part of offload_s, and at most their whole time
+  // (planner/checkpoint_offload.h).
+  if (t.checkpoint_offload_s > t.offload_s * (1 + kRelTol) + 1e-15 ||
+      t.checkpoint_offload_s > t.checkpoint_copy_s * (1 + kRelTol) + 1e-15)
+    c.fail("checkpoint_offload_s",
+           "exposed checkpoint copies {} s exceed the offload {} s or their time {} s",
+           t.checkpoint_offload_s, t.offload_s, t.checkpoint_copy_s);
   c.finite_nonneg("hook_overhead_s", t.hook_overhead_s);
   const double overlap_slowdown_s = overlap_slowdown_of(t);
   c.finite_nonneg("overlap_slowdown_s", overlap_slowdown_s);
@@ -126,8 +128,12 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
   if (coll_bytes != t.comm_bytes_per_rank)
     c.fail("comm_bytes_per_rank", "bytes per rank {} are not the sum {} of its collectives",
            t.comm_bytes_per_rank, coll_bytes);
+}
 
-  // ---- throughput
+// Throughput, MFU and HFU against the step and the GPU's peak.
+void check_throughput(Checker& c, const Workload& w, const Plan& p) {
+  const StepTime& t = p.time;
+  const double world = static_cast<double>(w.cluster.world_size());
   const double tokens = static_cast<double>(p.global_batch) * static_cast<double>(p.seq_len);
   if (!std::isfinite(p.tokens_per_s) || p.tokens_per_s <= 0)
     c.fail("tokens_per_s", "tokens/s is {} (must be finite and > 0)", p.tokens_per_s);
@@ -153,8 +159,10 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
       c.fail("mfu", "MFU {:.6f} is not tokens/s {} x {} FLOPs per token / ({} GPUs x {} FLOP/s) = {:.6f}",
              p.mfu, p.tokens_per_s, flops_per_token, world, peak, mfu_from_throughput);
   }
+}
 
-  // ---- memory
+// Memory: buffers >= 0, phase totals and the peak their sums, the categories at the peak.
+void check_memory(Checker& c, const Plan& p) {
   const MemoryBreakdown& m = p.memory;
   std::array<int64_t, kNumPhases> phase{};
   std::array<std::array<int64_t, kNumCategories>, kNumPhases> phase_cat{};
@@ -198,6 +206,15 @@ std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p
            phase_name(m.peak_phase));
   if (m.peak < m.model_states())
     c.fail("memory.peak", "peak {} bytes is below the model states {}", m.peak, m.model_states());
+}
+
+}  // namespace
+
+std::vector<InvariantViolation> plan_violations(const Workload& w, const Plan& p) {
+  Checker c;
+  check_time(c, p.time);
+  check_throughput(c, w, p);
+  check_memory(c, p);
   return c.out;
 }
 

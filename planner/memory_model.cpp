@@ -113,12 +113,15 @@ struct StatesContext {
   void add_fp16_optimizer(MemoryBreakdown& out) const;
   void add_bf16_optimizer(MemoryBreakdown& out) const;
   void add_zero12_optimizer(MemoryBreakdown& out) const;
+  void add_zero12_gradients(MemoryBreakdown& out, const char* gip_name, int64_t gip_bytes) const;
+  void add_zero12_optimizer_states(MemoryBreakdown& out, bool compact) const;
   int64_t add_zero12_offload_host(MemoryBreakdown& out) const;  // returns the bytes swapped to NVMe
   int64_t add_stage3_states(MemoryBreakdown& out) const;        // returns the bytes swapped to NVMe
   Stage3Sizes stage3_sizes() const;
   void add_transient_parameter_gradient(MemoryBreakdown& out) const;
   void add_activations(MemoryBreakdown& out) const;
   void add_layer_checkpoints(MemoryBreakdown& out, int64_t b) const;  // full checkpointing's inputs
+  void add_loss(MemoryBreakdown& out, int64_t b, bool liger) const;   // the loss's tensors
   void add_overhead(MemoryBreakdown& out) const;
   int64_t host_load_per_rank() const;
   void settle_backward_moments(MemoryBreakdown& out) const;
@@ -237,31 +240,10 @@ void StatesContext::add_fp16_optimizer(MemoryBreakdown& out) const {
 }
 
 // runtime/zero/stage_1_and_2.py DeepSpeedZeroOptimizer, ZeRO stages 1 and 2 (GPU side).
-void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
-  // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
-  // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
-  // the rank's gradient partition, freed at the end of step():
-  //  - grads_in_partition (copy_grads_in_partition), in the model dtype, holding every parameter
-  //    that overlaps the rank's partition WHOLE (params_in_partition, get_partition_info), so a
-  //    rank holding a parameter that straddles a partition boundary holds more than 2Psi/N;
-  //    recorded (model_states_before_step, issue 23 items 3 and 4): llama-gqa at N = 2 / 4
-  //    2,360,320 / 1,179,648 B where 2Psi/N is 2,229,504 / 1,114,752 B, at stage 1 as at 2.
-  //  - with grad_accum_dtype fp32 over 16-bit weights (_use_compact_grad_partition_buffer), instead
-  //    an fp32 buffer of exactly the partition (_build_compact_grad_partition_buffer:
-  //    torch.zeros(partition_size, fp32)); recorded llama-gqa_s2_n{1,2,4}_bf16_gaccfp32: 4 x padded
-  //    Psi / N.
-  // DeepSpeed's engine only (zeroplan's native engine keeps its own rules below).
-  // (_use_compact_grad_partition_buffer is new in 0.19: 0.16.9 and 0.18.9 keep grads_in_partition in
-  // the model dtype, recorded in fixtures-other-versions/*/llama-gqa_s2_n*_bf16_gaccfp32.)
-  const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
-                       w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
-  const PartitionHoldings& held = m.params_in_partition;
-  const int64_t held_numel =
-      !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
-  const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
-  const char* gip_name = compact ? "fp32 gradient partition (compact)"
-                         : fp32  ? "fp32 gradient partition"
-                                 : "16-bit gradient partition";
+// Stages 1/2: the full or partitioned gradients, and the reduction's transient copies
+// (add_zero12_optimizer's comment says which holds what).
+void StatesContext::add_zero12_gradients(MemoryBreakdown& out, const char* gip_name,
+                                         int64_t gip_bytes) const {
   if (stage == 1) {
     // DeepSpeed: the full gradients live until the boundary's reduction, which copies each into
     // the IPG bucket (or reduces it in place) and keeps only the partition for the step. The
@@ -343,6 +325,11 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
                     "engine reduce_at_boundary: grads_in_partition from the boundary reduction to the step"),
         Buffer::Moment::End);
   }
+}
+
+// Stages 1/2 with the optimizer on the GPU: the master partition, Adam's moments and the step's copies.
+void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compact) const {
+  const PartitionHoldings& held = m.params_in_partition;
   if (!off_opt) {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
     // fp32 training) + Adam exp_avg, exp_avg_sq.
@@ -395,6 +382,35 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
       b.step_moment = Buffer::StepMoment::Norm;
     }
   }
+}
+
+void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
+  // ZeRO stages 1/2 (DeepSpeedZeroOptimizer). Stage 1 keeps full 16-bit gradients until the
+  // accumulation boundary's reduction; stage 2 reduces them as they come. What the step keeps is
+  // the rank's gradient partition, freed at the end of step():
+  //  - grads_in_partition (copy_grads_in_partition), in the model dtype, holding every parameter
+  //    that overlaps the rank's partition WHOLE (params_in_partition, get_partition_info), so a
+  //    rank holding a parameter that straddles a partition boundary holds more than 2Psi/N;
+  //    recorded (model_states_before_step, issue 23 items 3 and 4): llama-gqa at N = 2 / 4
+  //    2,360,320 / 1,179,648 B where 2Psi/N is 2,229,504 / 1,114,752 B, at stage 1 as at 2.
+  //  - with grad_accum_dtype fp32 over 16-bit weights (_use_compact_grad_partition_buffer), instead
+  //    an fp32 buffer of exactly the partition (_build_compact_grad_partition_buffer:
+  //    torch.zeros(partition_size, fp32)); recorded llama-gqa_s2_n{1,2,4}_bf16_gaccfp32: 4 x padded
+  //    Psi / N.
+  // DeepSpeed's engine only (zeroplan's native engine keeps its own rules below).
+  // (_use_compact_grad_partition_buffer is new in 0.19: 0.16.9 and 0.18.9 keep grads_in_partition in
+  // the model dtype, recorded in fixtures-other-versions/*/llama-gqa_s2_n*_bf16_gaccfp32.)
+  const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
+                       w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
+  const PartitionHoldings& held = m.params_in_partition;
+  const int64_t held_numel =
+      !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
+  const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
+  const char* gip_name = compact ? "fp32 gradient partition (compact)"
+                         : fp32  ? "fp32 gradient partition"
+                                 : "16-bit gradient partition";
+  add_zero12_gradients(out, gip_name, gip_bytes);
+  add_zero12_optimizer_states(out, compact);
   // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
   if (z.contiguous_gradients || off_opt) {
     // DeepSpeedZeroOptimizer.backward: ipg_buffer = [torch.empty(reduce_bucket_size)], a second one
@@ -779,6 +795,55 @@ void StatesContext::add_layer_checkpoints(MemoryBreakdown& out, int64_t b) const
                          : "checkpointing.py .cpu(): every layer input, pageable");
 }
 
+// The loss's tensors from the head on (the forward's loss moment): Liger's fused linear cross-entropy
+// or transformers' own loss over fp32 logits.
+void StatesContext::add_loss(MemoryBreakdown& out, int64_t b, bool liger) const {
+  const ActivationStats& a = m.act;
+  if (liger) {
+    // Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py
+    // fused_linear_cross_entropy_forward): the forward walks the b*s tokens in chunks of
+    // next_power_of_2(ceil(BT / ceil(V / H))) rows, computes each chunk's logits (chunk x V in the
+    // input dtype), the loss and the logits' gradient in place, and accumulates grad_input (BT x H,
+    // input dtype) and, when the head trains, grad_weight (V x H, weight dtype) - both saved for the
+    // backward, which only scales them. No b*s*V logits, fp32 upcast or log-probabilities.
+    const int64_t bt = checked_mul(b, w.train.seq_len);
+    const int64_t h = std::max<int64_t>(1, w.model.hidden_size);
+    const int64_t v = w.model.vocab_size;
+    const int64_t inc = ceil_div(v, h);
+    int64_t chunk = 1;
+    while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
+    const int64_t ea =
+        a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.seq_len));  // input dtype
+    // These and the chunk below exist from the head on (the forward's loss moment).
+    out.add_gpu("Liger FLCE input gradient (saved)", Category::Activations,
+                checked_mul(checked_mul(bt, h), ea), kFwdBwd,
+                "fused_linear_cross_entropy_forward grad_input: BT x H, saved for the backward")
+        .forward_moment = Buffer::ForwardMoment::Head;
+    if (w.train.method == Method::Full)  // LoRA: the head is frozen, weight_needs_grad is false
+      out.add_gpu("Liger FLCE lm_head weight gradient (saved)", Category::Activations,
+                  checked_mul(checked_mul(v, h), pe), kFwdBwd,
+                  "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved")
+          .forward_moment = Buffer::ForwardMoment::Head;
+    out.add_gpu("Liger FLCE logits chunk (transient)", Category::Buffers,
+                checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
+                "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient")
+        .forward_moment = Buffer::ForwardMoment::Head;
+  } else {
+    // Both exist only from the head on: the forward's loss moment (Buffer::ForwardMoment).
+    out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
+                checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
+                "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)")
+        .forward_moment = Buffer::ForwardMoment::Head;
+    out.add_gpu("logits + fp32 upcast", Category::Buffers,
+                checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
+                "lm_head output b*s*V and `logits.float()` at the loss (transient)")
+        .forward_moment = Buffer::ForwardMoment::Head;
+    out.add_gpu("loss gradients (fp32)", Category::Buffers,
+                checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
+                "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");
+  }
+}
+
 // Saved activations and the loss's buffers of one micro-step (planner/memory_stats.h), by checkpointing mode.
 void StatesContext::add_activations(MemoryBreakdown& out) const {
   const ActivationStats& a = m.act;
@@ -849,50 +914,7 @@ void StatesContext::add_activations(MemoryBreakdown& out) const {
     if (emb_head > 0)
       out.add_gpu("embedding + final norm / head inputs", Category::Activations, emb_head, kFwdBwd,
                   "final norm + lm_head input (and the embedding dropout mask of GPT-style models)");
-    if (liger) {
-      // Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py
-      // fused_linear_cross_entropy_forward): the forward walks the b*s tokens in chunks of
-      // next_power_of_2(ceil(BT / ceil(V / H))) rows, computes each chunk's logits (chunk x V in the
-      // input dtype), the loss and the logits' gradient in place, and accumulates grad_input (BT x H,
-      // input dtype) and, when the head trains, grad_weight (V x H, weight dtype) - both saved for the
-      // backward, which only scales them. No b*s*V logits, fp32 upcast or log-probabilities.
-      const int64_t bt = checked_mul(b, w.train.seq_len);
-      const int64_t h = std::max<int64_t>(1, w.model.hidden_size);
-      const int64_t v = w.model.vocab_size;
-      const int64_t inc = ceil_div(v, h);
-      int64_t chunk = 1;
-      while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
-      const int64_t ea =
-          a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.seq_len));  // input dtype
-      // These and the chunk below exist from the head on (the forward's loss moment).
-      out.add_gpu("Liger FLCE input gradient (saved)", Category::Activations,
-                  checked_mul(checked_mul(bt, h), ea), kFwdBwd,
-                  "fused_linear_cross_entropy_forward grad_input: BT x H, saved for the backward")
-          .forward_moment = Buffer::ForwardMoment::Head;
-      if (w.train.method == Method::Full)  // LoRA: the head is frozen, weight_needs_grad is false
-        out.add_gpu("Liger FLCE lm_head weight gradient (saved)", Category::Activations,
-                    checked_mul(checked_mul(v, h), pe), kFwdBwd,
-                    "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved")
-            .forward_moment = Buffer::ForwardMoment::Head;
-      out.add_gpu(
-             "Liger FLCE logits chunk (transient)", Category::Buffers,
-             checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
-             "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient")
-          .forward_moment = Buffer::ForwardMoment::Head;
-    } else {
-      // Both exist only from the head on: the forward's loss moment (Buffer::ForwardMoment).
-      out.add_gpu("fp32 log-probabilities (loss)", Category::Activations,
-                  checked_mul(a.logprobs_fp32_per_sample, b), kFwdBwd,
-                  "cross_entropy's log_softmax saves b*s*V fp32 (transformers ForCausalLMLoss)")
-          .forward_moment = Buffer::ForwardMoment::Head;
-      out.add_gpu("logits + fp32 upcast", Category::Buffers,
-                  checked_mul(a.logits_per_sample + a.logits_fp32_upcast_per_sample, b), kForward,
-                  "lm_head output b*s*V and `logits.float()` at the loss (transient)")
-          .forward_moment = Buffer::ForwardMoment::Head;
-      out.add_gpu("loss gradients (fp32)", Category::Buffers,
-                  checked_mul(checked_mul(a.logprobs_fp32_per_sample, 2), b), kBackward,
-                  "grad of log-probs + grad of fp32 logits, b*s*V*4 each (transient)");
-    }
+    add_loss(out, b, liger);
   } else {
     out.add_gpu("activations (architecture unknown)", Category::Activations, 0, kFwdBwd,
                 "--params gives no architecture: activations not modelled (use --model)");

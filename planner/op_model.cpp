@@ -67,29 +67,9 @@ std::vector<double> numbers(const nlohmann::json& j, const char* key) {
   return v;
 }
 
-TimeModelData parse_data() {
-  std::string text;
-  // ZEROPLAN_TIME_MODEL=path replaces the embedded file (scripts/calibrate_fit.py evaluates candidate
-  // calibrations through the real binary this way).
-  if (const char* path = std::getenv("ZEROPLAN_TIME_MODEL"); path != nullptr && *path != '\0') {
-    std::ifstream in(path);
-    if (!in) throw_user_error("ZEROPLAN_TIME_MODEL={}: cannot read the file", path);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    text = ss.str();
-  } else {
-    for (const auto& f : embedded_files())
-      if (f.path == kDataPath) text = std::string(f.content);
-  }
-  ZP_CHECK(!text.empty(), "embedded planner/data/time_model.json missing");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {
-    throw_user_error("time model data is not valid JSON: {}", e.what());
-  }
-  TimeModelData d;
-  for (const auto& [name, c] : j.at("attention").items()) {
+// "attention": the FlashAttention/cuDNN kernel curves, the GPU -> architecture map and SDPA's backend rule.
+void read_attention(const nlohmann::json& attention, TimeModelData& d) {
+  for (const auto& [name, c] : attention.items()) {
     if (!c.is_object() || !c.contains("seq")) continue;
     AttentionCurve a;
     a.name = name;
@@ -117,38 +97,21 @@ TimeModelData parse_data() {
         "time_model.json: attention curve lengths differ");
     d.curves.push_back(std::move(a));
   }
-  for (const auto& [gpu, arch] : j.at("attention").at("architecture").items())
+  for (const auto& [gpu, arch] : attention.at("architecture").items())
     d.architecture.emplace_back(gpu, arch.get<std::string>());
-  d.default_architecture = j.at("attention").at("default_architecture").get<std::string>();
-  if (j.at("attention").contains("sdpa_backend")) {
-    const auto& sb = j.at("attention").at("sdpa_backend");
+  d.default_architecture = attention.at("default_architecture").get<std::string>();
+  if (attention.contains("sdpa_backend")) {
+    const auto& sb = attention.at("sdpa_backend");
     const auto v = parse_torch_version(sb.at("cudnn_min_torch").get<std::string>());
     ZP_CHECK(v.has_value(), "time_model.json: sdpa_backend.cudnn_min_torch is not X.Y");
     d.sdpa_cudnn_min_torch = *v;
     for (const auto& a : sb.at("cudnn_architectures"))
       d.sdpa_cudnn_architectures.push_back(a.get<std::string>());
   }
-  for (const auto& [arch, v] : j.at("calibrated").at("sustained_tensor_core_factor").items())
-    d.sustained_tensor_core_factor.emplace_back(arch, v.get<double>());
-  d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
-  d.stage3_hook_us_per_module_pass = j.at("stage3_hooks").at("us_per_module_pass").get<double>();
-  d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
-  if (j.contains("deepspeed_step")) {
-    const auto& ds = j.at("deepspeed_step");
-    auto read = [&](const char* path, TimeModelData::DeepSpeedStepCost& c) {
-      c.bandwidth_fraction = ds.at("bandwidth_fraction").at(path).get<double>();
-      c.ops_per_param_tensor = ds.at("ops_per_param_tensor").at(path).get<double>();
-      c.host_us_per_op = ds.at("host_us_per_op").at(path).get<double>();
-      ZP_CHECK(c.bandwidth_fraction > 0 && c.bandwidth_fraction <= 1 && c.ops_per_param_tensor >= 0 &&
-                   c.host_us_per_op >= 0,
-               "time_model.json: deepspeed_step.{} out of range", path);
-    };
-    read("stage0", d.ds_step_stage0);
-    read("stage1_2", d.ds_step_stage1_2);
-    read("stage3", d.ds_step_stage3);
-  }
-  d.error_band = j.at("calibrated").at("error_band").get<double>();
-  d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
+}
+
+// "gemm_quantization", "gemm_inner_dimension" and "eager_attention" (each optional).
+void read_gemm_and_eager(const nlohmann::json& j, TimeModelData& d) {
   if (j.contains("gemm_quantization")) {
     const auto& q = j.at("gemm_quantization");
     for (const auto& t : q.at("tiles")) d.gemm_tiles.emplace_back(t.at(0).get<int>(), t.at(1).get<int>());
@@ -186,6 +149,53 @@ TimeModelData parse_data() {
       chain(e.at("dropout").at("backward"), d.eager_dropout_bwd);
     }
   }
+}
+
+TimeModelData parse_data() {
+  std::string text;
+  // ZEROPLAN_TIME_MODEL=path replaces the embedded file (scripts/calibrate_fit.py evaluates candidate
+  // calibrations through the real binary this way).
+  if (const char* path = std::getenv("ZEROPLAN_TIME_MODEL"); path != nullptr && *path != '\0') {
+    std::ifstream in(path);
+    if (!in) throw_user_error("ZEROPLAN_TIME_MODEL={}: cannot read the file", path);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  } else {
+    for (const auto& f : embedded_files())
+      if (f.path == kDataPath) text = std::string(f.content);
+  }
+  ZP_CHECK(!text.empty(), "embedded planner/data/time_model.json missing");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw_user_error("time model data is not valid JSON: {}", e.what());
+  }
+  TimeModelData d;
+  read_attention(j.at("attention"), d);
+  for (const auto& [arch, v] : j.at("calibrated").at("sustained_tensor_core_factor").items())
+    d.sustained_tensor_core_factor.emplace_back(arch, v.get<double>());
+  d.host_us_per_kernel = j.at("host").at("us_per_kernel").get<double>();
+  d.stage3_hook_us_per_module_pass = j.at("stage3_hooks").at("us_per_module_pass").get<double>();
+  d.nccl_overlap_slowdown = j.at("nccl_overlap").at("compute_slowdown").get<double>();
+  if (j.contains("deepspeed_step")) {
+    const auto& ds = j.at("deepspeed_step");
+    auto read = [&](const char* path, TimeModelData::DeepSpeedStepCost& c) {
+      c.bandwidth_fraction = ds.at("bandwidth_fraction").at(path).get<double>();
+      c.ops_per_param_tensor = ds.at("ops_per_param_tensor").at(path).get<double>();
+      c.host_us_per_op = ds.at("host_us_per_op").at(path).get<double>();
+      ZP_CHECK(c.bandwidth_fraction > 0 && c.bandwidth_fraction <= 1 && c.ops_per_param_tensor >= 0 &&
+                   c.host_us_per_op >= 0,
+               "time_model.json: deepspeed_step.{} out of range", path);
+    };
+    read("stage0", d.ds_step_stage0);
+    read("stage1_2", d.ds_step_stage1_2);
+    read("stage3", d.ds_step_stage3);
+  }
+  d.error_band = j.at("calibrated").at("error_band").get<double>();
+  d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
+  read_gemm_and_eager(j, d);
   return d;
 }
 

@@ -292,13 +292,15 @@ std::string fit_with_checkpoint_offload(const Workload& w, const ModelStats& s, 
                      describe_config(fr.recommendation->zero), tps(fr.recommendation->tokens_per_s));
 }
 
-void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
+// The best plan of a stage that misses by the least: the larger of its GPU peak over the usable memory
+// and its node's host memory (with what its checkpoint save adds on node 0, planner/save_phase.h) over
+// the node's RAM. Null when there is none.
+const Plan* closest_plan(const Workload& w, const SearchResult& r) {
   const Plan* closest = nullptr;
   const int64_t host = w.cluster.host_memory_bytes_per_node;
   auto over = [host](const Plan& p) {
     const double gpu =
         static_cast<double>(p.memory.peak) / static_cast<double>(std::max<int64_t>(1, p.capacity_bytes));
-    // The host memory training holds plus what its checkpoint save adds on node 0 (planner/save_phase.h).
     const double h = host > 0 ? static_cast<double>(p.memory.host_per_node + p.save.host_bytes_node0) /
                                     static_cast<double>(host)
                               : 0.0;
@@ -306,24 +308,13 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
   };
   for (const Plan& p : r.best_per_stage)
     if (closest == nullptr || over(p) < over(*closest)) closest = &p;
-  if (closest == nullptr) return;
-  const bool gpu_fits = closest->memory.peak <= closest->capacity_bytes;
-  std::string msg = fmt::format("Nothing fits on {} x {} ({} usable per GPU after the {:.0f}% margin",
-                                w.cluster.world_size(), w.cluster.gpu.name, gb(closest->capacity_bytes),
-                                opts.memory_margin * 100);
-  if (host > 0) msg += fmt::format(", {} of host memory per node", gb(host));
-  const bool only_save =
-      gpu_fits && !closest->save.host_ok && (host <= 0 || closest->memory.host_per_node <= host);
-  if (only_save)
-    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
-                       peak_sentence(*closest));
-  else if (gpu_fits)
-    msg += fmt::format(
-        "): the closest plan, {}, fits in GPU memory ({}) but needs {} of host memory per node.",
-        describe_config(closest->zero), gb(closest->memory.peak), gb(closest->memory.host_per_node));
-  else
-    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
-                       peak_sentence(*closest));
+  return closest;
+}
+
+// What would fit instead, each a change the user can make: without the fixed options, the checkpoints
+// in host memory, more GPUs, LoRA/QLoRA, a shorter sequence.
+std::vector<std::string> what_would_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                        const Plan* closest) {
   std::vector<std::string> would;
   // Options the user fixed that block a fit.
   if (opts.offload_optimizer || opts.offload_param || opts.stage || w.train.checkpointing) {
@@ -384,6 +375,31 @@ void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions&
       would.push_back(
           fmt::format("--seq-len {}: {}", v.train.seq_len, describe_config(fr.recommendation->zero)));
   }
+  return would;
+}
+
+void explain_no_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
+  const Plan* closest = closest_plan(w, r);
+  if (closest == nullptr) return;
+  const int64_t host = w.cluster.host_memory_bytes_per_node;
+  const bool gpu_fits = closest->memory.peak <= closest->capacity_bytes;
+  std::string msg = fmt::format("Nothing fits on {} x {} ({} usable per GPU after the {:.0f}% margin",
+                                w.cluster.world_size(), w.cluster.gpu.name, gb(closest->capacity_bytes),
+                                opts.memory_margin * 100);
+  if (host > 0) msg += fmt::format(", {} of host memory per node", gb(host));
+  const bool only_save =
+      gpu_fits && !closest->save.host_ok && (host <= 0 || closest->memory.host_per_node <= host);
+  if (only_save)
+    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
+                       peak_sentence(*closest));
+  else if (gpu_fits)
+    msg += fmt::format(
+        "): the closest plan, {}, fits in GPU memory ({}) but needs {} of host memory per node.",
+        describe_config(closest->zero), gb(closest->memory.peak), gb(closest->memory.host_per_node));
+  else
+    msg += fmt::format("): the closest plan, {}, needs {}.", describe_config(closest->zero),
+                       peak_sentence(*closest));
+  const std::vector<std::string> would = what_would_fit(w, s, opts, closest);
   if (would.empty()) {
     msg += " Nothing within 64x the GPUs, LoRA/QLoRA or a shorter sequence fits either.";
   } else {
@@ -606,6 +622,46 @@ std::string eager_scores_warning(const Workload& w, const ModelStats& s) {
                                : " (this model's HF code has no SDPA/flash path)");
 }
 
+namespace {
+
+// Offload: needed, or chosen for speed, or not needed.
+std::string offload_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                             const Plan& rec) {
+  if (uses_offload(rec.zero)) {
+    SearchOptions o = opts;
+    o.offload_optimizer = Offload::None;
+    o.offload_param = Offload::None;
+    const SearchResult no = search_plans(w, s, o);
+    const Plan* best_fit = no.recommendation ? &*no.recommendation : nullptr;
+    if (best_fit == nullptr) {
+      const Plan* closest = nullptr;
+      for (const Plan& p : no.best_per_stage)
+        if (closest == nullptr || p.memory.peak < closest->memory.peak) closest = &p;
+      return (
+          fmt::format("Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
+                      "{} per step ({:.0f}% "
+                      "of the step) in PCIe transfers and CPU Adam not hidden behind compute.",
+                      closest ? describe_config(closest->zero) : std::string("?"),
+                      closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
+                      rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0));
+    } else {
+      return (
+          fmt::format("Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
+                      "without offload ({}) "
+                      "reaches {} ({}), while offload costs {} per step here.",
+                      rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
+                      pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s)));
+    }
+  } else {
+    return (
+        fmt::format("No {}offload is needed: the plan leaves {} of GPU memory unused.",
+                    w.train.checkpoint_offload != CheckpointOffload::None ? "optimizer or parameter " : "",
+                    gb(rec.capacity_bytes - rec.memory.peak)));
+  }
+}
+
+}  // namespace
+
 void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
   r.reasons.clear();
   r.no_fit_reason.clear();
@@ -638,38 +694,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
         gb(checked_mul(w.train.precision == Precision::FP32 ? 4 : 2, s.mem.total_params)),
         gb(rec.memory.host_per_node), gb(rec.save.checkpoint_total_bytes)));
 
-  // Offload: needed, or chosen for speed, or not needed.
-  if (uses_offload(rec.zero)) {
-    SearchOptions o = opts;
-    o.offload_optimizer = Offload::None;
-    o.offload_param = Offload::None;
-    const SearchResult no = search_plans(w, s, o);
-    const Plan* best_fit = no.recommendation ? &*no.recommendation : nullptr;
-    if (best_fit == nullptr) {
-      const Plan* closest = nullptr;
-      for (const Plan& p : no.best_per_stage)
-        if (closest == nullptr || p.memory.peak < closest->memory.peak) closest = &p;
-      r.reasons.push_back(
-          fmt::format("Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
-                      "{} per step ({:.0f}% "
-                      "of the step) in PCIe transfers and CPU Adam not hidden behind compute.",
-                      closest ? describe_config(closest->zero) : std::string("?"),
-                      closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
-                      rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0));
-    } else {
-      r.reasons.push_back(
-          fmt::format("Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
-                      "without offload ({}) "
-                      "reaches {} ({}), while offload costs {} per step here.",
-                      rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
-                      pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s)));
-    }
-  } else {
-    r.reasons.push_back(
-        fmt::format("No {}offload is needed: the plan leaves {} of GPU memory unused.",
-                    w.train.checkpoint_offload != CheckpointOffload::None ? "optimizer or parameter " : "",
-                    gb(rec.capacity_bytes - rec.memory.peak)));
-  }
+  r.reasons.push_back(offload_sentence(w, s, opts, rec));
 
   if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);
 

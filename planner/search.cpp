@@ -245,6 +245,48 @@ SearchResult search(const Workload& w, const ModelStats& s, const SearchOptions&
   return r;
 }
 
+namespace {
+
+// Expert parallelism (DeepSpeed AutoEP, planner/expert_parallel.h): the sizes to search, and in
+// `result.ep_refusal` why none above 1 applies to a MoE model.
+std::vector<int> expert_parallel_choices(const Workload& w, const SearchOptions& opts, SearchResult& result) {
+  std::vector<int> ep_choices = {1};
+  if (opts.ep) {
+    // search() refused a size DeepSpeed cannot run for the user's workload; the variants the reasons
+    // explore (LoRA, more GPUs) fall back to no expert parallelism where the fixed size does not apply.
+    if (expert_parallel_refusal(w, *opts.ep).empty()) ep_choices = {*opts.ep};
+  } else if (w.model.is_moe()) {
+    for (int e : expert_parallel_candidates(w)) ep_choices.push_back(e);
+    if (ep_choices.size() == 1) {
+      result.ep_refusal = expert_parallel_refusal(w, 2);
+      if (result.ep_refusal.empty())
+        result.ep_refusal =
+            fmt::format("no expert-parallel size > 1 divides both the {} experts and the {} GPUs per node",
+                        w.model.num_experts, w.cluster.gpus_per_node);
+    }
+  }
+
+  return ep_choices;
+}
+
+// The recommendation: the best fitting stage, or among stages within 0.1% of the best score the lowest.
+void recommend(SearchResult& result) {
+  const Plan* rec = nullptr;
+  for (const Plan& p : result.best_per_stage)
+    if (p.fits && (rec == nullptr || better(p, *rec))) rec = &p;
+  // Among stages within 0.1% of the best score (e.g. all stages on one GPU, where ZeRO changes
+  // nothing), recommend the lowest: fewer moving parts for the same predicted speed.
+  if (rec != nullptr)
+    for (const Plan& p : result.best_per_stage)
+      if (p.fits && p.zero.stage < rec->zero.stage && score(p) >= score(*rec) * 0.999) {
+        rec = &p;
+        break;
+      }
+  if (rec != nullptr) result.recommendation = *rec;
+}
+
+}  // namespace
+
 SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
   if (opts.memory_margin < 0 || opts.memory_margin >= 1)
     throw_user_error("--memory-margin {} must be in [0, 1): it is the fraction of GPU memory kept free",
@@ -270,24 +312,7 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
   else if (w.train.checkpoint_offload != CheckpointOffload::None)
     ckpt_choices = {Checkpointing::Full};
 
-  // Expert parallelism (DeepSpeed AutoEP, planner/expert_parallel.h): --ep fixes it; otherwise a MoE
-  // model is searched without it (HF experts as ordinary ZeRO parameters) and with every size AutoEP
-  // can run, so the reasons can say which is faster and why.
-  std::vector<int> ep_choices = {1};
-  if (opts.ep) {
-    // search() refused a size DeepSpeed cannot run for the user's workload; the variants the reasons
-    // explore (LoRA, more GPUs) fall back to no expert parallelism where the fixed size does not apply.
-    if (expert_parallel_refusal(w, *opts.ep).empty()) ep_choices = {*opts.ep};
-  } else if (w.model.is_moe()) {
-    for (int e : expert_parallel_candidates(w)) ep_choices.push_back(e);
-    if (ep_choices.size() == 1) {
-      result.ep_refusal = expert_parallel_refusal(w, 2);
-      if (result.ep_refusal.empty())
-        result.ep_refusal =
-            fmt::format("no expert-parallel size > 1 divides both the {} experts and the {} GPUs per node",
-                        w.model.num_experts, w.cluster.gpus_per_node);
-    }
-  }
+  const std::vector<int> ep_choices = expert_parallel_choices(w, opts, result);
 
   for (int stage = 0; stage <= 3; ++stage) {
     if (opts.stage && *opts.stage != stage) continue;
@@ -358,18 +383,7 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
     throw_user_error(
         "no ZeRO stage can be searched with the fixed options (offload of the optimizer needs --stage >= 1, "
         "of parameters --stage 3)");
-  const Plan* rec = nullptr;
-  for (const Plan& p : result.best_per_stage)
-    if (p.fits && (rec == nullptr || better(p, *rec))) rec = &p;
-  // Among stages within 0.1% of the best score (e.g. all stages on one GPU, where ZeRO changes
-  // nothing), recommend the lowest: fewer moving parts for the same predicted speed.
-  if (rec != nullptr)
-    for (const Plan& p : result.best_per_stage)
-      if (p.fits && p.zero.stage < rec->zero.stage && score(p) >= score(*rec) * 0.999) {
-        rec = &p;
-        break;
-      }
-  if (rec != nullptr) result.recommendation = *rec;
+  recommend(result);
   return result;
 }
 

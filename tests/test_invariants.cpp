@@ -246,6 +246,10 @@ TEST(Invariants, PlantedViolationsAreCaught) {
   p = good;
   p.time.comm_bytes_per_rank += 1;
   EXPECT_EQ(first(p), "comm_bytes_per_rank");
+  p = good;  // exposed checkpoint copies beyond the offload they are part of
+  p.time.checkpoint_copy_s = 1;
+  p.time.checkpoint_offload_s = p.time.offload_s + 0.5;
+  EXPECT_EQ(first(p), "checkpoint_offload_s");
 
   // enforce_plan_invariants: an InternalError naming the plan and the quantity, on one line.
   p = good;
