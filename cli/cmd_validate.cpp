@@ -216,31 +216,8 @@ void admit_host(const exec::RunNeeds& n, bool cpu_backend, int64_t device_cap, i
       fits_cap ? ", " + gb(n.host_export_per_rank) + " result export" : "", gb(avail));
 }
 
-CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::MpiSession& mpi) {
-  // Everything is validated before anything runs or prints.
-  if (v.backend != "cpu" && v.backend != "cuda")
-    throw_user_error("--backend '{}' must be cpu or cuda", v.backend);
-  const int steps = static_cast<int>(parse_positive_count(v.steps, "--steps", 1000));
-  const planner::SearchOptions opts = build_search_options(f);
-  // The prediction beside the measurement models the native engine, not the user's DeepSpeed: the
-  // engine implements the DeepSpeed 0.16.9 runtime paths (stage-0 bf16 through BF16_Optimizer's fp32
-  // gradient buffer, docs/executor.md), so that is the version the planner models here.
-  planner::Workload w = build_workload(f);
-  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
-  // ...and its own kernels' activations and gradient buffers (planner/engine_runtime.h).
-  w.train.implementation = planner::Implementation::ZeroplanEngine;
-  if (const std::string why = planner::checkpoint_offload_refusal(w.train); !why.empty())
-    throw UserError(why);
-  const planner::ZeroConfig z = zero_config(f, v, w);
-  const exec::RunConfig rc = run_config(w, z, steps);
-  const int world = w.cluster.world_size();
-  const bool multi = mpi.multi_process();
-  if (multi && mpi.size() != world)
-    throw_user_error(
-        "mpirun started {} processes but the plan has {} ranks; start {} processes (mpirun -np {})",
-        mpi.size(), world, world, world);
-  if (multi && !v.emulate_rank.empty())
-    throw UserError("--emulate-rank runs one process on one GPU; start it without mpirun");
+// --emulate-rank: the rank a one-GPU run emulates (-1: none).
+int parse_emulate_rank(const ValidateFlags& v, int world) {
   int emulate = -1;
   if (!v.emulate_rank.empty()) {
     if (v.backend != "cuda") throw UserError("--emulate-rank needs --backend cuda");
@@ -252,17 +229,16 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
     }
   }
 
-  const exec::RunNeeds needs = exec::minimum_run_needs(rc, world);
-  if (v.backend == "cpu") {
-    admit_host(needs, true, w.cluster.gpu.memory_bytes, ranks_on_this_node(multi, world),
-               multi ? "processes" : "thread ranks");
-  } else {
-    admit_host(needs, false, 0, emulate >= 0 ? 1 : ranks_on_this_node(multi, world),
-               multi ? "processes" : "ranks");
-  }
+  return emulate;
+}
 
+// The runtime the ranks run on: thread ranks or MPI processes on the CPU, GPUs (or one GPU emulating
+// `emulate`) with CUDA; refused when the GPU cannot hold one rank's certain needs.
+std::unique_ptr<exec::Runtime> make_runtime(const ValidateFlags& v, const planner::Workload& w, bool multi,
+                                            int world, [[maybe_unused]] int emulate,
+                                            [[maybe_unused]] const exec::RunNeeds& needs, bool& emulated) {
   std::unique_ptr<exec::Runtime> rt;
-  bool emulated = false;
+  emulated = false;
   if (v.backend == "cpu") {
     if (world > kMaxThreadRanks)
       throw_user_error(
@@ -290,60 +266,62 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
         "this zeroplan was built without the CUDA backend (no nvcc at build time); use --backend cpu");
 #endif
   }
+  return rt;
+}
 
-  const planner::ModelStats stats = planner::compute_model_stats(w);
-  const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
-  exec::RunResult res;
-  try {
-    // A terminal sees the steps go by (cli/progress.h); piped output is unchanged. Under mpirun only
-    // global rank 0 reports, and the line is cleared before the answer is printed.
-    Progress progress("validate", "step", steps,
-                      fmt::format("{} {}", world,
-                                  multi                ? "processes"
-                                  : v.backend == "cpu" ? "thread ranks"
-                                                       : "ranks"));
-    exec::RunConfig shown = rc;
-    const bool reporter = !multi || mpi.rank() == 0;
-    if (reporter && progress.shown()) {
-      shown.on_step = [&progress](int done) { progress.update(done); };
-      progress.update(0);
-    }
-    res = run_ranks(shown, *rt, mpi);
-  } catch (const exec::OutOfMemory& oom) {
-    // An OOM is an answer, not a crash: where it happened against what the planner predicted.
-    const std::string phase = oom.phase.empty() ? "setup" : oom.phase;
-    if (f.json) {
-      fmt::print("{}\n", json{{"predicted", plan_to_json(w, plan)},
-                              {"measured",
-                               {{"out_of_memory",
-                                 {{"phase", phase},
-                                  {"tier", oom.tier},
-                                  {"held_bytes", oom.live_bytes},
-                                  {"requested_bytes", oom.requested_bytes},
-                                  {"message", oom.what()}}}}}}
-                             .dump(2));
-    } else {
-      fmt::print(
-          "ran out of {} memory in phase {} at {} bytes held (asking for {} more); the plan predicted a peak "
-          "of {} "
-          "bytes ({}).\n  {}\n",
-          oom.tier, phase, oom.live_bytes, oom.requested_bytes, plan.memory.peak,
-          plan.fits ? "predicted to fit" : "predicted not to fit", oom.what());
-    }
-    return 1;
+// An OOM is an answer, not a crash: where it happened against what the planner predicted.
+void print_out_of_memory(const exec::OutOfMemory& oom, bool as_json, const planner::Workload& w,
+                         const planner::Plan& plan) {
+  // An OOM is an answer, not a crash: where it happened against what the planner predicted.
+  const std::string phase = oom.phase.empty() ? "setup" : oom.phase;
+  if (as_json) {
+    fmt::print("{}\n", json{{"predicted", plan_to_json(w, plan)},
+                            {"measured",
+                             {{"out_of_memory",
+                               {{"phase", phase},
+                                {"tier", oom.tier},
+                                {"held_bytes", oom.live_bytes},
+                                {"requested_bytes", oom.requested_bytes},
+                                {"message", oom.what()}}}}}}
+                           .dump(2));
+  } else {
+    fmt::print(
+        "ran out of {} memory in phase {} at {} bytes held (asking for {} more); the plan predicted a peak "
+        "of {} "
+        "bytes ({}).\n  {}\n",
+        oom.tier, phase, oom.live_bytes, oom.requested_bytes, plan.memory.peak,
+        plan.fits ? "predicted to fit" : "predicted not to fit", oom.what());
   }
-  if (multi && mpi.rank() != 0) return 0;              // rank 0 reports
-  const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
+}
 
+// The names of the measured collective kinds, in exec::CollKind order.
+constexpr const char* kKindNames[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
+
+// Measured against predicted (run_validate_on): the memory categories in the phase where the planner
+// puts its peak, communication and time, and the relative errors.
+struct ValidationComparison {
+  int cmp_phase = 0;
+  int64_t meas_model_states = 0;
+  double meas_time = 0, pred_engine_step = 0;
+  json measured, error, err_gpu;
+  std::optional<int64_t> device_peak;  // cuda: cudaMemGetInfo's peak
+  double achieved_tflops = 0;
+};
+
+ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResult& res,
+                                 const exec::RankMeasurement& m, [[maybe_unused]] exec::Runtime& runtime,
+                                 bool emulated, [[maybe_unused]] int steps) {
+  ValidationComparison r;
   // ---- measured vs predicted
   // Categories are compared in the same phase: the measured bytes live at the measured maximum of
   // the phase in which the planner predicts its peak (the planner's categories are those of its
   // peak phase). The measured overall peak and its phase are reported beside.
-  const int cmp_phase = plan.memory.peak_phase;
+  r.cmp_phase = plan.memory.peak_phase;
+  const int cmp_phase = r.cmp_phase;
   const auto& cmp = m.device.phase_at_peak[static_cast<size_t>(cmp_phase)];
   const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
-  const int64_t meas_model_states =
-      cat(Category::Parameters) + cat(Category::Gradients) + cat(Category::OptimizerStates);
+  r.meas_model_states = cat(Category::Parameters) + cat(Category::Gradients) + cat(Category::OptimizerStates);
+  const int64_t meas_model_states = r.meas_model_states;
   json meas_gpu = {{"parameters", cat(Category::Parameters)},
                    {"gradients", cat(Category::Gradients)},
                    {"optimizer_states", cat(Category::OptimizerStates)},
@@ -358,7 +336,8 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
                    {"reserved", m.reserved_device_bytes}};
   const auto& pm = plan.memory;
   const int64_t pred_overhead = pm.category(Category::Overhead);
-  json err_gpu = {
+  json& err_gpu = r.err_gpu;
+  err_gpu = {
       {"parameters", rel_error(pm.category(Category::Parameters), cat(Category::Parameters))},
       {"gradients", rel_error(pm.category(Category::Gradients), cat(Category::Gradients))},
       {"optimizer_states", rel_error(pm.category(Category::OptimizerStates), cat(Category::OptimizerStates))},
@@ -370,40 +349,42 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
       {"peak_without_overhead",
        rel_error(pm.peak - pred_overhead,
                  m.device.peak - m.device.at_peak[static_cast<int>(Category::Overhead)])}};
-  const double meas_time = m.seconds.forward + m.seconds.backward + m.seconds.step;
+  r.meas_time = m.seconds.forward + m.seconds.backward + m.seconds.step;
+  const double meas_time = r.meas_time;
   // The native engine runs no Python module hooks: the planner's exposed ZeRO-3 hook time
   // (plan.time.hook_overhead_s, DeepSpeed's fetch/release_sub_module host cost) is not part of
   // what it measures, so the step is compared without it.
-  const double pred_engine_step = plan.time.step_s - plan.time.hook_overhead_s;
+  r.pred_engine_step = plan.time.step_s - plan.time.hook_overhead_s;
+  const double pred_engine_step = r.pred_engine_step;
   json comm_kinds = json::object();
-  const char* kind_names[] = {"all_reduce", "reduce_scatter", "all_gather", "broadcast"};
   for (int k = 0; k < 4; ++k)
-    comm_kinds[kind_names[k]] = {{"calls", m.comm.calls[static_cast<size_t>(k)]},
+    comm_kinds[kKindNames[k]] = {{"calls", m.comm.calls[static_cast<size_t>(k)]},
                                  {"bytes", m.comm.bytes_sent[static_cast<size_t>(k)]}};
-  json measured = {{"memory",
-                    {{"gpu", meas_gpu},
-                     {"host",
-                      {{"peak", m.host.peak},
-                       {"optimizer_states", m.host.category_peak[2]},
-                       {"gradients", m.host.category_peak[1]}}}}},
-                   {"communication",
-                    {{"bytes_per_rank_per_step", m.comm_bytes},
-                     {"gradient_norm_bytes", m.scalar_comm_bytes},
-                     {"by_kind", comm_kinds},
-                     {"modelled_not_measured", emulated}}},
-                   {"time",
-                    {{"forward_s", m.seconds.forward},
-                     {"backward_s", m.seconds.backward},
-                     {"optimizer_s", m.seconds.step},
-                     {"step_s", meas_time}}},
-                   {"loss_per_step", res.loss_per_step}};
+  json& measured = r.measured;
+  measured = {{"memory",
+               {{"gpu", meas_gpu},
+                {"host",
+                 {{"peak", m.host.peak},
+                  {"optimizer_states", m.host.category_peak[2]},
+                  {"gradients", m.host.category_peak[1]}}}}},
+              {"communication",
+               {{"bytes_per_rank_per_step", m.comm_bytes},
+                {"gradient_norm_bytes", m.scalar_comm_bytes},
+                {"by_kind", comm_kinds},
+                {"modelled_not_measured", emulated}}},
+              {"time",
+               {{"forward_s", m.seconds.forward},
+                {"backward_s", m.seconds.backward},
+                {"optimizer_s", m.seconds.step},
+                {"step_s", meas_time}}},
+              {"loss_per_step", res.loss_per_step}};
   // cuda: what the GPU itself reports (cudaMemGetInfo peak: engine tensors + CUDA context, cuBLASLt
   // workspace, kernel scratch, NCCL buffers, rounding), compared with the predicted peak, which
   // includes the planner's overhead category; and the achieved TFLOP/s of the measured step.
-  std::optional<int64_t> device_peak;
-  double achieved_tflops = 0;
+  std::optional<int64_t>& device_peak = r.device_peak;
+  double& achieved_tflops = r.achieved_tflops;
 #ifdef ZEROPLAN_HAVE_CUDA
-  if (const auto dl = exec::cuda::device_level_report(*rt, m.rank)) {
+  if (const auto dl = exec::cuda::device_level_report(runtime, m.rank)) {
     device_peak = dl->device_used_peak_bytes;
     const double flops_per_step = dl->executed_flops / static_cast<double>(steps);
     achieved_tflops = meas_time > 0 ? flops_per_step / meas_time / 1e12 : 0.0;
@@ -416,29 +397,34 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   }
 #endif
   if (device_peak) err_gpu["device_peak"] = rel_error(pm.peak, *device_peak);
-  json error = {{"memory", {{"gpu", err_gpu}}},
-                {"communication",
-                 {{"bytes_per_rank_per_step", rel_error(static_cast<double>(plan.time.comm_bytes_per_rank),
-                                                        static_cast<double>(m.comm_bytes))}}},
-                {"time",
-                 {{"step_s", rel_error(pred_engine_step, meas_time)},
-                  {"predicted_step_s_without_deepspeed_hooks", pred_engine_step},
-                  {"compute_s", rel_error(plan.time.compute_s, meas_time)}}}};
+  r.error = {{"memory", {{"gpu", err_gpu}}},
+             {"communication",
+              {{"bytes_per_rank_per_step", rel_error(static_cast<double>(plan.time.comm_bytes_per_rank),
+                                                     static_cast<double>(m.comm_bytes))}}},
+             {"time",
+              {{"step_s", rel_error(pred_engine_step, meas_time)},
+               {"predicted_step_s_without_deepspeed_hooks", pred_engine_step},
+               {"compute_s", rel_error(plan.time.compute_s, meas_time)}}}};
+  return r;
+}
 
-  if (f.json) {
-    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
-                {"backend", v.backend},
-                {"ranks", world},
-                {"steps", steps},
-                {"measured_step", steps},
-                {"predicted", plan_to_json(w, plan)},
-                {"measured", measured},
-                {"error", error}};
-    if (multi) out["processes"] = mpi.size();  // mpirun: one rank per process, measured = rank 0's
-    fmt::print("{}\n", out.dump(2));
-    return 0;
-  }
-
+// The text answer: memory, communication and time side by side, then the loss.
+void print_validation(const PlanFlags& f, const ValidateFlags& v, const planner::Workload& w,
+                      const planner::ZeroConfig& z, const planner::Plan& plan, const exec::RunResult& res,
+                      const exec::RankMeasurement& m, const ValidationComparison& r, int world, int steps,
+                      bool multi, bool emulated) {
+  const int cmp_phase = r.cmp_phase;
+  const auto& cmp = m.device.phase_at_peak[static_cast<size_t>(cmp_phase)];
+  const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
+  const auto& pm = plan.memory;
+  const int64_t pred_overhead = pm.category(Category::Overhead);
+  // Copies: the rows look up keys that may be absent ("overhead"), which a const json cannot insert.
+  json err_gpu = r.err_gpu;
+  json error = r.error;
+  const int64_t meas_model_states = r.meas_model_states;
+  const double meas_time = r.meas_time, pred_engine_step = r.pred_engine_step;
+  const std::optional<int64_t>& device_peak = r.device_peak;
+  const double achieved_tflops = r.achieved_tflops;
   fmt::print(
       "zeroplan validate: {}{} on {} ({} backend, {} rank{}{}), ZeRO-{}, {}, micro-batch {} x grad-accum {}, "
       "seq {},\n"
@@ -486,7 +472,7 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
              m.comm_bytes, pct(error["communication"]["bytes_per_rank_per_step"]));
   for (int k = 0; k < 4; ++k)
     if (m.comm.calls[static_cast<size_t>(k)] > 0)
-      fmt::print("  measured {:<29} {:>10} {:>12}   ({} calls)\n", kind_names[k], "",
+      fmt::print("  measured {:<29} {:>10} {:>12}   ({} calls)\n", kKindNames[k], "",
                  m.comm.bytes_sent[static_cast<size_t>(k)], m.comm.calls[static_cast<size_t>(k)]);
   for (int i = 0; i < plan.time.num_collectives; ++i)
     fmt::print("  predicted {:<52} {:>12} ({} calls)\n", plan.time.collectives[i].name,
@@ -517,6 +503,88 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
   fmt::print("\nloss per step:");
   for (double l : res.loss_per_step) fmt::print(" {:.4f}", l);
   fmt::print("\n");
+}
+
+CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::MpiSession& mpi) {
+  // Everything is validated before anything runs or prints.
+  if (v.backend != "cpu" && v.backend != "cuda")
+    throw_user_error("--backend '{}' must be cpu or cuda", v.backend);
+  const int steps = static_cast<int>(parse_positive_count(v.steps, "--steps", 1000));
+  const planner::SearchOptions opts = build_search_options(f);
+  // The prediction beside the measurement models the native engine, not the user's DeepSpeed: the
+  // engine implements the DeepSpeed 0.16.9 runtime paths (stage-0 bf16 through BF16_Optimizer's fp32
+  // gradient buffer, docs/executor.md), so that is the version the planner models here.
+  planner::Workload w = build_workload(f);
+  w.train.deepspeed_version = planner::DeepSpeedVersion::V0_16_9;
+  // ...and its own kernels' activations and gradient buffers (planner/engine_runtime.h).
+  w.train.implementation = planner::Implementation::ZeroplanEngine;
+  if (const std::string why = planner::checkpoint_offload_refusal(w.train); !why.empty())
+    throw UserError(why);
+  const planner::ZeroConfig z = zero_config(f, v, w);
+  const exec::RunConfig rc = run_config(w, z, steps);
+  const int world = w.cluster.world_size();
+  const bool multi = mpi.multi_process();
+  if (multi && mpi.size() != world)
+    throw_user_error(
+        "mpirun started {} processes but the plan has {} ranks; start {} processes (mpirun -np {})",
+        mpi.size(), world, world, world);
+  if (multi && !v.emulate_rank.empty())
+    throw UserError("--emulate-rank runs one process on one GPU; start it without mpirun");
+  const int emulate = parse_emulate_rank(v, world);
+
+  const exec::RunNeeds needs = exec::minimum_run_needs(rc, world);
+  if (v.backend == "cpu") {
+    admit_host(needs, true, w.cluster.gpu.memory_bytes, ranks_on_this_node(multi, world),
+               multi ? "processes" : "thread ranks");
+  } else {
+    admit_host(needs, false, 0, emulate >= 0 ? 1 : ranks_on_this_node(multi, world),
+               multi ? "processes" : "ranks");
+  }
+
+  bool emulated = false;
+  std::unique_ptr<exec::Runtime> rt = make_runtime(v, w, multi, world, emulate, needs, emulated);
+
+  const planner::ModelStats stats = planner::compute_model_stats(w);
+  const planner::Plan plan = planner::evaluate_plan(w, stats, z, opts.memory_margin);
+  exec::RunResult res;
+  try {
+    // A terminal sees the steps go by (cli/progress.h); piped output is unchanged. Under mpirun only
+    // global rank 0 reports, and the line is cleared before the answer is printed.
+    Progress progress("validate", "step", steps,
+                      fmt::format("{} {}", world,
+                                  multi                ? "processes"
+                                  : v.backend == "cpu" ? "thread ranks"
+                                                       : "ranks"));
+    exec::RunConfig shown = rc;
+    const bool reporter = !multi || mpi.rank() == 0;
+    if (reporter && progress.shown()) {
+      shown.on_step = [&progress](int done) { progress.update(done); };
+      progress.update(0);
+    }
+    res = run_ranks(shown, *rt, mpi);
+  } catch (const exec::OutOfMemory& oom) {
+    print_out_of_memory(oom, f.json, w, plan);
+    return 1;
+  }
+  if (multi && mpi.rank() != 0) return 0;              // rank 0 reports
+  const exec::RankMeasurement& m = res.ranks.front();  // ZeRO is symmetric: rank 0 speaks for all
+
+  const ValidationComparison r = compare_run(plan, res, m, *rt, emulated, steps);
+  if (f.json) {
+    json out = {{"zeroplan_version", ZEROPLAN_VERSION},
+                {"backend", v.backend},
+                {"ranks", world},
+                {"steps", steps},
+                {"measured_step", steps},
+                {"predicted", plan_to_json(w, plan)},
+                {"measured", r.measured},
+                {"error", r.error}};
+    if (multi) out["processes"] = mpi.size();  // mpirun: one rank per process, measured = rank 0's
+    fmt::print("{}\n", out.dump(2));
+    return 0;
+  }
+
+  print_validation(f, v, w, z, plan, res, m, r, world, steps, multi, emulated);
   return 0;
 }
 

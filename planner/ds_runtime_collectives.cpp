@@ -440,316 +440,382 @@ const char* call_op_name(const CollectiveCall& c) {
   return c.to_one_rank ? "reduce" : collective_name(c.kind);
 }
 
-std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s,
-                                                  const ZeroConfig& z) {
-  if (z.ep_size > 1) {
-    // AutoEP (planner/expert_parallel.h): its all_to_all_single calls after the ZeRO ones. Not modelled
-    // here: the ZeRO calls of the separate `moe` parameter group over the expert-data-parallel group.
-    ZeroConfig dense = z;
-    dense.ep_size = 1;
-    std::vector<CollectiveCall> calls = deepspeed_collectives(w, s, dense);
-    const std::vector<CollectiveCall> a2a = expert_parallel_calls(w, z);
-    calls.insert(calls.end(), a2a.begin(), a2a.end());
-    return calls;
+// One parameter use in stage 3's module trace: the parameter and the trace step using it.
+struct InTrace {
+  size_t param;
+  int64_t step;
+};
+
+// Stage 3's module trace (forward modules, then the backward's in reverse, those without a backward
+// skipped), its parameter queue, the elements traversed before each step and each parameter's uses.
+struct Stage3Trace {
+  std::vector<std::vector<size_t>> steps;
+  std::vector<bool> leaf;
+  std::vector<InTrace> params;
+  std::vector<int64_t> prefix;
+  std::vector<std::vector<int64_t>> occurrences;
+  size_t fwd_len = 0;
+};
+
+Stage3Trace stage3_trace(const ParamOrder& order) {
+  const size_t P = order.numel.size();
+  const std::vector<int64_t>& all = order.numel;
+  Stage3Trace t;
+  std::vector<std::vector<size_t>>& trace = t.steps;
+  trace = order.fwd_modules;
+  std::vector<bool>& trace_leaf = t.leaf;
+  trace_leaf = order.leaf;
+  for (size_t k = order.fwd_modules.size(); k-- > 0;)
+    if (!order.no_backward[k]) {
+      trace.push_back(order.fwd_modules[k]);
+      trace_leaf.push_back(order.leaf[k]);
+    }
+  std::vector<InTrace>& param_trace = t.params;
+  for (size_t k = 0; k < trace.size(); ++k)
+    for (size_t p : trace[k]) param_trace.push_back({p, static_cast<int64_t>(k)});
+  // Elements traversed before each trace step, and the steps each parameter is used at (ascending).
+  std::vector<int64_t>& prefix = t.prefix;
+  prefix.assign(trace.size() + 1, 0);
+  std::vector<std::vector<int64_t>>& occurrences = t.occurrences;
+  occurrences.assign(P, {});
+  for (size_t k = 0; k < trace.size(); ++k) {
+    prefix[k + 1] = prefix[k];
+    for (size_t p : trace[k]) {
+      prefix[k + 1] += all[p];
+      if (occurrences[p].empty() || occurrences[p].back() != static_cast<int64_t>(k))
+        occurrences[p].push_back(static_cast<int64_t>(k));
+    }
   }
+  t.fwd_len = order.fwd_modules.size();
+  return t;
+}
+
+// DeepSpeed's collective calls for one plan, built path by path (deepspeed_collectives below): the
+// engine's all-reduce (stage 0 wrappers), the stage-1/2 optimizer's bucketed reductions, stage 3's
+// fetches and reduce-scatters from a simulation of its parameter coordinator; then each path's step.
+struct CallListBuilder {
+  const Workload& w;
+  const ModelStats& s;
+  const ZeroConfig& z;
+  int n;
+  int64_t N;
+  int stage;
+  int64_t accum;
+  bool off_opt;
+  RuntimePath path;
+  int64_t comm;         // engine.py communication_data_type: the config's value, else fp16/bf16, else fp32
+  int micro_step = -1;  // set inside the per-micro-step loops; -1: once per step
   std::vector<CollectiveCall> out;
-  // Every ZeRO collective runs over the ZeRO group (SP x DP; planner/parallel.h).
-  const int n = layout_of(w, z).zero();
-  const int64_t N = n;
-  const int stage = std::clamp(z.stage, 0, 3);
-  const int64_t accum = std::max<int64_t>(1, z.grad_accum);
-  const bool off_opt = stage >= 1 && z.offload_optimizer != Offload::None;
-  const RuntimePath path =
-      runtime_path(w.train.deepspeed_version, stage, w.train.precision, z.grad_accum_dtype, off_opt);
-  if (path.wrapper == OptimizerWrapper::Unsupported) return out;
-  // engine.py communication_data_type: the config's value, else fp16/bf16 when enabled, else fp32.
-  const int64_t comm = elem_bytes_of(w.train.precision);
-  int micro_step = -1;  // set inside the per-micro-step loops below; -1: once per step
-  auto add = [&](Phase ph, CollectiveKind k, int64_t bytes, int64_t eb, const char* caller) {
+  const ParamOrder& order;
+  std::vector<int64_t> grads;        // the trainable parameters, module.parameters() order
+  std::vector<size_t> backward_idx;  // indices into grads, reverse execution order
+
+  CallListBuilder(const Workload& w_, const ModelStats& s_, const ZeroConfig& z_);
+  void add(Phase ph, CollectiveKind k, int64_t bytes, int64_t eb, const char* caller) {
     out.push_back(CollectiveCall{ph, k, bytes, eb, n, caller});
     out.back().micro_step = micro_step;
-  };
+  }
+  void engine_allreduce();
+  void zero12();
+  void zero12_multi_rank_flush(const std::vector<size_t>& members, const std::vector<size_t>& reduce_idx,
+                               const std::vector<int64_t>& offset, int64_t part);
+  void zero12_per_owner_flush(const std::vector<size_t>& members, const std::vector<size_t>& reduce_idx,
+                              const std::vector<int64_t>& offset, int64_t part);
+  void stage3();
+  void stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available, bool gathers);
+  void stage3_step();
+};
 
+// Every ZeRO collective runs over the ZeRO group (SP x DP; planner/parallel.h).
+CallListBuilder::CallListBuilder(const Workload& w_, const ModelStats& s_, const ZeroConfig& z_)
+    : w(w_),
+      s(s_),
+      z(z_),
+      n(layout_of(w_, z_).zero()),
+      N(n),
+      stage(std::clamp(z_.stage, 0, 3)),
+      accum(std::max<int64_t>(1, z_.grad_accum)),
+      off_opt(stage >= 1 && z_.offload_optimizer != Offload::None),
+      path(runtime_path(w_.train.deepspeed_version, stage, w_.train.precision, z_.grad_accum_dtype, off_opt)),
+      comm(elem_bytes_of(w_.train.precision)),
+      order(cached_param_order(w_, s_, z_)) {
   // module.parameters() order: DeepSpeed's flat buffers, the stage-0 all-reduce, stage 1's
   // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
   // persistent-parameter list. Stages 2 and 3 reduce from autograd hooks, in reverse execution order.
-  const ParamOrder& order = cached_param_order(w, s, z);
   const std::vector<int64_t>& all = order.numel;  // every parameter (stage 3 partitions frozen ones too)
   // The trainable ones (DeepSpeed's optimizer groups), in module.parameters() order.
-  std::vector<int64_t> grads;
   std::vector<size_t> grad_of(all.size(), SIZE_MAX);
   for (size_t i = 0; i < all.size(); ++i)
     if (order.trainable[i]) {
       grad_of[i] = grads.size();
       grads.push_back(all[i]);
     }
-  std::vector<size_t> backward_idx;  // indices into grads, reverse execution order
   for (auto it = order.exec.rbegin(); it != order.exec.rend(); ++it)
     if (order.trainable[*it]) backward_idx.push_back(grad_of[*it]);
-  std::vector<int64_t> backward_order;
-  for (size_t i : backward_idx) backward_order.push_back(grads[i]);
+}
 
-  if (path.wrapper == OptimizerWrapper::Basic || path.wrapper == OptimizerWrapper::FP16Optimizer ||
-      path.wrapper == OptimizerWrapper::BF16Optimizer) {
-    // allreduce_no_retain: append, then flush when numel > elements_per_buffer.
-    int64_t numel = 0;
-    for (int64_t g : grads) {
-      numel += g;
-      if (numel > kMemoryOptAllreduceSize) {
-        add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
-        numel = 0;
-      }
-    }
-    if (numel > 0)
+// Stage 0 (Basic, FP16_Optimizer, BF16_Optimizer): the engine's allreduce_bucket, then the step's calls.
+void CallListBuilder::engine_allreduce() {
+  // allreduce_no_retain: append, then flush when numel > elements_per_buffer.
+  int64_t numel = 0;
+  for (int64_t g : grads) {
+    numel += g;
+    if (numel > kMemoryOptAllreduceSize) {
       add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
-    // Plain fp32 optimizer with gradient_clipping (HF Trainer default max_grad_norm 1.0; recorded runs
-    // use 1.0): engine.py _take_model_step -> clip_fp32_gradients -> runtime/utils.py clip_grad_norm_,
-    // one fp32 all_reduce of the norm (recorded in llama-gqa_s0_n*_fp32_default).
-    if (path.wrapper == OptimizerWrapper::Basic)
-      add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
-    if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
-      // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
-      const int64_t part = ceil_div(ceil_div(s.mem.trainable_params, 2 * N) * 2 * N, N);
-      if (N > 1) add(kStep, CollectiveKind::AllGather, part * 2, 2, "all_gather_into_tensor_dp_groups");
+      numel = 0;
     }
-    return out;
   }
+  if (numel > 0)
+    add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
+  // Plain fp32 optimizer with gradient_clipping (HF Trainer default max_grad_norm 1.0; recorded runs
+  // use 1.0): engine.py _take_model_step -> clip_fp32_gradients -> runtime/utils.py clip_grad_norm_,
+  // one fp32 all_reduce of the norm (recorded in llama-gqa_s0_n*_fp32_default).
+  if (path.wrapper == OptimizerWrapper::Basic) add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
+  if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
+    // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
+    const int64_t part = ceil_div(ceil_div(s.mem.trainable_params, 2 * N) * 2 * N, N);
+    if (N > 1) add(kStep, CollectiveKind::AllGather, part * 2, 2, "all_gather_into_tensor_dp_groups");
+  }
+}
 
-  if (path.wrapper == OptimizerWrapper::ZeroStage1And2) {
-    const int64_t reductions = stage == 2 ? accum : 1;
-    // average_tensor: with reduce_scatter (default) and use_multi_rank_bucket_allreduce (default
-    // True in 0.19.8) every slice goes to one "allreduce" bucket, sub-bucketed by allreduce_and_scatter
-    // at reduce_bucket_size (reached only by a parameter larger than the bucket, below) -> one
-    // all_reduce per flush; reduce_scatter False -> gradient_reduction_w_predivide,
-    // one all_reduce per flush. use_multi_rank_bucket_allreduce False: the flush's gradient slices are
-    // grouped by the rank owning them (partition boundaries of the padded flat) and each group is
-    // dist.reduce'd to its owner (allreduce_no_retain(rank=dst)), owners in order of first slice.
-    const bool per_owner = z.reduce_scatter && !z.use_multi_rank_bucket_allreduce && N > 1;
-    // Offsets of each gradient in the flat buffer (module.parameters() order).
-    std::vector<int64_t> offset(grads.size() + 1, 0);
-    for (size_t i = 0; i < grads.size(); ++i) offset[i + 1] = offset[i] + grads[i];
-    const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;
-    // Stage 2 reduces from the gradient hooks (reverse execution order). So does stage 1 with
-    // overlap_comm, at the boundary micro-step (stage_1_and_2.py process_gradients: `if
-    // self.partition_gradients or self.overlap_comm: reduce_ready_partitions_and_remove_grads`, which
-    // reduces `if self.partition_gradients or self.is_gradient_accumulation_boundary()`); without it,
-    // stage 1 walks bit16_groups in module.parameters() order after the backward (reduce_gradients:
-    // `if not self.overlap_comm: for param in group: ...`).
-    std::vector<size_t> reduce_idx = backward_idx;
-    if (stage == 1 && !z.overlap_comm)
-      for (size_t i = 0; i < grads.size(); ++i) reduce_idx[i] = i;
-    std::vector<int64_t> reduce_order;
-    for (size_t i : reduce_idx) reduce_order.push_back(grads[i]);
-    const auto flushes = bucket_flush_members(reduce_order, z.reduce_bucket_size);
-    for (int64_t m = 0; m < reductions; ++m)
-      for (const auto& members : flushes) {
-        micro_step = stage == 2 ? static_cast<int>(m) : -1;  // stage 1: once, at the boundary
-        if (!per_owner) {
-          if (!z.reduce_scatter || N == 1) {
-            // gradient_reduction_w_predivide: one all_reduce of the flush (a world of one: every slice
-            // is rank 0's, merged into one below-or-above-bucket slice, one call either way).
-            int64_t b = 0;
-            for (size_t i : members) b += reduce_order[i];
-            add(kBackward, CollectiveKind::AllReduce, b * comm, comm,
-                "DeepSpeedZeroOptimizer.allreduce_bucket");
-            continue;
-          }
-          // average_tensor with use_multi_rank_bucket_allreduce: the flush's gradients are cut at the
-          // partition boundaries into slices (consecutive slices of one owner merged), and
-          // allreduce_and_scatter(numel_per_bucket = reduce_bucket_size) issues an all_reduce each
-          // time the running numel EXCEEDS the bucket, then one for the rest. A flush holds at most
-          // the bucket, so this splits only a parameter larger than the bucket (reduced alone,
-          // extra_large_param_to_reduce) whose first slice already exceeds it: two calls when it
-          // straddles a partition boundary (issue 23, item 10).
-          std::vector<int64_t> slices;
-          int64_t prev_owner = -1;
-          for (size_t i : members) {
-            const size_t fwd = reduce_idx[i];
-            for (int64_t lo = offset[fwd], hi = offset[fwd + 1]; lo < hi;) {
-              const int64_t owner = lo / part;
-              const int64_t end = std::min(hi, (owner + 1) * part);
-              if (owner == prev_owner && !slices.empty())
-                slices.back() += end - lo;
-              else
-                slices.push_back(end - lo);
-              prev_owner = owner;
-              lo = end;
-            }
-          }
-          int64_t numel = 0;
-          for (int64_t e : slices) {
-            numel += e;
-            if (numel > z.reduce_bucket_size) {
-              add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
-                  "DeepSpeedZeroOptimizer.allreduce_bucket");
-              numel = 0;
-            }
-          }
-          if (numel > 0)
-            add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
-                "DeepSpeedZeroOptimizer.allreduce_bucket");
-          continue;
-        }
-        std::vector<int64_t> owners, numel;
-        for (size_t i : members) {
-          const size_t fwd = reduce_idx[i];  // index in module.parameters() order
-          int64_t lo = offset[fwd];
-          const int64_t hi = offset[fwd + 1];
-          while (lo < hi) {
-            const int64_t owner = lo / part;
-            const int64_t end = std::min(hi, (owner + 1) * part);
-            auto it = std::find(owners.begin(), owners.end(), owner);
-            if (it == owners.end()) {
-              owners.push_back(owner);
-              numel.push_back(0);
-              it = owners.end() - 1;
-            }
-            numel[static_cast<size_t>(it - owners.begin())] += end - lo;
-            lo = end;
-          }
-        }
-        for (int64_t e : numel) {
-          add(kBackward, CollectiveKind::AllReduce, e * comm, comm,
-              "DeepSpeedZeroOptimizer.allreduce_bucket");
-          out.back().to_one_rank = true;
+// average_tensor with use_multi_rank_bucket_allreduce: one flush's all_reduce calls.
+void CallListBuilder::zero12_multi_rank_flush(const std::vector<size_t>& members,
+                                              const std::vector<size_t>& reduce_idx,
+                                              const std::vector<int64_t>& offset, int64_t part) {
+  // average_tensor with use_multi_rank_bucket_allreduce: the flush's gradients are cut at the
+  // partition boundaries into slices (consecutive slices of one owner merged), and
+  // allreduce_and_scatter(numel_per_bucket = reduce_bucket_size) issues an all_reduce each
+  // time the running numel EXCEEDS the bucket, then one for the rest. A flush holds at most
+  // the bucket, so this splits only a parameter larger than the bucket (reduced alone,
+  // extra_large_param_to_reduce) whose first slice already exceeds it: two calls when it
+  // straddles a partition boundary (issue 23, item 10).
+  std::vector<int64_t> slices;
+  int64_t prev_owner = -1;
+  for (size_t i : members) {
+    const size_t fwd = reduce_idx[i];
+    for (int64_t lo = offset[fwd], hi = offset[fwd + 1]; lo < hi;) {
+      const int64_t owner = lo / part;
+      const int64_t end = std::min(hi, (owner + 1) * part);
+      if (owner == prev_owner && !slices.empty())
+        slices.back() += end - lo;
+      else
+        slices.push_back(end - lo);
+      prev_owner = owner;
+      lo = end;
+    }
+  }
+  int64_t numel = 0;
+  for (int64_t e : slices) {
+    numel += e;
+    if (numel > z.reduce_bucket_size) {
+      add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
+          "DeepSpeedZeroOptimizer.allreduce_bucket");
+      numel = 0;
+    }
+  }
+  if (numel > 0)
+    add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+}
+
+// use_multi_rank_bucket_allreduce false: one flush's slices reduced to their owning ranks.
+void CallListBuilder::zero12_per_owner_flush(const std::vector<size_t>& members,
+                                             const std::vector<size_t>& reduce_idx,
+                                             const std::vector<int64_t>& offset, int64_t part) {
+  std::vector<int64_t> owners, numel;
+  for (size_t i : members) {
+    const size_t fwd = reduce_idx[i];  // index in module.parameters() order
+    int64_t lo = offset[fwd];
+    const int64_t hi = offset[fwd + 1];
+    while (lo < hi) {
+      const int64_t owner = lo / part;
+      const int64_t end = std::min(hi, (owner + 1) * part);
+      auto it = std::find(owners.begin(), owners.end(), owner);
+      if (it == owners.end()) {
+        owners.push_back(owner);
+        numel.push_back(0);
+        it = owners.end() - 1;
+      }
+      numel[static_cast<size_t>(it - owners.begin())] += end - lo;
+      lo = end;
+    }
+  }
+  for (int64_t e : numel) {
+    add(kBackward, CollectiveKind::AllReduce, e * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+    out.back().to_one_rank = true;
+  }
+}
+
+// Stages 1/2 (DeepSpeedZeroOptimizer): the gradient reductions, then the step's calls.
+void CallListBuilder::zero12() {
+  const int64_t reductions = stage == 2 ? accum : 1;
+  // average_tensor: with reduce_scatter (default) and use_multi_rank_bucket_allreduce (default
+  // True in 0.19.8) every slice goes to one "allreduce" bucket, sub-bucketed by allreduce_and_scatter
+  // at reduce_bucket_size (reached only by a parameter larger than the bucket, below) -> one
+  // all_reduce per flush; reduce_scatter False -> gradient_reduction_w_predivide,
+  // one all_reduce per flush. use_multi_rank_bucket_allreduce False: the flush's gradient slices are
+  // grouped by the rank owning them (partition boundaries of the padded flat) and each group is
+  // dist.reduce'd to its owner (allreduce_no_retain(rank=dst)), owners in order of first slice.
+  const bool per_owner = z.reduce_scatter && !z.use_multi_rank_bucket_allreduce && N > 1;
+  // Offsets of each gradient in the flat buffer (module.parameters() order).
+  std::vector<int64_t> offset(grads.size() + 1, 0);
+  for (size_t i = 0; i < grads.size(); ++i) offset[i + 1] = offset[i] + grads[i];
+  const int64_t part = ceil_div(s.mem.trainable_params, 2 * N) * 2;
+  // Stage 2 reduces from the gradient hooks (reverse execution order). So does stage 1 with
+  // overlap_comm, at the boundary micro-step (stage_1_and_2.py process_gradients: `if
+  // self.partition_gradients or self.overlap_comm: reduce_ready_partitions_and_remove_grads`, which
+  // reduces `if self.partition_gradients or self.is_gradient_accumulation_boundary()`); without it,
+  // stage 1 walks bit16_groups in module.parameters() order after the backward (reduce_gradients:
+  // `if not self.overlap_comm: for param in group: ...`).
+  std::vector<size_t> reduce_idx = backward_idx;
+  if (stage == 1 && !z.overlap_comm)
+    for (size_t i = 0; i < grads.size(); ++i) reduce_idx[i] = i;
+  std::vector<int64_t> reduce_order;
+  for (size_t i : reduce_idx) reduce_order.push_back(grads[i]);
+  const auto flushes = bucket_flush_members(reduce_order, z.reduce_bucket_size);
+  for (int64_t m = 0; m < reductions; ++m)
+    for (const auto& members : flushes) {
+      micro_step = stage == 2 ? static_cast<int>(m) : -1;  // stage 1: once, at the boundary
+      if (per_owner) {
+        zero12_per_owner_flush(members, reduce_idx, offset, part);
+      } else if (!z.reduce_scatter || N == 1) {
+        // gradient_reduction_w_predivide: one all_reduce of the flush (a world of one: every slice
+        // is rank 0's, merged into one below-or-above-bucket slice, one call either way).
+        int64_t b = 0;
+        for (size_t i : members) b += reduce_order[i];
+        add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+      } else {
+        zero12_multi_rank_flush(members, reduce_idx, offset, part);
+      }
+    }
+  micro_step = -1;
+  // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
+  // Only in 0.19.8 (recorded: tests/deepspeed/fixtures-other-versions/0.16.9 and 0.18.9 issue the norm
+  // all-reduce alone).
+  if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8)
+    add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
+  add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
+  // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.
+  if (N > 1) add(kStep, CollectiveKind::AllGather, part * comm, comm, "all_gather_into_tensor_dp_groups");
+}
+
+// Stage 3: the parameter fetches and gradient reduce-scatters of every micro-step.
+// One micro-step of the coordinator simulation (CallListBuilder::stage3): `available` carries over.
+void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available, bool gathers) {
+  const std::vector<int64_t>& all = order.numel;
+  const size_t P = all.size();
+  const int64_t thr = z.param_persistence_threshold;
+  auto persistent = [&](size_t i) { return all[i] <= thr; };
+  const std::vector<std::vector<size_t>>& trace = tr.steps;
+  const std::vector<bool>& trace_leaf = tr.leaf;
+  const std::vector<InTrace>& param_trace = tr.params;
+  const std::vector<int64_t>& prefix = tr.prefix;
+  const std::vector<std::vector<int64_t>>& occurrences = tr.occurrences;
+  const size_t fwd_len = tr.fwd_len;
+  size_t queue = 0;  // position in param_trace
+  std::vector<int64_t> recent(P, static_cast<int64_t>(-1e10));
+  int64_t n_available = 0;
+  int64_t bucket_elems = 0, bucket_payload = 0;
+  for (size_t step = 0; step < trace.size(); ++step) {
+    const Phase ph = step < fwd_len ? kForward : kBackward;
+    const auto& params = trace[step];
+    int64_t part = 0;
+    for (size_t p : params)
+      if (!available[p]) {
+        available[p] = true;
+        n_available += all[p];
+        part += ceil_div(all[p], N);
+      }
+    if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
+    // Pop this module's own uses off the queue.
+    size_t not_fetched = 0;
+    for (size_t p : params) not_fetched += recent[p] < static_cast<int64_t>(step);
+    for (size_t popped = 0; queue < param_trace.size() && popped < not_fetched; ++popped, ++queue)
+      recent[param_trace[queue].param] = param_trace[queue].step;
+    if (z.prefetch_bucket_size > 0) {
+      const int64_t cap = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
+      int64_t numel = 0, ppart = 0;
+      while (queue < param_trace.size() && numel < cap) {
+        const InTrace& t = param_trace[queue++];
+        recent[t.param] = std::max(recent[t.param], t.step);
+        if (!available[t.param]) {
+          available[t.param] = true;
+          numel += all[t.param];
+          ppart += ceil_div(all[t.param], N);
         }
       }
-    micro_step = -1;
-    // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
-    // Only in 0.19.8 (recorded: tests/deepspeed/fixtures-other-versions/0.16.9 and 0.18.9 issue the norm
-    // all-reduce alone).
-    if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8)
-      add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
-    add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
-    // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.
-    if (N > 1) add(kStep, CollectiveKind::AllGather, part * comm, comm, "all_gather_into_tensor_dp_groups");
-    return out;
+      n_available += numel;
+      if (ppart > 0 && gathers) add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
+    }
+    // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
+    // execution order); a gradient that would overflow a non-empty bucket flushes it first.
+    if (ph == kBackward) {
+      std::vector<size_t> grad_order(params.rbegin(), params.rend());
+      if (trace_leaf[step]) grad_order.assign(params.begin(), params.end());
+      for (size_t pi : grad_order) {
+        if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
+        const int64_t g = all[pi];
+        if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
+          add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
+              "_torch_reduce_scatter_fn");
+          bucket_elems = bucket_payload = 0;
+        }
+        bucket_elems += g;
+        bucket_payload += padded_to_n(g, N);
+      }
+    }
+    // release_sub_module after the module ran (step id already advanced): __params_to_release
+    // walks the trace from the next module, whole modules at a time, while fewer than
+    // stage3_max_reuse_distance elements are traversed, and keeps the parameters it meets. A
+    // parameter is therefore kept iff its first use at or after `next` starts within the window:
+    // found by its occurrence list and the trace's prefix sums (one lookup instead of a walk).
+    const int64_t next = static_cast<int64_t>(step) + 1;
+    for (size_t p : params) {
+      if (persistent(p) || recent[p] > next || !available[p]) continue;
+      const std::vector<int64_t>& o = occurrences[p];
+      const auto it = std::lower_bound(o.begin(), o.end(), next);
+      const bool reused =
+          it != o.end() &&
+          prefix[static_cast<size_t>(*it)] - prefix[static_cast<size_t>(next)] < z.max_reuse_distance;
+      if (reused) continue;
+      available[p] = false;
+      n_available -= all[p];
+    }
   }
+  // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
+  if (bucket_elems > 0)
+    add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
+}
 
-  // ---- stage 3
+void CallListBuilder::stage3() {
   const int64_t thr = z.param_persistence_threshold;
   // partition_parameters.py all_gather_coalesced and _allgather_params_coalesced:
   // `if all(self._partition_world_size(param) == 1 ...): return _no_gather_coalesced(params)`, so a
   // world of one issues no parameter gathers.
   const bool gathers = N > 1;
-  if (!w.model.params_only) {
-    // A simulation of partitioned_param_coordinator.py with a complete trace (every step after the
-    // first): fetch_sub_module gathers the module's unavailable parameters in one coalesced call, then
-    // prefetches from the parameter queue while the prefetched numel is below
-    // min(max_live_parameters - available, stage3_prefetch_bucket_size) (one more call);
-    // release_sub_module frees the module's non-persistent parameters unless they are used again
-    // within stage3_max_reuse_distance parameters of the module trace (__params_to_release) or were
-    // already popped from the queue for a later use. reset_step at each forward empties the counters;
-    // the optimizer step releases everything (stage3.py step -> _partition_all_parameters).
-    const size_t P = all.size();
-    auto persistent = [&](size_t i) { return all[i] <= thr; };
-    std::vector<std::vector<size_t>> trace = order.fwd_modules;
-    std::vector<bool> trace_leaf = order.leaf;
-    for (size_t k = order.fwd_modules.size(); k-- > 0;)
-      if (!order.no_backward[k]) {
-        trace.push_back(order.fwd_modules[k]);
-        trace_leaf.push_back(order.leaf[k]);
-      }
-    struct InTrace {
-      size_t param;
-      int64_t step;
-    };
-    std::vector<InTrace> param_trace;
-    for (size_t k = 0; k < trace.size(); ++k)
-      for (size_t p : trace[k]) param_trace.push_back({p, static_cast<int64_t>(k)});
-    std::vector<bool> available(P, false);
-    for (size_t i = 0; i < P; ++i) available[i] = persistent(i);
-    // Elements traversed before each trace step, and the steps each parameter is used at (ascending).
-    std::vector<int64_t> prefix(trace.size() + 1, 0);
-    std::vector<std::vector<int64_t>> occurrences(P);
-    for (size_t k = 0; k < trace.size(); ++k) {
-      prefix[k + 1] = prefix[k];
-      for (size_t p : trace[k]) {
-        prefix[k + 1] += all[p];
-        if (occurrences[p].empty() || occurrences[p].back() != static_cast<int64_t>(k))
-          occurrences[p].push_back(static_cast<int64_t>(k));
-      }
-    }
-    const size_t fwd_len = order.fwd_modules.size();
-    for (int64_t micro = 0; micro < accum; ++micro) {
-      micro_step = static_cast<int>(micro);
-      size_t queue = 0;  // position in param_trace
-      std::vector<int64_t> recent(P, static_cast<int64_t>(-1e10));
-      int64_t n_available = 0;
-      int64_t bucket_elems = 0, bucket_payload = 0;
-      for (size_t step = 0; step < trace.size(); ++step) {
-        const Phase ph = step < fwd_len ? kForward : kBackward;
-        const auto& params = trace[step];
-        int64_t part = 0;
-        for (size_t p : params)
-          if (!available[p]) {
-            available[p] = true;
-            n_available += all[p];
-            part += ceil_div(all[p], N);
-          }
-        if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
-        // Pop this module's own uses off the queue.
-        size_t not_fetched = 0;
-        for (size_t p : params) not_fetched += recent[p] < static_cast<int64_t>(step);
-        for (size_t popped = 0; queue < param_trace.size() && popped < not_fetched; ++popped, ++queue)
-          recent[param_trace[queue].param] = param_trace[queue].step;
-        if (z.prefetch_bucket_size > 0) {
-          const int64_t cap = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
-          int64_t numel = 0, ppart = 0;
-          while (queue < param_trace.size() && numel < cap) {
-            const InTrace& t = param_trace[queue++];
-            recent[t.param] = std::max(recent[t.param], t.step);
-            if (!available[t.param]) {
-              available[t.param] = true;
-              numel += all[t.param];
-              ppart += ceil_div(all[t.param], N);
-            }
-          }
-          n_available += numel;
-          if (ppart > 0 && gathers)
-            add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
-        }
-        // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
-        // execution order); a gradient that would overflow a non-empty bucket flushes it first.
-        if (ph == kBackward) {
-          std::vector<size_t> grad_order(params.rbegin(), params.rend());
-          if (trace_leaf[step]) grad_order.assign(params.begin(), params.end());
-          for (size_t pi : grad_order) {
-            if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
-            const int64_t g = all[pi];
-            if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
-              add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
-                  "_torch_reduce_scatter_fn");
-              bucket_elems = bucket_payload = 0;
-            }
-            bucket_elems += g;
-            bucket_payload += padded_to_n(g, N);
-          }
-        }
-        // release_sub_module after the module ran (step id already advanced): __params_to_release
-        // walks the trace from the next module, whole modules at a time, while fewer than
-        // stage3_max_reuse_distance elements are traversed, and keeps the parameters it meets. A
-        // parameter is therefore kept iff its first use at or after `next` starts within the window:
-        // found by its occurrence list and the trace's prefix sums (one lookup instead of a walk).
-        const int64_t next = static_cast<int64_t>(step) + 1;
-        for (size_t p : params) {
-          if (persistent(p) || recent[p] > next || !available[p]) continue;
-          const std::vector<int64_t>& o = occurrences[p];
-          const auto it = std::lower_bound(o.begin(), o.end(), next);
-          const bool reused =
-              it != o.end() &&
-              prefix[static_cast<size_t>(*it)] - prefix[static_cast<size_t>(next)] < z.max_reuse_distance;
-          if (reused) continue;
-          available[p] = false;
-          n_available -= all[p];
-        }
-      }
-      // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
-      if (bucket_elems > 0)
-        add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
-            "_torch_reduce_scatter_fn");
-    }
+  if (w.model.params_only) return;
+  const std::vector<int64_t>& all = order.numel;
+  // A simulation of partitioned_param_coordinator.py with a complete trace (every step after the
+  // first): fetch_sub_module gathers the module's unavailable parameters in one coalesced call, then
+  // prefetches from the parameter queue while the prefetched numel is below
+  // min(max_live_parameters - available, stage3_prefetch_bucket_size) (one more call);
+  // release_sub_module frees the module's non-persistent parameters unless they are used again
+  // within stage3_max_reuse_distance parameters of the module trace (__params_to_release) or were
+  // already popped from the queue for a later use. reset_step at each forward empties the counters;
+  // the optimizer step releases everything (stage3.py step -> _partition_all_parameters).
+  const Stage3Trace t = stage3_trace(order);
+  std::vector<bool> available(all.size(), false);
+  for (size_t i = 0; i < all.size(); ++i) available[i] = all[i] <= thr;
+  for (int64_t micro = 0; micro < accum; ++micro) {
+    micro_step = static_cast<int>(micro);
+    stage3_micro_step(t, available, gathers);
   }
+}
+
+// Stage 3's step: the norm all-reduces per sub-group and the persistent parameters' gathers.
+void CallListBuilder::stage3_step() {
+  const int64_t thr = z.param_persistence_threshold;
+  const bool gathers = N > 1;
+  const std::vector<int64_t>& all = order.numel;
   micro_step = -1;
   // stage3.py _get_norm_groups: one norm all_reduce per sub-group (fp16_groups), fp64 from
   // get_grad_norm_direct, fp32 from complete_grad_norm_calculation_for_cpu_offload with optimizer
@@ -780,7 +846,32 @@ std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const Model
   for (int64_t g : all)
     if (gathers && g <= thr)
       add(kStep, CollectiveKind::AllGather, ceil_div(g, N) * comm, comm, "Init._allgather_params_coalesced");
-  return out;
+}
+
+std::vector<CollectiveCall> deepspeed_collectives(const Workload& w, const ModelStats& s,
+                                                  const ZeroConfig& z) {
+  if (z.ep_size > 1) {
+    // AutoEP (planner/expert_parallel.h): its all_to_all_single calls after the ZeRO ones. Not modelled
+    // here: the ZeRO calls of the separate `moe` parameter group over the expert-data-parallel group.
+    ZeroConfig dense = z;
+    dense.ep_size = 1;
+    std::vector<CollectiveCall> calls = deepspeed_collectives(w, s, dense);
+    const std::vector<CollectiveCall> a2a = expert_parallel_calls(w, z);
+    calls.insert(calls.end(), a2a.begin(), a2a.end());
+    return calls;
+  }
+  CallListBuilder b(w, s, z);
+  if (b.path.wrapper == OptimizerWrapper::Unsupported) return {};
+  if (b.path.wrapper == OptimizerWrapper::Basic || b.path.wrapper == OptimizerWrapper::FP16Optimizer ||
+      b.path.wrapper == OptimizerWrapper::BF16Optimizer) {
+    b.engine_allreduce();
+  } else if (b.path.wrapper == OptimizerWrapper::ZeroStage1And2) {
+    b.zero12();
+  } else {
+    b.stage3();
+    b.stage3_step();
+  }
+  return std::move(b.out);
 }
 
 double collectives_time_s(const CommTopology& t, const std::vector<CollectiveCall>& calls) {

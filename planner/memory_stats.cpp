@@ -200,60 +200,37 @@ bool rope_by_concat(const std::string& t) {
   return false;
 }
 
-LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e, bool moe_layer) {
-  const auto& m = w.model;
-  const int64_t s = w.train.seq_len;
+// Bytes per token one norm of `width` saves (layer_activation's comment above its use says why).
+int64_t norm_bytes(const models::ModelSpec& m, int64_t e, int64_t width, bool trains) {
+  if (m.norm == models::NormKind::LayerNorm) return e * width;
+  return 4 * width + (trains ? (norm_saves_fp32(m.model_type) ? 4 : e) * width : 0);
+}
+
+// The attention block's saved tensors (layer_activation): bytes per token besides the norms, the fused
+// kernels' fp32 log-sum-exp and an explicit mask's copy per sample, and the core's bytes per score.
+struct AttentionSaved {
+  int64_t per_token = 0;
+  int64_t lse_per_sample = 0;   // the fused kernels' fp32 log-sum-exp, per sample
+  int64_t mask_per_sample = 0;  // a per-layer copy of an explicit attention mask, per sample
+  int64_t core_per_score = 0;   // bytes per attention score (a*s^2 per sample) saved by the core
+};
+
+AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, int64_t s,
+                               HfAttentionPath path, bool cpu) {
   const int64_t h = m.hidden_size;
   const int64_t a = m.num_heads;
   const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
   const int64_t qw = a * d;
   const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
-  const int64_t inter = m.intermediate_size;
-  // The attention code HF really runs (compute_stats.h hf_attention_path): a model without an SDPA
-  // path (Gemma-2, BLOOM) runs eager attention whatever --attention says, multi-query Falcon SDPA's
-  // math path.
-  const HfAttentionPath path =
-      w.train.attention == Attention::Eager ? HfAttentionPath::Eager : hf_attention_path(m);
   const bool eager = path == HfAttentionPath::Eager;
   const bool sdpa_math = path == HfAttentionPath::SdpaMath;
-  const bool cpu = w.train.runtime == Runtime::Cpu;
-  // GPT-style layers (LayerNorm + plain MLP: GPT-2, GPT-3, OPT) may train with dropout after the
-  // attention and the MLP and inside the attention (Korthikanti et al. 2022 §4.1); Llama-style
-  // layers have none (attention_dropout 0.0, no residual dropout in modeling_llama.py).
-  const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
-  const bool resid_dropout = dropout_on(m.resid_dropout, gpt_style);
-  // A dropout's saved mask: bool on CUDA (at::native_dropout, the fused kernel that
-  // Dropout.cpp is_fused_kernel_acceptable picks for CUDA inputs), the scaled noise tensor in the
-  // input's dtype on CPU (Dropout.cpp _dropout_impl: `noise.bernoulli_(1 - p).div_(1 - p); input *
-  // noise`; recorded: seed_oss_s2_n2_bf16_default, 2 bytes per element of each residual dropout).
-  const int64_t drop_mask = cpu ? e : 1;
-  const bool attn_dropout = dropout_on(m.attn_dropout, gpt_style);
-
-  // Norms. HF LlamaRMSNorm.forward upcasts the input to fp32, then pow(2) and the multiply by
-  // rsqrt both save that fp32 copy (4w bytes per token), and `weight * x.to(dtype)` saves the
-  // normalised x (e*w) when the weight is trained. Gemma's RMSNorm (modeling_gemma2.py
-  // Gemma2RMSNorm.forward: `output = self._norm(x.float()); output = output * (1.0 +
-  // self.weight.float())`) keeps the normalised output in fp32: 4w + 4w when the weight trains
-  // (recorded: gemma2 131,072 + 131,072 B per norm at 128 tokens x 256). nn.LayerNorm saves its input
-  // (e*w; its mean and rstd, 2 values per token, are below Korthikanti's resolution and left out).
-  // OLMo-2/3's RMSNorm (modeling_olmo3.py Olmo3RMSNorm.forward: `(self.weight * hidden_states)
-  // .to(input_dtype)` with hidden_states still fp32) multiplies the weight in fp32 too: the normalised x
-  // it saves is fp32 (4w), its output cast back to the compute dtype (recorded:
-  // olmo3_s2_n2_bf16_default, q/k norms and both post-norms).
-  const bool gemma_norm = norm_saves_fp32(m.model_type);
-  auto norm_of = [&](int64_t width, bool trains) -> int64_t {
-    if (m.norm == models::NormKind::LayerNorm) return e * width;
-    return 4 * width + (trains ? (gemma_norm ? 4 : e) * width : 0);
-  };
-  const int64_t norm = norm_of(h, f.norm_weight_trainable);
-  // Parallel attention (Falcon-7B, GPT-J): one norm feeds both branches; Falcon-40B's
-  // new_decoder_architecture has ln_attn and ln_mlp (modeling_falcon.py FalconDecoderLayer).
-  const bool shared_input = m.parallel_attention && !m.new_decoder_architecture;
-  const int64_t num_norms = (shared_input ? 1 : 2) + (m.extra_norms ? 2 : 0);
-
-  int64_t per_token = num_norms * norm;
-  int64_t lse_per_sample = 0;   // the fused kernels' fp32 log-sum-exp, per sample
-  int64_t mask_per_sample = 0;  // a per-layer copy of an explicit attention mask, per sample
+  auto norm_of = [&](int64_t width, bool trains) { return norm_bytes(m, e, width, trains); };
+  AttentionSaved r;
+  int64_t& per_token = r.per_token;
+  int64_t& lse_per_sample = r.lse_per_sample;
+  int64_t& mask_per_sample = r.mask_per_sample;
+  int64_t& core_per_score = r.core_per_score;
+  if (f.attn_in_saved) per_token += e * h;
   // SDPA's kernel: CUDA uses FlashAttention for 16-bit q/k/v of equal head width <= 256 and the
   // memory-efficient kernel otherwise (fp32, or a value width different from the query's, as MLA has:
   // aten/src/ATen/native/transformers/cuda/sdp_utils.cpp check_head_dim_size_flash requires q, k and v
@@ -266,10 +243,6 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     return checked_mul(4 * a, efficient ? ceil_div(s, int64_t{32}) * 32 : s);
   };
 
-  // Attention block. Korthikanti Table 2 terms in brackets (bytes per token, 16-bit, b=1):
-  //   QKV input [2h], Q and K [4h], V [2h], output-projection input [2h], output dropout mask [h].
-  if (f.attn_in_saved) per_token += e * h;
-  int64_t core_per_score = 0;  // bytes per attention score (a*s^2 per sample) saved by the core
   if (m.mla) {
     // DeepSeek-V2/V3 MLA (modeling_deepseek_v3.py DeepseekV3Attention.forward): q_a_proj ->
     // q_a_layernorm -> q_b_proj (or a plain q_proj when q_lora_rank is 0), kv_a_proj_with_mqa (same
@@ -336,25 +309,22 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
     // e bytes per (query, key) pair per layer, not per head.
     if (hf_attention_explicit_mask(m)) mask_per_sample = checked_mul(checked_mul(e, s), s);
   }
-  if (resid_dropout) per_token += drop_mask * h;  // the mask after the attention output projection
-  // Query/key norms (Qwen3, Gemma-3: RMSNorm(head_dim) on every head, modeling_qwen3.py
-  // Qwen3Attention.forward `self.q_norm(self.q_proj(...).view(hidden_shape))`; OLMo-2: over the full
-  // width; Cohere/Phi: LayerNorm): the same norm terms at q and k width. Recorded: qwen3_moe q_norm
-  // 131,072 + 65,536 B, k_norm 65,536 + 32,768 B per layer at 128 tokens.
-  if (m.qk_norm != models::QkNorm::None) {
-    const bool ln = m.qk_norm == models::QkNorm::HeadMatrix || m.qk_norm == models::QkNorm::PhiPerHead;
-    per_token +=
-        ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
-  }
+  return r;
+}
 
-  // MLP block.
+// The MLP block's saved tensors, bytes per token (layer_activation). `input_shared`: a parallel-attention
+// layer whose one norm output the attention already saved; `dropout_mask`: bytes per element of the
+// residual dropout's mask, 0 without one.
+int64_t mlp_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, bool moe_layer,
+                  bool input_shared, int64_t dropout_mask) {
+  const int64_t h = m.hidden_size;
   // A MoE layer's tokens pass through top-k routed experts of moe_intermediate_size (Qwen2/3-MoE,
   // DeepSeek; Mixtral's experts are intermediate_size wide) plus any shared expert: the summed width
   // is ModelSpec::active_mlp_width(); a dense layer's (and a MoE model's dense layers') is
   // intermediate_size.
-  const int64_t width = moe_layer ? m.active_mlp_width() : inter;
+  const int64_t width = moe_layer ? m.active_mlp_width() : m.intermediate_size;
   int64_t mlp = 0;
-  if (f.mlp_in_saved && !(shared_input && f.attn_in_saved)) mlp += e * h;  // shared input when parallel
+  if (f.mlp_in_saved && !input_shared) mlp += e * h;  // shared input when parallel
   if (m.mlp == models::MlpKind::Gated) {
     // SwiGLU (LlamaMLP: down(act(gate(x)) * up(x))): silu saves gate(x) [e*I], the multiply saves
     // act(gate(x)) and up(x) [2e*I], down_proj saves the product [e*I] when it trains. Phi-3's fused
@@ -389,8 +359,74 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
         m.model_type == "ernie4_5_moe")
       mlp += 4 * h;
   }
-  if (resid_dropout) mlp += drop_mask * h;  // the mask after the MLP
-  per_token += mlp;
+  mlp += dropout_mask * h;  // the mask after the MLP (0 without residual dropout)
+  return mlp;
+}
+
+LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e, bool moe_layer) {
+  const auto& m = w.model;
+  const int64_t s = w.train.seq_len;
+  const int64_t h = m.hidden_size;
+  const int64_t a = m.num_heads;
+  const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
+  const int64_t qw = a * d;
+  const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
+  // The attention code HF really runs (compute_stats.h hf_attention_path): a model without an SDPA
+  // path (Gemma-2, BLOOM) runs eager attention whatever --attention says, multi-query Falcon SDPA's
+  // math path.
+  const HfAttentionPath path =
+      w.train.attention == Attention::Eager ? HfAttentionPath::Eager : hf_attention_path(m);
+  const bool eager = path == HfAttentionPath::Eager;
+  const bool cpu = w.train.runtime == Runtime::Cpu;
+  // GPT-style layers (LayerNorm + plain MLP: GPT-2, GPT-3, OPT) may train with dropout after the
+  // attention and the MLP and inside the attention (Korthikanti et al. 2022 §4.1); Llama-style
+  // layers have none (attention_dropout 0.0, no residual dropout in modeling_llama.py).
+  const bool gpt_style = m.norm == models::NormKind::LayerNorm && m.mlp == models::MlpKind::Plain;
+  const bool resid_dropout = dropout_on(m.resid_dropout, gpt_style);
+  // A dropout's saved mask: bool on CUDA (at::native_dropout, the fused kernel that
+  // Dropout.cpp is_fused_kernel_acceptable picks for CUDA inputs), the scaled noise tensor in the
+  // input's dtype on CPU (Dropout.cpp _dropout_impl: `noise.bernoulli_(1 - p).div_(1 - p); input *
+  // noise`; recorded: seed_oss_s2_n2_bf16_default, 2 bytes per element of each residual dropout).
+  const int64_t drop_mask = cpu ? e : 1;
+  const bool attn_dropout = dropout_on(m.attn_dropout, gpt_style);
+
+  // Norms. HF LlamaRMSNorm.forward upcasts the input to fp32, then pow(2) and the multiply by
+  // rsqrt both save that fp32 copy (4w bytes per token), and `weight * x.to(dtype)` saves the
+  // normalised x (e*w) when the weight is trained. Gemma's RMSNorm (modeling_gemma2.py
+  // Gemma2RMSNorm.forward: `output = self._norm(x.float()); output = output * (1.0 +
+  // self.weight.float())`) keeps the normalised output in fp32: 4w + 4w when the weight trains
+  // (recorded: gemma2 131,072 + 131,072 B per norm at 128 tokens x 256). nn.LayerNorm saves its input
+  // (e*w; its mean and rstd, 2 values per token, are below Korthikanti's resolution and left out).
+  // OLMo-2/3's RMSNorm (modeling_olmo3.py Olmo3RMSNorm.forward: `(self.weight * hidden_states)
+  // .to(input_dtype)` with hidden_states still fp32) multiplies the weight in fp32 too: the normalised x
+  // it saves is fp32 (4w), its output cast back to the compute dtype (recorded:
+  // olmo3_s2_n2_bf16_default, q/k norms and both post-norms).
+  auto norm_of = [&](int64_t width, bool trains) { return norm_bytes(m, e, width, trains); };
+  const int64_t norm = norm_of(h, f.norm_weight_trainable);
+  // Parallel attention (Falcon-7B, GPT-J): one norm feeds both branches; Falcon-40B's
+  // new_decoder_architecture has ln_attn and ln_mlp (modeling_falcon.py FalconDecoderLayer).
+  const bool shared_input = m.parallel_attention && !m.new_decoder_architecture;
+  const int64_t num_norms = (shared_input ? 1 : 2) + (m.extra_norms ? 2 : 0);
+
+  int64_t per_token = num_norms * norm;
+  // Attention block. Korthikanti Table 2 terms in brackets (bytes per token, 16-bit, b=1):
+  //   QKV input [2h], Q and K [4h], V [2h], output-projection input [2h], output dropout mask [h].
+  const AttentionSaved as = attention_saved(m, f, e, s, path, cpu);
+  per_token += as.per_token;
+  const int64_t lse_per_sample = as.lse_per_sample, mask_per_sample = as.mask_per_sample;
+  int64_t core_per_score = as.core_per_score;
+  if (resid_dropout) per_token += drop_mask * h;  // the mask after the attention output projection
+  // Query/key norms (Qwen3, Gemma-3: RMSNorm(head_dim) on every head, modeling_qwen3.py
+  // Qwen3Attention.forward `self.q_norm(self.q_proj(...).view(hidden_shape))`; OLMo-2: over the full
+  // width; Cohere/Phi: LayerNorm): the same norm terms at q and k width. Recorded: qwen3_moe q_norm
+  // 131,072 + 65,536 B, k_norm 65,536 + 32,768 B per layer at 128 tokens.
+  if (m.qk_norm != models::QkNorm::None) {
+    const bool ln = m.qk_norm == models::QkNorm::HeadMatrix || m.qk_norm == models::QkNorm::PhiPerHead;
+    per_token +=
+        ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
+  }
+
+  per_token += mlp_saved(m, f, e, moe_layer, shared_input && f.attn_in_saved, resid_dropout ? drop_mask : 0);
 
   LayerActivation r;
   r.without_core = checked_add(checked_mul(per_token, s), lse_per_sample);
@@ -413,46 +449,18 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   return r;
 }
 
-}  // namespace
-
-MemoryStats compute_memory_stats(const Workload& w) {
-  MemoryStats st;
+// The parameter counts and tensor tables of the inventory `inv` (compute_memory_stats): totals, trainable
+// and frozen tensors (QLoRA's NF4 ones), LoRA's adapters, module and layer sizes. Returns the adapters'
+// elements; `first_decoder` receives the first decoder layer.
+int64_t count_parameters(const Workload& w, const std::vector<models::LayerInventory>& inv,
+                         const LoraTargets& lt, MemoryStats& st,
+                         const models::LayerInventory*& first_decoder) {
   const auto& m = w.model;
-  const bool fp32 = w.train.precision == Precision::FP32;
-  st.param_elem_bytes = fp32 ? 4 : 2;
-  st.act_elem_bytes = fp32 ? 4 : 2;
-  st.params_only = m.params_only;
-
-  if (m.params_only) {
-    if (w.train.method != Method::Full)
-      throw UserError("--method lora/qlora needs the model's architecture; use --model instead of --params");
-    st.total_params = m.num_parameters();
-    st.trainable_params = st.total_params;
-    // Only the count is known: treat the model as one tensor (no per-parameter padding, no
-    // persistent small parameters), which is exactly the ZeRO paper's accounting.
-    st.trainable_tensors.add(st.total_params);
-    st.trainable_tensors.finish();
-    st.frozen_tensors.finish();
-    st.decoder_matmul_weights.finish();
-    // Module sizes are unknown: stage-3 gathering is then bounded by the prefetch bucket alone.
-    st.largest_module_numel = 0;
-    st.largest_layer_numel = 0;
-    st.act.known = false;
-    return st;
-  }
-
-  // The inventory is the source of truth for tensor sizes (models/model_spec.h). Full fine-tuning
-  // uses the runtime tree (transformers 5 fuses a MoE block's experts into 3-D tensors: what ZeRO-3
-  // partitions, persists and gathers; models/runtime_inventory.cpp); LoRA keeps the checkpoint names
-  // PEFT targets.
   const bool lora = w.train.method != Method::Full;
-  const std::vector<models::LayerInventory> inv = lora ? m.inventory() : m.runtime_inventory();
   const bool qlora = w.train.method == Method::QLoRA;
   const int64_t r = w.train.lora_rank;
   std::unordered_map<std::string, int64_t> module_numel;
   int64_t adapters = 0;
-  const LoraTargets lt = lora_targets(w);
-  const models::LayerInventory* first_decoder = nullptr;
   for (const auto& layer : inv) {
     if (layer.is_decoder_layer && first_decoder == nullptr) first_decoder = &layer;
     int64_t layer_numel = 0;
@@ -506,26 +514,105 @@ MemoryStats compute_memory_stats(const Workload& w) {
   for (const auto& [name, n] : module_numel) st.largest_module_numel = std::max(st.largest_module_numel, n);
   if (st.largest_layer_numel == 0) st.largest_layer_numel = st.largest_module_numel;
 
-  if (lora) {
-    // models::lora_trainable_parameters is the count users compare with PEFT's print; the tensor
-    // table above gives the per-tensor sizes stage 3 partitions.
-    st.lora_params = models::lora_trainable_parameters(m, r, w.train.lora_targets);
-    if (st.lora_params != adapters && st.lora_params > adapters)
-      st.trainable_tensors.add(st.lora_params - adapters);  // keep the totals consistent
-    st.trainable_params = st.lora_params;
-  } else {
-    // Full fine-tuning: every parameter but those the model itself freezes (requires_grad False).
-    st.trainable_params = st.total_params - st.frozen_params;
-  }
-  st.trainable_tensors.finish();
-  st.frozen_tensors.finish();
-  st.decoder_matmul_weights.finish();
+  return adapters;
+}
 
-  // Activations.
+// The rotary cos/sin tables and position ids the layers save, one storage per micro-batch (ERNIE-4.5: a
+// pair per layer); 0 for models without them. compute_memory_stats's activations.
+int64_t rope_table_bytes(const models::ModelSpec& m, int64_t e, int64_t s) {
+  const int64_t h = m.hidden_size;
+  int64_t rope = 0;
+  // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
+  // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype
+  // for the batch (position_ids [1, s], int64), and every layer's apply_rotary_pos_emb saves them:
+  // one storage each for the micro-batch. Recorded: 2 x 64 x 64 x 2 + 64 x 8 = 16,896 bytes at s = 64,
+  // head_dim 64, bf16 (tests/deepspeed/fixtures/0.19.8/llama-gqa_*: layer 0 saves 16,384 + 512 more
+  // than layer 1; with gradient checkpointing they are most of the difference to the layer inputs).
+  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
+                        "gemma2", "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3",
+                        "exaone4", "smollm3", "arcee"})
+    if (m.model_type == t) {
+      const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+      // OLMo-2/3's rotary embedding returns cos and sin in fp32 (modeling_olmo3.py
+      // Olmo3RotaryEmbedding.forward `return cos, sin`, where Llama's casts them to x.dtype); recorded:
+      // olmo3_s2_n2_bf16_default layer 0 saves 32,768 B more than layer 1 at s = 64, head_dim 64.
+      const int64_t te = m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
+      rope = checked_add(checked_mul(checked_mul(2 * te, s), d), checked_mul(8, s));
+    }
+  if (m.model_type == "ernie4_5" || m.model_type == "ernie4_5_moe") {
+    // ERNIE-4.5's apply_rotary_pos_emb (modeling_ernie4_5.py) interleaves cos and sin in every layer
+    // (`cos[..., : d // 2].repeat_interleave(2, dim=-1)`, fp32 [1, s, d]): each layer saves its own
+    // pair, and the shared tables are not saved. Recorded (ernie4_5_s2_n2_bf16_default): both layers
+    // save 32,768 B more than Llama's second layer at s = 64, head_dim 64, = 2 x 4 x s x d. Counted
+    // with the shared tables (once per micro-batch per layer); under full checkpointing only the
+    // recomputed layer holds its pair, so this overstates by (L - 1) pairs there.
+    const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+    rope = checked_mul(m.num_layers, checked_mul(checked_mul(2 * 4, s), d));
+  }
+  return rope;
+}
+
+// The head's and the loss's saved tensors, and the frozen linear inputs ZeRO-3's linear wrapper keeps
+// (compute_memory_stats's activations).
+void head_and_loss_stats(const Workload& w, const LoraTargets& lt, const LayerFlags& f,
+                         const models::LayerInventory* first_decoder, MemoryStats& st) {
+  const auto& m = w.model;
+  const bool fp32 = w.train.precision == Precision::FP32;
+  const bool lora = w.train.method != Method::Full;
   const int64_t e = st.act_elem_bytes;
   const int64_t s = w.train.seq_len;
   const int64_t h = m.hidden_size;
   const int64_t V = m.vocab_size;
+  ActivationStats& act = st.act;
+  // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
+  // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
+  // (OLMo-2/3's: its normalised x, multiplied by the weight in fp32, likewise.)
+  const int64_t final_norm_out = norm_saves_fp32(m.model_type) ? 4 : e;
+  const int64_t final_norm =
+      m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
+  const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
+  act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
+  act.head_input_per_sample = head_trains ? checked_mul(e * h, s) : 0;
+  // ZeRO-3: deepspeed.zero.Init (partition_parameters.py _enable_mem_efficient_linear, on with the
+  // default zero_optimization.memory_efficient_linear = true, zero/config.py) sets
+  // torch.nn.functional.linear = zero3_linear_wrap, and LinearFunctionForZeroStage3.setup_context
+  // (zero/linear.py) calls ctx.save_for_backward(input, weight, bias) whatever requires grad: a frozen
+  // linear then saves its input too. Under LoRA that adds the LM head's input (recorded:
+  // llama-gqa_s3_n2_bf16_lora head_and_loss 1,246,724 B vs 1,181,188 at stage 2: +65,536 = 128 tokens x
+  // 256 x 2 B; the decoder layers are equal, every linear there has an adapter saving the same input)
+  // and, with explicit targets, the inputs of the untargeted decoder linears. QLoRA's 4-bit linears
+  // call bitsandbytes' matmul_4bit, not F.linear, so only its 16-bit head counts.
+  if (lora && !head_trains) act.stage3_frozen_head_input_per_sample = checked_mul(e * h, s);
+  if (w.train.method == Method::LoRA && first_decoder != nullptr) {
+    LayerFlags all = f;
+    all.attn_in_saved = all.o_in_saved = all.mlp_in_saved = all.down_in_saved = true;
+    act.stage3_frozen_linear_inputs_per_layer = layer_activation(w, all, e, m.is_moe()).without_core -
+                                                layer_activation(w, f, e, m.is_moe()).without_core;
+  }
+  // Gemma-2 final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM.forward: `logits / cap;
+  // tanh; * cap`): tanh saves its output, the logits in the compute dtype (recorded: 524,288 B =
+  // 128 tokens x 2048 x 2).
+  if (m.final_logit_softcapping > 0)
+    act.head_per_sample = checked_add(act.head_per_sample, checked_mul(checked_mul(e, V), s));
+  // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
+  // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces
+  // logits in the compute dtype, ForCausalLMLoss does `logits = logits.float()` and
+  // cross_entropy = log_softmax + nll_loss; log_softmax saves its fp32 output for backward.
+  act.logits_per_sample = checked_mul(checked_mul(e, V), s);
+  act.logprobs_fp32_per_sample = checked_mul(checked_mul(4, V), s);
+  act.logits_fp32_upcast_per_sample = fp32 ? 0 : checked_mul(checked_mul(4, V), s);
+}
+
+// compute_memory_stats's activations: per decoder layer by checkpointing mode, LoRA's adapter outputs,
+// the causal mask, the layer inputs, the embedding, the rotary tables, the head and the loss.
+void activation_stats(const Workload& w, const std::vector<models::LayerInventory>& inv,
+                      const LoraTargets& lt, const models::LayerInventory* first_decoder, MemoryStats& st) {
+  const auto& m = w.model;
+  const bool lora = w.train.method != Method::Full;
+  // Activations.
+  const int64_t e = st.act_elem_bytes;
+  const int64_t s = w.train.seq_len;
+  const int64_t h = m.hidden_size;
   const LayerFlags f = layer_flags(w, first_decoder);
   // The repeated layer is a MoE one for MoE models; dense layers among them (DeepSeek's
   // first_k_dense_replace, Qwen-MoE's mlp_only_layers: ModelSpec::is_moe_layer) save their own bytes,
@@ -585,70 +672,64 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // (On CPU the mask is the input-dtype noise tensor, as in layer_activation.)
   const int64_t embd_mask = w.train.runtime == Runtime::Cpu ? st.act_elem_bytes : 1;
   act.embedding_per_sample = dropout_on(m.embd_dropout, gpt_style) ? checked_mul(embd_mask * h, s) : 0;
-  // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
-  // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype
-  // for the batch (position_ids [1, s], int64), and every layer's apply_rotary_pos_emb saves them:
-  // one storage each for the micro-batch. Recorded: 2 x 64 x 64 x 2 + 64 x 8 = 16,896 bytes at s = 64,
-  // head_dim 64, bf16 (tests/deepspeed/fixtures/0.19.8/llama-gqa_*: layer 0 saves 16,384 + 512 more
-  // than layer 1; with gradient checkpointing they are most of the difference to the layer inputs).
-  for (const char* t : {"llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gemma",
-                        "gemma2", "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3",
-                        "exaone4", "smollm3", "arcee"})
-    if (m.model_type == t) {
-      const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
-      // OLMo-2/3's rotary embedding returns cos and sin in fp32 (modeling_olmo3.py
-      // Olmo3RotaryEmbedding.forward `return cos, sin`, where Llama's casts them to x.dtype); recorded:
-      // olmo3_s2_n2_bf16_default layer 0 saves 32,768 B more than layer 1 at s = 64, head_dim 64.
-      const int64_t te = m.model_type == "olmo2" || m.model_type == "olmo3" ? 4 : e;
-      act.rope_tables = checked_add(checked_mul(checked_mul(2 * te, s), d), checked_mul(8, s));
-    }
-  if (m.model_type == "ernie4_5" || m.model_type == "ernie4_5_moe") {
-    // ERNIE-4.5's apply_rotary_pos_emb (modeling_ernie4_5.py) interleaves cos and sin in every layer
-    // (`cos[..., : d // 2].repeat_interleave(2, dim=-1)`, fp32 [1, s, d]): each layer saves its own
-    // pair, and the shared tables are not saved. Recorded (ernie4_5_s2_n2_bf16_default): both layers
-    // save 32,768 B more than Llama's second layer at s = 64, head_dim 64, = 2 x 4 x s x d. Counted
-    // with the shared tables (once per micro-batch per layer); under full checkpointing only the
-    // recomputed layer holds its pair, so this overstates by (L - 1) pairs there.
-    const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
-    act.rope_tables = checked_mul(m.num_layers, checked_mul(checked_mul(2 * 4, s), d));
+  act.rope_tables = rope_table_bytes(m, e, s);
+  head_and_loss_stats(w, lt, f, first_decoder, st);
+}
+
+}  // namespace
+
+MemoryStats compute_memory_stats(const Workload& w) {
+  MemoryStats st;
+  const auto& m = w.model;
+  const bool fp32 = w.train.precision == Precision::FP32;
+  st.param_elem_bytes = fp32 ? 4 : 2;
+  st.act_elem_bytes = fp32 ? 4 : 2;
+  st.params_only = m.params_only;
+
+  if (m.params_only) {
+    if (w.train.method != Method::Full)
+      throw UserError("--method lora/qlora needs the model's architecture; use --model instead of --params");
+    st.total_params = m.num_parameters();
+    st.trainable_params = st.total_params;
+    // Only the count is known: treat the model as one tensor (no per-parameter padding, no
+    // persistent small parameters), which is exactly the ZeRO paper's accounting.
+    st.trainable_tensors.add(st.total_params);
+    st.trainable_tensors.finish();
+    st.frozen_tensors.finish();
+    st.decoder_matmul_weights.finish();
+    // Module sizes are unknown: stage-3 gathering is then bounded by the prefetch bucket alone.
+    st.largest_module_numel = 0;
+    st.largest_layer_numel = 0;
+    st.act.known = false;
+    return st;
   }
-  // Head: the final norm (as a decoder norm) and the lm_head input (when lm_head trains).
-  // (Gemma's RMSNorm keeps its normalised output in fp32, as in layer_activation.)
-  // (OLMo-2/3's: its normalised x, multiplied by the weight in fp32, likewise.)
-  const int64_t final_norm_out = norm_saves_fp32(m.model_type) ? 4 : e;
-  const int64_t final_norm =
-      m.norm == models::NormKind::RMSNorm ? 4 * h + (lora ? 0 : final_norm_out * h) : e * h;
-  const bool head_trains = !lora || (!lt.all_linear && lt.wants(lt.output_module));
-  act.head_per_sample = checked_mul(final_norm + (head_trains ? e * h : 0), s);
-  act.head_input_per_sample = head_trains ? checked_mul(e * h, s) : 0;
-  // ZeRO-3: deepspeed.zero.Init (partition_parameters.py _enable_mem_efficient_linear, on with the
-  // default zero_optimization.memory_efficient_linear = true, zero/config.py) sets
-  // torch.nn.functional.linear = zero3_linear_wrap, and LinearFunctionForZeroStage3.setup_context
-  // (zero/linear.py) calls ctx.save_for_backward(input, weight, bias) whatever requires grad: a frozen
-  // linear then saves its input too. Under LoRA that adds the LM head's input (recorded:
-  // llama-gqa_s3_n2_bf16_lora head_and_loss 1,246,724 B vs 1,181,188 at stage 2: +65,536 = 128 tokens x
-  // 256 x 2 B; the decoder layers are equal, every linear there has an adapter saving the same input)
-  // and, with explicit targets, the inputs of the untargeted decoder linears. QLoRA's 4-bit linears
-  // call bitsandbytes' matmul_4bit, not F.linear, so only its 16-bit head counts.
-  if (lora && !head_trains) act.stage3_frozen_head_input_per_sample = checked_mul(e * h, s);
-  if (w.train.method == Method::LoRA && first_decoder != nullptr) {
-    LayerFlags all = f;
-    all.attn_in_saved = all.o_in_saved = all.mlp_in_saved = all.down_in_saved = true;
-    act.stage3_frozen_linear_inputs_per_layer = layer_activation(w, all, e, m.is_moe()).without_core -
-                                                layer_activation(w, f, e, m.is_moe()).without_core;
+
+  // The inventory is the source of truth for tensor sizes (models/model_spec.h). Full fine-tuning
+  // uses the runtime tree (transformers 5 fuses a MoE block's experts into 3-D tensors: what ZeRO-3
+  // partitions, persists and gathers; models/runtime_inventory.cpp); LoRA keeps the checkpoint names
+  // PEFT targets.
+  const bool lora = w.train.method != Method::Full;
+  const std::vector<models::LayerInventory> inv = lora ? m.inventory() : m.runtime_inventory();
+  const int64_t r = w.train.lora_rank;
+  const LoraTargets lt = lora_targets(w);
+  const models::LayerInventory* first_decoder = nullptr;
+  const int64_t adapters = count_parameters(w, inv, lt, st, first_decoder);
+  if (lora) {
+    // models::lora_trainable_parameters is the count users compare with PEFT's print; the tensor
+    // table above gives the per-tensor sizes stage 3 partitions.
+    st.lora_params = models::lora_trainable_parameters(m, r, w.train.lora_targets);
+    if (st.lora_params != adapters && st.lora_params > adapters)
+      st.trainable_tensors.add(st.lora_params - adapters);  // keep the totals consistent
+    st.trainable_params = st.lora_params;
+  } else {
+    // Full fine-tuning: every parameter but those the model itself freezes (requires_grad False).
+    st.trainable_params = st.total_params - st.frozen_params;
   }
-  // Gemma-2 final_logit_softcapping (modeling_gemma2.py Gemma2ForCausalLM.forward: `logits / cap;
-  // tanh; * cap`): tanh saves its output, the logits in the compute dtype (recorded: 524,288 B =
-  // 128 tokens x 2048 x 2).
-  if (m.final_logit_softcapping > 0)
-    act.head_per_sample = checked_add(act.head_per_sample, checked_mul(checked_mul(e, V), s));
-  // Logits and loss as HF LlamaForCausalLM computes them (transformers >= 4.46,
-  // models/llama/modeling_llama.py forward -> loss/loss_utils.py ForCausalLMLoss): lm_head produces
-  // logits in the compute dtype, ForCausalLMLoss does `logits = logits.float()` and
-  // cross_entropy = log_softmax + nll_loss; log_softmax saves its fp32 output for backward.
-  act.logits_per_sample = checked_mul(checked_mul(e, V), s);
-  act.logprobs_fp32_per_sample = checked_mul(checked_mul(4, V), s);
-  act.logits_fp32_upcast_per_sample = fp32 ? 0 : checked_mul(checked_mul(4, V), s);
+  st.trainable_tensors.finish();
+  st.frozen_tensors.finish();
+  st.decoder_matmul_weights.finish();
+
+  activation_stats(w, inv, lt, first_decoder, st);
   return st;
 }
 

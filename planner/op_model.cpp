@@ -513,6 +513,323 @@ double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& 
          static_cast<double>(s.num_layers);
 }
 
+namespace {
+
+// The decoder layers' operators, the head and the loss (operator_table below, models with an
+// architecture): the shapes and kernel choices every pass uses, and one method per operator family.
+struct LayerOps {
+  const Workload& w;
+  const ComputeStats& s;
+  const TimeModelData& d;
+  const hw::GpuProfile& g;
+  Builder& b;
+  int64_t micro;
+  Checkpointing ckpt;
+  const RuntimeKernels& rt;
+  double a, m, L, seq;  // activation bytes, tokens per micro-step, layers, sequence
+  double h = 0, q = 0, kv = 0, f = 0, V = 0, norms = 0;
+  AttentionBackend backend = AttentionBackend::Eager;
+  bool flash = false, fa3 = false, cudnn = false;
+  const char* attention_forward_name = "";
+  double attn_fwd_flops = 0, attn_io = 0, heads = 0, score = 0, hd = 0;
+  bool score_dropout = false, sdpa_math = false;
+  double lora_targets = 0, lora_out = 0, lora_in = 0;  // per layer; widths summed, per token
+  bool early_stop = false;
+
+  LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelData& d_, const hw::GpuProfile& g_,
+           Builder& b_, int64_t micro_, Checkpointing ckpt_, const RuntimeKernels& rt_, double a_, double m_,
+           double L_, double seq_);
+  void eager_attention(OpPass pass, bool backward);
+  void attention(OpPass pass, bool backward, const char* name);
+  void peft_lora(OpPass pass, bool backward, bool skip_last = false);
+  void layer_forward(OpPass pass);
+  void run();  // the forward, the head and loss, the backward, the recomputation
+};
+
+LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelData& d_,
+                   const hw::GpuProfile& g_, Builder& b_, int64_t micro_, Checkpointing ckpt_,
+                   const RuntimeKernels& rt_, double a_, double m_, double L_, double seq_)
+    : w(w_), s(s_), d(d_), g(g_), b(b_), micro(micro_), ckpt(ckpt_), rt(rt_), a(a_), m(m_), L(L_), seq(seq_) {
+  h = static_cast<double>(s.hidden);
+  q = static_cast<double>(s.attn_width);
+  kv = static_cast<double>(s.kv_width);
+  f = s.mlp_act_elems_per_token;
+  V = static_cast<double>(s.vocab);
+  norms = static_cast<double>(s.norms_per_layer);
+  backend = attention_backend(g, w.train, s.sdpa_supported);
+  flash = backend != AttentionBackend::Eager;
+  fa3 = backend == AttentionBackend::Flash3;
+  cudnn = backend == AttentionBackend::Cudnn;
+  // The forward's attention operator, named by its kernel (the recompute runs the same).
+  attention_forward_name = fa3     ? "attention core (FlashAttention-3)"
+                           : cudnn ? "attention core (SDPA cuDNN)"
+                           : flash ? "attention core (SDPA flash)"
+                                   : "attention core (eager)";
+  // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
+  // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
+  attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
+  attn_io = a * m * (2 * q + 2 * kv);  // read q, k, v, write o
+  // Eager attention (no SDPA path, or --attention eager): transformers' eager_attention_forward
+  // materialises the full [b, heads, s, s] score tensor (no causal skipping): two batched GEMMs
+  // forward (Q K^T writes the scores, P V reads them), four backward (dP = dO V^T, dV = P^T dO,
+  // dQ = dS K, dK = dS^T Q), each 2*S*d FLOPs and S elements of score traffic, where S = b*heads*s^2
+  // per layer; between them the element-wise chain over the scores of time_model.json
+  // "eager_attention" (scale, + mask, fp32 softmax, cast; backward: cast, softmax backward, scale).
+  // With head_dim 64-128 these GEMMs do d FLOPs per score byte, below the A100/H100 ridge: the
+  // roofline makes them memory-bound. GQA: repeat_kv copies K and V to the query heads' width.
+  heads = static_cast<double>(std::max<int64_t>(1, w.model.num_heads));
+  score = static_cast<double>(micro) * heads * seq * seq;  // score elements per layer
+  hd = q / heads;
+  // Score dropout in training when the config's attention dropout is > 0 (GPT-2 attn_pdrop 0.1);
+  // a config that names none keeps the GPT-style rule of the activation memory (LayerNorm +
+  // plain MLP layers have it; memory_stats.cpp dropout_on).
+  const bool gpt_style = w.model.norm == models::NormKind::LayerNorm && w.model.mlp == models::MlpKind::Plain;
+  score_dropout = w.model.attn_dropout < 0 ? gpt_style : w.model.attn_dropout > 0;
+  // HF asked SDPA for attention but the dispatcher can only run its math path (compute_stats.cpp).
+  sdpa_math = w.train.attention == Attention::Flash && !s.sdpa_supported && s.attention_explicit_mask;
+  // PEFT LoRA around each targeted frozen linear (peft/tuners/lora/layer.py Linear.forward:
+  // result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling): besides the two adapter GEMMs,
+  // a scalar mul over lora_B's [tokens, out] output (r a, w a) and the add into the base output
+  // (r 2a, w a) = 5a bytes per output element, 2 launches; dropout is nn.Identity at PEFT's default
+  // lora_dropout 0.0. Backward: the mul's backward (r a, w a) on the output gradient, and autograd
+  // sums the input gradients of the base and the lora_A paths of x (r 2a, w a per input element).
+  // Adapters are the trained GEMMs of a frozen-base layer: lora_A has n = rank, lora_B k = rank.
+  if (s.frozen_base)
+    for (const auto& gm : s.layer_gemms) {
+      if (!gm.trainable) continue;
+      const double c = static_cast<double>(gm.count) * gm.token_fraction;
+      if (gm.k == w.train.lora_rank) {
+        lora_targets += static_cast<double>(gm.count);
+        lora_out += c * static_cast<double>(gm.n);
+      } else if (gm.n == w.train.lora_rank) {
+        lora_in += c * static_cast<double>(gm.k);
+      }
+    }
+  // Forward of the decoder layers (also the recomputed forward under full checkpointing).
+  // The recompute of full checkpointing stops before the MLP output GEMM and the residual add after it
+  // where recompute_stops_early says so (ComputeStats::recompute_early_stop).
+  early_stop = ckpt == Checkpointing::Full && recompute_stops_early(w, s, rt.zero3_linear_wrap);
+}
+
+void LayerOps::eager_attention(OpPass pass, bool backward) {
+  const double gemms = backward ? 4.0 : 2.0;
+  OpCost c;
+  c.name = backward ? "attention QK^T/PV backward GEMMs (eager, batched, full square)"
+                    : "attention QK^T, PV GEMMs (eager, batched, full square)";
+  c.pass = pass;
+  c.m = static_cast<int64_t>(seq);
+  c.n = static_cast<int64_t>(seq);
+  c.k = static_cast<int64_t>(hd);
+  c.kernels = gemms * L;
+  c.flops = gemms * 2.0 * score * hd * L;
+  // Each GEMM reads or writes the score tensor once, plus its [b, s, q] operands and result.
+  c.bytes = gemms * (score * a + 2.0 * a * m * q) * L;
+  c.bound = OpBound::Compute;
+  c.efficiency = b.gemm_eff(2.0 * score * hd);
+  if (sdpa_math) {
+    // SDPA's math path (Falcon-7B, compute_stats.cpp): aten/src/ATen/native/transformers/
+    // attention.cpp _scaled_dot_product_attention_math upcasts bf16/fp16 q, k, v to fp32 unless
+    // torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True) (default off), so the score
+    // GEMMs are fp32 matmuls -- CUDA cores, TF32 being off by default -- over fp32 scores.
+    c.name = backward ? "attention QK^T/PV backward GEMMs (SDPA math path, fp32, full square)"
+                      : "attention QK^T, PV GEMMs (SDPA math path, fp32, full square)";
+    c.bytes = gemms * (score * 4.0 + 2.0 * 4.0 * m * q) * L;
+    c.efficiency *= g.fp32_tflops / std::max(1e-9, g.bf16_tflops);
+  }
+  b.add(c);
+  double launches = 0, elems_bytes = 0;
+  auto sum = [&](const std::vector<TimeModelData::ScoreKernel>& ks) {
+    for (const auto& k : ks) {
+      launches += k.launches;
+      elems_bytes += k.act_elems * a + k.fp32_elems * 4.0 + k.byte_elems;
+    }
+  };
+  sum(backward ? d.eager_scores_bwd : d.eager_scores_fwd);
+  if (score_dropout) sum(backward ? d.eager_dropout_bwd : d.eager_dropout_fwd);
+  b.memory(backward
+               ? (score_dropout ? "attention score chain backward (eager: dropout, cast, softmax, scale)"
+                                : "attention score chain backward (eager: cast, softmax, scale)")
+               : (score_dropout ? "attention score chain (eager: scale, +mask, fp32 softmax, cast, dropout)"
+                                : "attention score chain (eager: scale, +mask, fp32 softmax, cast)"),
+           pass, launches * L, elems_bytes * score * L);
+  if (kv < q)  // repeat_kv: expand + reshape copies K and V (forward), their gradients summed back
+    b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * L,
+             2.0 * a * (q + kv) * m * L);
+}
+
+void LayerOps::attention(OpPass pass, bool backward, const char* name) {
+  if (!flash) {
+    eager_attention(pass, backward);
+    return;
+  }
+  OpCost c;
+  c.name = name;
+  c.pass = pass;
+  c.kernels = L;
+  c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
+  c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
+  c.bound = OpBound::Compute;
+  c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, backend) * b.sustained;
+  if (s.attention_explicit_mask) {
+    // An explicit mask (Falcon, compute_stats.cpp): SDPA's memory-efficient kernel computes every
+    // tile of the s x s square (no causal skipping: twice the causal FLOPs) and reads the
+    // broadcast mask, a bytes per score per pass. ASSUMPTION: it runs at FlashAttention-2's
+    // non-causal rate (no published curve of PyTorch's memory-efficient kernel found).
+    c.name = backward ? "attention core backward (SDPA mem-efficient, explicit mask, full square)"
+                      : "attention core (SDPA mem-efficient, explicit mask, full square)";
+    c.flops *= 2.0;
+    c.bytes += a * static_cast<double>(micro) * seq * seq * L;
+    // Falcon-40B/180B's _split_heads broadcasts K and V to every query head (torch.broadcast_to,
+    // then flatten: a copy), so the kernel reads them at the query width.
+    if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * L;
+    c.efficiency =
+        attention_efficiency(g, w.train.seq_len, false, backward, AttentionBackend::Flash2) * b.sustained;
+  }
+  b.add(c);
+  // The broadcast copies themselves (read kv, write q wide, for K and V; the backward sums the
+  // gradients back over the group): 2 launches per layer.
+  if (s.attention_explicit_mask && kv < q)
+    b.memory(
+        backward ? "K/V broadcast backward (sum over groups)" : "K/V broadcast copies (Falcon _split_heads)",
+        pass, 2 * L, 2.0 * a * (q + kv) * m * L);
+}
+
+void LayerOps::peft_lora(OpPass pass, bool backward, bool skip_last) {
+  if (lora_targets <= 0) return;
+  if (!backward) {
+    // skip_last: the recompute stopped before the MLP output's lora_B (its scale-and-add too).
+    const double targets = lora_targets - (skip_last ? 1.0 : 0.0);
+    const double out = lora_out - (skip_last ? static_cast<double>(s.recompute_early_stop_gemm.n) : 0.0);
+    if (targets > 0)
+      b.memory("PEFT LoRA: lora_B(...) * scaling + base output", pass, 2 * targets * L,
+               5.0 * a * out * m * L);
+    return;
+  }
+  b.memory("PEFT LoRA: * scaling backward", pass, lora_targets * L, 2.0 * a * lora_out * m * L);
+  b.memory("PEFT LoRA: input-gradient sum (base + lora_A paths)", pass, lora_targets * L,
+           3.0 * a * lora_in * m * L);
+}
+
+void LayerOps::layer_forward(OpPass pass) {
+  const bool stop = pass == OpPass::Recompute && early_stop;
+  const GemmShape& skip = s.recompute_early_stop_gemm;
+  for (GemmShape gm : s.layer_gemms) {
+    if (stop && gm.n == skip.n && gm.k == skip.k && gm.token_fraction == skip.token_fraction &&
+        gm.trainable == skip.trainable)
+      gm.count -= 1;
+    if (gm.count > 0) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
+  }
+  // ZeRO-3: zero.Init sets torch.nn.functional.linear = zero3_linear_wrap (DeepSpeed 0.19.8
+  // runtime/zero/partition_parameters.py _enable_mem_efficient_linear, also for a model wrapped
+  // after construction, parameter_offload.py Init(module=...)). LinearFunctionForZeroStage3.forward
+  // (runtime/zero/linear.py) folds a bias into addmm only for 2-D input; a decoder's [b, s, in]
+  // input takes `output = input.matmul(weight.t()); output += bias`: one more kernel per biased
+  // linear that reads and writes its whole output (2a bytes per output element).
+  if (rt.zero3_linear_wrap && s.linear_biases_per_layer > 0)
+    b.memory("ZeRO-3 linear bias add (zero3_linear_wrap: output += bias)", pass,
+             s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
+  peft_lora(pass, false, stop && s.recompute_early_stop_lora);
+  attention(pass, false, attention_forward_name);
+  if (s.rms_norm)
+    b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
+  else
+    b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
+  if (s.rotary) b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
+  b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
+  b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
+           s.act_elem_passes_fwd * a * f * m * L);
+  const double adds = stop ? 1.0 : 2.0;
+  b.memory("residual adds", pass, adds * L, adds * 3.0 * a * h * m * L);
+  // Residual dropout (OPT, GPT-2 with p > 0): F.dropout in training runs ATen's fused
+  // native_dropout (aten/src/ATen/native/cuda/Dropout.cu): read x, write the output and a 1-byte
+  // bool mask, (2a + 1) bytes per element, one launch. The recomputed forward draws it again.
+  if (s.resid_dropouts_per_layer > 0)
+    b.memory("residual dropout", pass, s.resid_dropouts_per_layer * L,
+             s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
+}
+
+void LayerOps::run() {
+  layer_forward(OpPass::Forward);
+  b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
+  if (s.rms_norm)
+    b.memory("final RMSNorm", OpPass::Forward, 8, 36.0 * h * m);
+  else
+    b.memory("final LayerNorm", OpPass::Forward, 1, 2.0 * a * h * m);
+  for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
+  b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
+
+  // Backward.
+  b.memory("loss backward", OpPass::Backward, 3, 22.0 * V * m);
+  for (const auto& gm : s.head_gemms)
+    b.gemm("LM head GEMM backward", OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, 1.0);
+  if (s.rms_norm)
+    b.memory("final RMSNorm backward", OpPass::Backward, 12, 80.0 * h * m);
+  else
+    b.memory("final LayerNorm backward", OpPass::Backward, 2, 5.0 * a * h * m);
+  for (const auto& gm : s.layer_gemms)
+    b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
+           OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
+  peft_lora(OpPass::Backward, true);
+  attention(OpPass::Backward, true,
+            fa3     ? "attention core backward (FlashAttention-3)"
+            : cudnn ? "attention core backward (SDPA cuDNN)"
+            : flash ? "attention core backward (SDPA flash)"
+                    : "attention core backward (eager)");
+  if (s.rms_norm)
+    b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
+  else
+    b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
+  if (s.rotary) b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
+  b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
+  b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
+           s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
+  b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
+  // native_dropout_backward (masked scale): read the gradient and the mask, write the gradient.
+  if (s.resid_dropouts_per_layer > 0)
+    b.memory("residual dropout backward", OpPass::Backward, s.resid_dropouts_per_layer * L,
+             s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
+  // Trained linear biases (OPT, GPT-2, BLOOM, Qwen2 q/k/v): nn.Linear folds the [b, s, in] input
+  // into addmm (aten/src/ATen/native/Linear.cpp), whose autograd formula gives the bias gradient as
+  // the output gradient summed over the tokens (tools/autograd/derivatives.yaml addmm `self`,
+  // reduced by sum_to_size): a separate reduction kernel reading a bytes per output element, one
+  // launch per biased linear (the wgrad GEMM does not fuse it in eager mode).
+  if (s.bias_grad_width_per_layer > 0) {
+    double biased = 0;
+    for (const auto& gm : s.layer_gemms) biased += gm.trainable ? static_cast<double>(gm.count) : 0.0;
+    b.memory("linear bias gradients (column sums)", OpPass::Backward, biased * L,
+             a * s.bias_grad_width_per_layer * m * L);
+  }
+  if (!s.frozen_base || s.vocab == 0) {
+    b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);
+  }
+  // Trained gradients copied into DeepSpeed's reduction buckets: one launch per trained tensor.
+  double trained_tensors = 0;
+  for (const auto& grp : s.groups)
+    for (bool tr : grp.trainable) trained_tensors += tr ? static_cast<double>(grp.repeat) : 0.0;
+  b.memory("gradient copy into reduction buckets", OpPass::Backward, trained_tensors,
+           2.0 * a * static_cast<double>(s.trainable_params));
+  if (rt.grad_reduce_name != nullptr && rt.grad_reduce_bytes_per_elem > 0)
+    b.memory(rt.grad_reduce_name, rt.grad_reduce_every_micro_step ? OpPass::Backward : OpPass::Step,
+             rt.grad_reduce_launches,
+             rt.grad_reduce_bytes_per_elem * static_cast<double>(s.trainable_params));
+  if (s.quantized_base) {
+    // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the forward GEMM and again
+    // before the backward's input-grad GEMM: read 0.5 B + write 2 B per parameter.
+    const double deq = static_cast<double>(s.quantized_params) * 2.5;
+    const double launches = static_cast<double>(s.layer_gemms.size()) * L;
+    b.memory("NF4 dequantize", OpPass::Forward, launches, deq);
+    b.memory("NF4 dequantize (backward)", OpPass::Backward, launches, deq);
+    if (ckpt == Checkpointing::Full) b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);
+  }
+  // Recomputation: full checkpointing re-runs each decoder layer's forward inside the backward
+  // (HF gradient_checkpointing wraps each decoder layer); selective recomputes the attention core
+  // (Korthikanti et al. 2022 §4.2).
+  if (ckpt == Checkpointing::Full) layer_forward(OpPass::Recompute);
+  if (ckpt == Checkpointing::Selective) attention(OpPass::Recompute, false, attention_forward_name);
+}
+
+}  // namespace
+
 OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
                        int64_t optimizer_params, const RuntimeKernels& rt) {
   const TimeModelData& d = time_model_data();
@@ -546,281 +863,7 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     b.add(c);
     (void)gm;
   } else {
-    const double h = static_cast<double>(s.hidden);
-    const double q = static_cast<double>(s.attn_width);
-    const double kv = static_cast<double>(s.kv_width);
-    const double f = s.mlp_act_elems_per_token;
-    const double V = static_cast<double>(s.vocab);
-    const double norms = static_cast<double>(s.norms_per_layer);
-    const AttentionBackend backend = attention_backend(g, w.train, s.sdpa_supported);
-    const bool flash = backend != AttentionBackend::Eager;
-    const bool fa3 = backend == AttentionBackend::Flash3;
-    const bool cudnn = backend == AttentionBackend::Cudnn;
-    // The forward's attention operator, named by its kernel (the recompute runs the same).
-    const char* attention_forward_name = fa3     ? "attention core (FlashAttention-3)"
-                                         : cudnn ? "attention core (SDPA cuDNN)"
-                                         : flash ? "attention core (SDPA flash)"
-                                                 : "attention core (eager)";
-    // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
-    // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
-    const double attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
-    const double attn_io = a * m * (2 * q + 2 * kv);  // read q, k, v, write o
-    // Eager attention (no SDPA path, or --attention eager): transformers' eager_attention_forward
-    // materialises the full [b, heads, s, s] score tensor (no causal skipping): two batched GEMMs
-    // forward (Q K^T writes the scores, P V reads them), four backward (dP = dO V^T, dV = P^T dO,
-    // dQ = dS K, dK = dS^T Q), each 2*S*d FLOPs and S elements of score traffic, where S = b*heads*s^2
-    // per layer; between them the element-wise chain over the scores of time_model.json
-    // "eager_attention" (scale, + mask, fp32 softmax, cast; backward: cast, softmax backward, scale).
-    // With head_dim 64-128 these GEMMs do d FLOPs per score byte, below the A100/H100 ridge: the
-    // roofline makes them memory-bound. GQA: repeat_kv copies K and V to the query heads' width.
-    const double heads = static_cast<double>(std::max<int64_t>(1, w.model.num_heads));
-    const double score = static_cast<double>(micro) * heads * seq * seq;  // score elements per layer
-    const double hd = q / heads;
-    // Score dropout in training when the config's attention dropout is > 0 (GPT-2 attn_pdrop 0.1);
-    // a config that names none keeps the GPT-style rule of the activation memory (LayerNorm +
-    // plain MLP layers have it; memory_stats.cpp dropout_on).
-    const bool gpt_style =
-        w.model.norm == models::NormKind::LayerNorm && w.model.mlp == models::MlpKind::Plain;
-    const bool score_dropout = w.model.attn_dropout < 0 ? gpt_style : w.model.attn_dropout > 0;
-    // HF asked SDPA for attention but the dispatcher can only run its math path (compute_stats.cpp).
-    const bool sdpa_math =
-        w.train.attention == Attention::Flash && !s.sdpa_supported && s.attention_explicit_mask;
-    auto eager_attention = [&](OpPass pass, bool backward) {
-      const double gemms = backward ? 4.0 : 2.0;
-      OpCost c;
-      c.name = backward ? "attention QK^T/PV backward GEMMs (eager, batched, full square)"
-                        : "attention QK^T, PV GEMMs (eager, batched, full square)";
-      c.pass = pass;
-      c.m = static_cast<int64_t>(seq);
-      c.n = static_cast<int64_t>(seq);
-      c.k = static_cast<int64_t>(hd);
-      c.kernels = gemms * L;
-      c.flops = gemms * 2.0 * score * hd * L;
-      // Each GEMM reads or writes the score tensor once, plus its [b, s, q] operands and result.
-      c.bytes = gemms * (score * a + 2.0 * a * m * q) * L;
-      c.bound = OpBound::Compute;
-      c.efficiency = b.gemm_eff(2.0 * score * hd);
-      if (sdpa_math) {
-        // SDPA's math path (Falcon-7B, compute_stats.cpp): aten/src/ATen/native/transformers/
-        // attention.cpp _scaled_dot_product_attention_math upcasts bf16/fp16 q, k, v to fp32 unless
-        // torch.backends.cuda.allow_fp16_bf16_reduction_math_sdp(True) (default off), so the score
-        // GEMMs are fp32 matmuls -- CUDA cores, TF32 being off by default -- over fp32 scores.
-        c.name = backward ? "attention QK^T/PV backward GEMMs (SDPA math path, fp32, full square)"
-                          : "attention QK^T, PV GEMMs (SDPA math path, fp32, full square)";
-        c.bytes = gemms * (score * 4.0 + 2.0 * 4.0 * m * q) * L;
-        c.efficiency *= g.fp32_tflops / std::max(1e-9, g.bf16_tflops);
-      }
-      b.add(c);
-      double launches = 0, elems_bytes = 0;
-      auto sum = [&](const std::vector<TimeModelData::ScoreKernel>& ks) {
-        for (const auto& k : ks) {
-          launches += k.launches;
-          elems_bytes += k.act_elems * a + k.fp32_elems * 4.0 + k.byte_elems;
-        }
-      };
-      sum(backward ? d.eager_scores_bwd : d.eager_scores_fwd);
-      if (score_dropout) sum(backward ? d.eager_dropout_bwd : d.eager_dropout_fwd);
-      b.memory(
-          backward
-              ? (score_dropout ? "attention score chain backward (eager: dropout, cast, softmax, scale)"
-                               : "attention score chain backward (eager: cast, softmax, scale)")
-              : (score_dropout ? "attention score chain (eager: scale, +mask, fp32 softmax, cast, dropout)"
-                               : "attention score chain (eager: scale, +mask, fp32 softmax, cast)"),
-          pass, launches * L, elems_bytes * score * L);
-      if (kv < q)  // repeat_kv: expand + reshape copies K and V (forward), their gradients summed back
-        b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * L,
-                 2.0 * a * (q + kv) * m * L);
-    };
-    auto attention = [&](OpPass pass, bool backward, const char* name) {
-      if (!flash) {
-        eager_attention(pass, backward);
-        return;
-      }
-      OpCost c;
-      c.name = name;
-      c.pass = pass;
-      c.kernels = L;
-      c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
-      c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
-      c.bound = OpBound::Compute;
-      c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, backend) * b.sustained;
-      if (s.attention_explicit_mask) {
-        // An explicit mask (Falcon, compute_stats.cpp): SDPA's memory-efficient kernel computes every
-        // tile of the s x s square (no causal skipping: twice the causal FLOPs) and reads the
-        // broadcast mask, a bytes per score per pass. ASSUMPTION: it runs at FlashAttention-2's
-        // non-causal rate (no published curve of PyTorch's memory-efficient kernel found).
-        c.name = backward ? "attention core backward (SDPA mem-efficient, explicit mask, full square)"
-                          : "attention core (SDPA mem-efficient, explicit mask, full square)";
-        c.flops *= 2.0;
-        c.bytes += a * static_cast<double>(micro) * seq * seq * L;
-        // Falcon-40B/180B's _split_heads broadcasts K and V to every query head (torch.broadcast_to,
-        // then flatten: a copy), so the kernel reads them at the query width.
-        if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * L;
-        c.efficiency =
-            attention_efficiency(g, w.train.seq_len, false, backward, AttentionBackend::Flash2) * b.sustained;
-      }
-      b.add(c);
-      // The broadcast copies themselves (read kv, write q wide, for K and V; the backward sums the
-      // gradients back over the group): 2 launches per layer.
-      if (s.attention_explicit_mask && kv < q)
-        b.memory(backward ? "K/V broadcast backward (sum over groups)"
-                          : "K/V broadcast copies (Falcon _split_heads)",
-                 pass, 2 * L, 2.0 * a * (q + kv) * m * L);
-    };
-    // PEFT LoRA around each targeted frozen linear (peft/tuners/lora/layer.py Linear.forward:
-    // result = base_layer(x) + lora_B(lora_A(dropout(x))) * scaling): besides the two adapter GEMMs,
-    // a scalar mul over lora_B's [tokens, out] output (r a, w a) and the add into the base output
-    // (r 2a, w a) = 5a bytes per output element, 2 launches; dropout is nn.Identity at PEFT's default
-    // lora_dropout 0.0. Backward: the mul's backward (r a, w a) on the output gradient, and autograd
-    // sums the input gradients of the base and the lora_A paths of x (r 2a, w a per input element).
-    // Adapters are the trained GEMMs of a frozen-base layer: lora_A has n = rank, lora_B k = rank.
-    double lora_targets = 0, lora_out = 0, lora_in = 0;  // per layer; widths summed, per token
-    if (s.frozen_base)
-      for (const auto& gm : s.layer_gemms) {
-        if (!gm.trainable) continue;
-        const double c = static_cast<double>(gm.count) * gm.token_fraction;
-        if (gm.k == w.train.lora_rank) {
-          lora_targets += static_cast<double>(gm.count);
-          lora_out += c * static_cast<double>(gm.n);
-        } else if (gm.n == w.train.lora_rank) {
-          lora_in += c * static_cast<double>(gm.k);
-        }
-      }
-    auto peft_lora = [&](OpPass pass, bool backward, bool skip_last = false) {
-      if (lora_targets <= 0) return;
-      if (!backward) {
-        // skip_last: the recompute stopped before the MLP output's lora_B (its scale-and-add too).
-        const double targets = lora_targets - (skip_last ? 1.0 : 0.0);
-        const double out = lora_out - (skip_last ? static_cast<double>(s.recompute_early_stop_gemm.n) : 0.0);
-        if (targets > 0)
-          b.memory("PEFT LoRA: lora_B(...) * scaling + base output", pass, 2 * targets * L,
-                   5.0 * a * out * m * L);
-        return;
-      }
-      b.memory("PEFT LoRA: * scaling backward", pass, lora_targets * L, 2.0 * a * lora_out * m * L);
-      b.memory("PEFT LoRA: input-gradient sum (base + lora_A paths)", pass, lora_targets * L,
-               3.0 * a * lora_in * m * L);
-    };
-    // Forward of the decoder layers (also the recomputed forward under full checkpointing).
-    // The recompute of full checkpointing stops before the MLP output GEMM and the residual add after it
-    // where recompute_stops_early says so (ComputeStats::recompute_early_stop).
-    const bool early_stop = ckpt == Checkpointing::Full && recompute_stops_early(w, s, rt.zero3_linear_wrap);
-    auto layer_forward = [&](OpPass pass) {
-      const bool stop = pass == OpPass::Recompute && early_stop;
-      const GemmShape& skip = s.recompute_early_stop_gemm;
-      for (GemmShape gm : s.layer_gemms) {
-        if (stop && gm.n == skip.n && gm.k == skip.k && gm.token_fraction == skip.token_fraction &&
-            gm.trainable == skip.trainable)
-          gm.count -= 1;
-        if (gm.count > 0) b.gemm("linear GEMM", pass, m, gm, 1.0, a, L);
-      }
-      // ZeRO-3: zero.Init sets torch.nn.functional.linear = zero3_linear_wrap (DeepSpeed 0.19.8
-      // runtime/zero/partition_parameters.py _enable_mem_efficient_linear, also for a model wrapped
-      // after construction, parameter_offload.py Init(module=...)). LinearFunctionForZeroStage3.forward
-      // (runtime/zero/linear.py) folds a bias into addmm only for 2-D input; a decoder's [b, s, in]
-      // input takes `output = input.matmul(weight.t()); output += bias`: one more kernel per biased
-      // linear that reads and writes its whole output (2a bytes per output element).
-      if (rt.zero3_linear_wrap && s.linear_biases_per_layer > 0)
-        b.memory("ZeRO-3 linear bias add (zero3_linear_wrap: output += bias)", pass,
-                 s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
-      peft_lora(pass, false, stop && s.recompute_early_stop_lora);
-      attention(pass, false, attention_forward_name);
-      if (s.rms_norm)
-        b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
-      else
-        b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
-      if (s.rotary) b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
-      b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
-      b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
-               s.act_elem_passes_fwd * a * f * m * L);
-      const double adds = stop ? 1.0 : 2.0;
-      b.memory("residual adds", pass, adds * L, adds * 3.0 * a * h * m * L);
-      // Residual dropout (OPT, GPT-2 with p > 0): F.dropout in training runs ATen's fused
-      // native_dropout (aten/src/ATen/native/cuda/Dropout.cu): read x, write the output and a 1-byte
-      // bool mask, (2a + 1) bytes per element, one launch. The recomputed forward draws it again.
-      if (s.resid_dropouts_per_layer > 0)
-        b.memory("residual dropout", pass, s.resid_dropouts_per_layer * L,
-                 s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
-    };
-    layer_forward(OpPass::Forward);
-    b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
-    if (s.rms_norm)
-      b.memory("final RMSNorm", OpPass::Forward, 8, 36.0 * h * m);
-    else
-      b.memory("final LayerNorm", OpPass::Forward, 1, 2.0 * a * h * m);
-    for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
-    b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
-
-    // Backward.
-    b.memory("loss backward", OpPass::Backward, 3, 22.0 * V * m);
-    for (const auto& gm : s.head_gemms)
-      b.gemm("LM head GEMM backward", OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, 1.0);
-    if (s.rms_norm)
-      b.memory("final RMSNorm backward", OpPass::Backward, 12, 80.0 * h * m);
-    else
-      b.memory("final LayerNorm backward", OpPass::Backward, 2, 5.0 * a * h * m);
-    for (const auto& gm : s.layer_gemms)
-      b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
-             OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
-    peft_lora(OpPass::Backward, true);
-    attention(OpPass::Backward, true,
-              fa3     ? "attention core backward (FlashAttention-3)"
-              : cudnn ? "attention core backward (SDPA cuDNN)"
-              : flash ? "attention core backward (SDPA flash)"
-                      : "attention core backward (eager)");
-    if (s.rms_norm)
-      b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
-    else
-      b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
-    if (s.rotary)
-      b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
-    b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
-    b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
-             s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
-    b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
-    // native_dropout_backward (masked scale): read the gradient and the mask, write the gradient.
-    if (s.resid_dropouts_per_layer > 0)
-      b.memory("residual dropout backward", OpPass::Backward, s.resid_dropouts_per_layer * L,
-               s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
-    // Trained linear biases (OPT, GPT-2, BLOOM, Qwen2 q/k/v): nn.Linear folds the [b, s, in] input
-    // into addmm (aten/src/ATen/native/Linear.cpp), whose autograd formula gives the bias gradient as
-    // the output gradient summed over the tokens (tools/autograd/derivatives.yaml addmm `self`,
-    // reduced by sum_to_size): a separate reduction kernel reading a bytes per output element, one
-    // launch per biased linear (the wgrad GEMM does not fuse it in eager mode).
-    if (s.bias_grad_width_per_layer > 0) {
-      double biased = 0;
-      for (const auto& gm : s.layer_gemms) biased += gm.trainable ? static_cast<double>(gm.count) : 0.0;
-      b.memory("linear bias gradients (column sums)", OpPass::Backward, biased * L,
-               a * s.bias_grad_width_per_layer * m * L);
-    }
-    if (!s.frozen_base || s.vocab == 0) {
-      b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);
-    }
-    // Trained gradients copied into DeepSpeed's reduction buckets: one launch per trained tensor.
-    double trained_tensors = 0;
-    for (const auto& grp : s.groups)
-      for (bool tr : grp.trainable) trained_tensors += tr ? static_cast<double>(grp.repeat) : 0.0;
-    b.memory("gradient copy into reduction buckets", OpPass::Backward, trained_tensors,
-             2.0 * a * static_cast<double>(s.trainable_params));
-    if (rt.grad_reduce_name != nullptr && rt.grad_reduce_bytes_per_elem > 0)
-      b.memory(rt.grad_reduce_name, rt.grad_reduce_every_micro_step ? OpPass::Backward : OpPass::Step,
-               rt.grad_reduce_launches,
-               rt.grad_reduce_bytes_per_elem * static_cast<double>(s.trainable_params));
-    if (s.quantized_base) {
-      // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the forward GEMM and again
-      // before the backward's input-grad GEMM: read 0.5 B + write 2 B per parameter.
-      const double deq = static_cast<double>(s.quantized_params) * 2.5;
-      const double launches = static_cast<double>(s.layer_gemms.size()) * L;
-      b.memory("NF4 dequantize", OpPass::Forward, launches, deq);
-      b.memory("NF4 dequantize (backward)", OpPass::Backward, launches, deq);
-      if (ckpt == Checkpointing::Full)
-        b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);
-    }
-    // Recomputation: full checkpointing re-runs each decoder layer's forward inside the backward
-    // (HF gradient_checkpointing wraps each decoder layer); selective recomputes the attention core
-    // (Korthikanti et al. 2022 §4.2).
-    if (ckpt == Checkpointing::Full) layer_forward(OpPass::Recompute);
-    if (ckpt == Checkpointing::Selective) attention(OpPass::Recompute, false, attention_forward_name);
+    LayerOps(w, s, d, g, b, micro, ckpt, rt, a, m, L, seq).run();
   }
 
   // Optimizer step on the GPU (derivation in the header comment).
