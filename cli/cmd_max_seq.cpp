@@ -71,10 +71,8 @@ MaxSeq search_max_seq(const PlanFlags& flags, const planner::SearchOptions& opts
   m.base = w;
   if (!m.base.train.micro_batch && !m.base.train.global_batch) m.base.train.micro_batch = 1;
   // Checkpoint offload is tried where the user left it open and DeepSpeed can run it for this stack.
-  planner::TrainingSpec with_offload = m.base.train;
-  with_offload.checkpoint_offload = planner::CheckpointOffload::Cpu;
   m.try_offload = flags.checkpoint_offload.empty() && !w.model.params_only &&
-                  planner::checkpoint_offload_refusal(with_offload).empty();
+                  planner::checkpoint_offload_available(m.base.train);
   auto probe = [&](int64_t seq) {
     planner::Workload v = m.at(seq, false);
     const planner::ModelStats s = planner::compute_model_stats(v);

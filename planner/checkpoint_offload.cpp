@@ -67,4 +67,10 @@ std::string checkpoint_offload_refusal(const TrainingSpec& t) {
   return "";
 }
 
+bool checkpoint_offload_available(const TrainingSpec& t) {
+  TrainingSpec on = t;
+  on.checkpoint_offload = CheckpointOffload::Cpu;
+  return checkpoint_offload_refusal(on).empty();
+}
+
 }  // namespace zeroplan::planner

@@ -51,4 +51,8 @@ CheckpointOffloadPlan checkpoint_offload_plan(const TrainingSpec& t, int64_t num
 // Why DeepSpeed cannot run the requested offload for this training spec, or "" when it can.
 std::string checkpoint_offload_refusal(const TrainingSpec& t);
 
+// Whether DeepSpeed could run this spec with the checkpoints offloaded (the refusal above, asked with
+// the offload on): what --max-seq and the no-fit reasons check before trying it.
+bool checkpoint_offload_available(const TrainingSpec& t);
+
 }  // namespace zeroplan::planner

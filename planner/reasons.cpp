@@ -281,11 +281,10 @@ namespace {
 // stack and the user left it open: the plan that then fits, or "".
 std::string fit_with_checkpoint_offload(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
   if (w.train.checkpoint_offload != CheckpointOffload::None || !s.mem.act.known ||
-      (w.train.checkpointing && *w.train.checkpointing != Checkpointing::Full))
+      !checkpoint_offload_available(w.train))
     return {};
   Workload v = w;
   v.train.checkpoint_offload = CheckpointOffload::Cpu;
-  if (!checkpoint_offload_refusal(v.train).empty()) return {};
   const SearchResult fr = search_plans(v, s, opts);
   if (!fr.recommendation) return {};
   return fmt::format("--checkpoint-offload cpu (layer inputs in host memory): {} ({})",
