@@ -231,6 +231,12 @@ void add_stack_flags(CLI::App& app, PlanFlags& f) {
          "H100, where 24.5 us per kernel launch and 376 us per ZeRO-3 module pass were measured); "
          "host times are divided by it (default 1)")
       ->group(t);
+  app.add_option("--cpu-threads", f.cpu_threads,
+                 "OpenMP threads each rank's CPU optimizer runs on (OMP_NUM_THREADS): 1 under torchrun and "
+                 "accelerate launch, every core under the deepspeed launcher, cores/ranks with "
+                 "--bind_cores_to_rank. Prices the offloaded optimizer step as DeepSpeed 0.19.8 measured at "
+                 "that count (default: a per-node assumption)")
+      ->group(t);
   app.add_flag(
          "--max-seq", f.max_seq,
          "Find the longest sequence that fits (micro-batch 1 unless fixed), with a table of peak memory "
@@ -407,6 +413,10 @@ planner::Workload build_workload(const PlanFlags& f) {
                        f.host_speed);
     t.host_speed = hs;
   }
+  // 1..1024: a count a host can run per rank (the measured table covers 1-16 and holds beyond).
+  if (f.cpu_threads < 0 || f.cpu_threads > 1024)
+    throw_user_error("--cpu-threads {} must be between 1 and 1024 (OMP_NUM_THREADS per rank)", f.cpu_threads);
+  t.cpu_threads = f.cpu_threads;
   t.moe_leaf = parse_choice<planner::MoeLeaf>(
       f.z3_leaf_moe, "--z3-leaf-moe",
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});

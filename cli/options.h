@@ -40,7 +40,9 @@ struct PlanFlags {
   std::string memory_efficient_linear = "on";  // ZeRO-3 zero_optimization.memory_efficient_linear: on|off
   std::string intra_link, network, host_mem, nvme_bw, nvme_capacity, nics, gpu_mem;  // cluster overrides
   std::string memory_margin = "0.05";
-  std::string host_speed = "1";  // --host-speed: host single-thread speed vs the reference host
+  std::string host_speed = "1";
+  int cpu_threads = 0;  // --cpu-threads: OpenMP threads per rank for the host optimizer step (0 = not given)
+                        // // --host-speed: host single-thread speed vs the reference host
   // --allow LIST: levers that change the numerics, searched only when the user allows them
   // (bf16-master: DeepSpeed's bf16 master weights, gradients and optimizer states).
   std::string allow;

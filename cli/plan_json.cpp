@@ -99,6 +99,8 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            {"method", planner::to_string(w.train.method)},
            {"deepspeed_version", planner::to_string(w.train.deepspeed_version)},
            {"host_speed", w.train.host_speed},  // --host-speed (planner/training_spec.h)
+           // --cpu-threads (planner/cpu_optimizer.h); null: the per-node assumption.
+           {"cpu_threads", w.train.cpu_threads > 0 ? nlohmann::json(w.train.cpu_threads) : nlohmann::json()},
            // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
            // attn_implementation as transformers names it, and the loss.
            {"kernels",

@@ -193,6 +193,19 @@ TimeModelData parse_data() {
     read("stage1_2", d.ds_step_stage1_2);
     read("stage3", d.ds_step_stage3);
   }
+  {
+    const auto& c = j.at("cpu_optimizer");
+    d.cpu_optimizer.threads = c.at("threads").get<std::vector<int>>();
+    d.cpu_optimizer.ns_per_param_stage1_2 = c.at("ns_per_param_stage1_2").get<std::vector<double>>();
+    d.cpu_optimizer.ns_per_param_stage3 = c.at("ns_per_param_stage3").get<std::vector<double>>();
+    const auto& t = d.cpu_optimizer.threads;
+    bool ok = !t.empty() && t.size() == d.cpu_optimizer.ns_per_param_stage1_2.size() &&
+              t.size() == d.cpu_optimizer.ns_per_param_stage3.size() && t.front() >= 1;
+    for (size_t i = 0; ok && i < t.size(); ++i)
+      ok = (i == 0 || t[i] > t[i - 1]) && d.cpu_optimizer.ns_per_param_stage1_2[i] > 0 &&
+           d.cpu_optimizer.ns_per_param_stage3[i] > 0;
+    ZP_CHECK(ok, "time_model.json: cpu_optimizer needs increasing thread counts >= 1 and positive times");
+  }
   d.error_band = j.at("calibrated").at("error_band").get<double>();
   d.elementwise_bandwidth_factor = j.at("calibrated").value("elementwise_bandwidth_factor", 1.0);
   read_gemm_and_eager(j, d);

@@ -95,6 +95,13 @@ struct TimeModelData {
     double host_us_per_op = 0;
   };
   DeepSpeedStepCost ds_step_stage0, ds_step_stage1_2, ds_step_stage3;
+  // time_model.json "cpu_optimizer": DeepSpeed's host optimizer step (offload_optimizer cpu), ns per
+  // parameter of the rank's partition at each measured OpenMP thread count (planner/cpu_optimizer.h).
+  struct CpuOptimizer {
+    std::vector<int> threads;
+    std::vector<double> ns_per_param_stage1_2, ns_per_param_stage3;
+  };
+  CpuOptimizer cpu_optimizer;
   // Calibrated, per architecture: sustained tensor-core throughput / microbenchmark throughput.
   std::vector<std::pair<std::string, double>> sustained_tensor_core_factor;
   // Calibrated: eager element-wise kernels' bandwidth / STREAM copy bandwidth (all GPUs).

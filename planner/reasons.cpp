@@ -11,6 +11,7 @@
 
 #include "common/checked.h"
 #include "planner/checkpoint_offload.h"
+#include "planner/cpu_optimizer.h"
 #include "planner/expert_parallel.h"
 #include "planner/search.h"
 #include "planner/time_model.h"
@@ -623,6 +624,26 @@ std::string eager_scores_warning(const Workload& w, const ModelStats& s) {
 
 namespace {
 
+// How the CPU optimizer step was priced (planner/cpu_optimizer.h): the launcher decides its threads.
+std::string cpu_threads_note(const Workload& w, const Plan& rec) {
+  if (rec.zero.offload_optimizer != Offload::CPU) return {};
+  const int stage = rec.zero.stage;
+  if (w.train.cpu_threads > 0)
+    return fmt::format(
+        " The CPU optimizer step is priced at {} OpenMP thread{} per rank ({:.2f} ns per "
+        "parameter, DeepSpeed 0.19.8 as measured; --cpu-threads).",
+        w.train.cpu_threads, w.train.cpu_threads == 1 ? "" : "s",
+        cpu_optimizer_ns_per_param(stage, w.train.cpu_threads));
+  // Stage 3 was measured at 4 and 16 threads (its 1-thread figure is derived: planner/cpu_optimizer.h).
+  const int low = stage >= 3 ? 4 : 1;
+  return fmt::format(
+      " CPU Adam is priced at 2e9 parameters/s per node; DeepSpeed's host step measured {:.2f} ns "
+      "per parameter at {} OpenMP thread{} per rank against {:.2f} at 16 (torchrun and accelerate "
+      "launch set 1 per rank): pass --cpu-threads to price your launcher's.",
+      cpu_optimizer_ns_per_param(stage, low), low, low == 1 ? "" : "s",
+      cpu_optimizer_ns_per_param(stage, 16));
+}
+
 // Offload: needed, or chosen for speed, or not needed.
 std::string offload_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
                              const Plan& rec) {
@@ -636,20 +657,20 @@ std::string offload_sentence(const Workload& w, const ModelStats& s, const Searc
       const Plan* closest = nullptr;
       for (const Plan& p : no.best_per_stage)
         if (closest == nullptr || p.memory.peak < closest->memory.peak) closest = &p;
-      return (
-          fmt::format("Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
-                      "{} per step ({:.0f}% "
-                      "of the step) in PCIe transfers and CPU Adam not hidden behind compute.",
-                      closest ? describe_config(closest->zero) : std::string("?"),
-                      closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
-                      rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0));
+      return (fmt::format(
+          "Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
+          "{} per step ({:.0f}% "
+          "of the step) in PCIe transfers and CPU Adam not hidden behind compute.{}",
+          closest ? describe_config(closest->zero) : std::string("?"),
+          closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
+          rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0, cpu_threads_note(w, rec)));
     } else {
-      return (
-          fmt::format("Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
-                      "without offload ({}) "
-                      "reaches {} ({}), while offload costs {} per step here.",
-                      rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
-                      pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s)));
+      return (fmt::format(
+          "Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
+          "without offload ({}) "
+          "reaches {} ({}), while offload costs {} per step here.{}",
+          rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
+          pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s), cpu_threads_note(w, rec)));
     }
   } else {
     return (

@@ -60,7 +60,8 @@
 //    at the boundary), CPU Adam runs on the rank's partition, updated 16-bit params come back H2D;
 //    all at the host link's pinned or pageable rate. The CPU Adam step is serial with the GPU
 //    (DeepSpeed's default has no delayed parameter update).
-//  - CPU Adam throughput: kCpuAdamParamsPerSecPerNode below (assumption with its derivation).
+//  - CPU Adam throughput: with --cpu-threads, DeepSpeed's measured host step (planner/cpu_optimizer.h);
+//    without, kCpuAdamParamsPerSecPerNode below (assumption with its derivation).
 //  - NVMe: optimizer states (12 bytes/param: fp32 param, m, v) read and written once per step per
 //    partition, at the node's nvme_GBps shared by the node's ranks; NVMe params read per fetch.
 //  - offload_param (stage 3): each gather first copies the rank's 16-bit partition H2D.
@@ -72,6 +73,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/collective_families.h"
 #include "planner/comm_model.h"
+#include "planner/cpu_optimizer.h"
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
@@ -190,7 +192,11 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
   offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
   // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
   // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
-  offload += static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
+  // With --cpu-threads, DeepSpeed's host step as measured at that many threads per rank; without, the
+  // earlier per-node assumption (kCpuAdamParamsPerSecPerNode).
+  offload += w.train.cpu_threads > 0
+                 ? cpu_optimizer_step_s(partition, z.stage, w.train.cpu_threads)
+                 : static_cast<double>(partition) * w.cluster.gpus_per_node / kCpuAdamParamsPerSecPerNode;
   if (z.offload_param == Offload::None) offload += part_bytes / host_bw;
   if (z.offload_optimizer == Offload::NVMe && w.cluster.nvme_GBps > 0) {
     // Master param, m, v (fp32: 12 B/param; bf16 master 10, with bf16 states 6) read and written once

@@ -117,6 +117,10 @@ struct TrainingSpec {
   // Intel Xeon VM beside an H100, 2026-11-26). Host times are divided by it: 2 = a host whose Python
   // dispatch runs twice as fast. They show only where the host bounds a pass (short micro-steps).
   double host_speed = 1.0;
+  // --cpu-threads: the OpenMP threads each rank's host optimizer step runs on (OMP_NUM_THREADS; torchrun
+  // and accelerate set 1, DeepSpeed's launcher every core, --bind_cores_to_rank cores / ranks:
+  // planner/cpu_optimizer.h). 0 = not given: the earlier per-node assumption (planner/time_model.cpp).
+  int cpu_threads = 0;
 };
 
 struct Workload {

@@ -22,7 +22,9 @@ ckpt (HF gradient checkpointing), pt0 (stage3_param_persistence_threshold 0), of
 the CPU with DeepSpeedCPUAdam), fused (torch AdamW with fused=True: one multi-tensor kernel family, as
 DeepSpeed's default FusedAdam, without JIT-building that op on the lease), oc (overlap_comm true, the
 HF/accelerate example configs' setting at stages 1-2), L<N> (the config with N decoder layers, to
-separate per-layer costs from fixed ones), prof (after the timed steps, one more step under torch.profiler:
+separate per-layer costs from fixed ones), omp<N> (OMP_NUM_THREADS=N for the process, as torchrun and
+accelerate set 1 per rank and DeepSpeed's --bind_cores_to_rank sets cores / ranks: DeepSpeedCPUAdam's OpenMP
+loop reads it once, so every run in one process must agree; unset leaves libgomp's default, all cores), prof (after the timed steps, one more step under torch.profiler:
 per phase, the number of CUDA kernels and the GPU time they took, so a phase's wall time splits into GPU
 work and host time the GPU waited for). Run each configuration in its own process (gpu_check.sh does): memory
 is not all returned between engines in one process, so later peaks would include earlier runs'.
@@ -42,7 +44,8 @@ def parse_run(text):
         raise ValueError(f"run '{text}' is not stage:micro:seq[:opts]")
     run = {"name": text, "stage": int(parts[0][1:]), "micro_batch": int(parts[1]), "seq_len": int(parts[2]),
            "grad_accum": 1, "checkpointing": False, "persistence_threshold": None,
-           "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None, "profile": False}
+           "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None, "profile": False,
+           "omp_threads": None}
     for o in parts[3:]:
         if o.startswith("ga"):
             run["grad_accum"] = int(o[2:])
@@ -58,6 +61,8 @@ def parse_run(text):
             run["fused"] = True
         elif o == "oc":
             run["overlap_comm"] = True
+        elif o.startswith("omp") and o[3:].isdigit():
+            run["omp_threads"] = int(o[3:])
         elif o.startswith("L") and o[1:].isdigit():
             run["layers"] = int(o[1:])
         else:
@@ -128,6 +133,12 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     runs = [parse_run(r) for r in args.runs.split()]
+    omp = {r["omp_threads"] for r in runs}
+    if len(omp) > 1:
+        raise SystemExit(f"runs in one process must share omp<N> (libgomp reads OMP_NUM_THREADS once): {sorted(omp, key=str)}")
+    omp = omp.pop()
+    if omp is not None:
+        os.environ["OMP_NUM_THREADS"] = str(omp)  # before torch and the JIT-built op load libgomp
 
     os.environ.setdefault("RANK", "0")
     os.environ.setdefault("LOCAL_RANK", "0")
@@ -147,6 +158,8 @@ def main() -> int:
     results = {"config": args.config, "device": torch.cuda.get_device_name(0) if cuda else "cpu",
                "torch": torch.__version__, "transformers": transformers.__version__,
                "deepspeed": deepspeed.__version__, "optimizer": "torch AdamW (torch_adam)",
+               "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch_threads": torch.get_num_threads(),
+               "cpus": len(os.sched_getaffinity(0)),
                "timestamp_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "runs": []}
 
     def sync():

@@ -219,6 +219,9 @@ class Plan(Record):
     torch_version: str = ""
     # the host's single-thread speed relative to the reference host of the host figures (--host-speed)
     host_speed: float = 1.0
+    # OpenMP threads per rank the CPU optimizer step was priced at (--cpu-threads); None: the per-node
+    # assumption (planner/cpu_optimizer.h)
+    cpu_threads: Optional[int] = None
     fits: bool = False
     zero: ZeroKnobs = field(default_factory=ZeroKnobs)
     memory: Memory = field(default_factory=Memory)
