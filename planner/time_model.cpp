@@ -185,11 +185,33 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
                            double host_bw, double bwd_micro) {
   double offload = 0;
   const double part_bytes = static_cast<double>(partition * grad_bytes);
-  const double transfers_per_step =
-      (z.stage >= 2 ? static_cast<double>(std::max<int64_t>(1, z.grad_accum)) : 1.0);
-  // D2H of gradient partitions: overlapped with the backward when overlap_comm is on.
-  const double d2h = part_bytes / host_bw;
-  offload += (z.overlap_comm ? std::max(0.0, d2h - bwd_micro) : d2h) * transfers_per_step;
+  const int64_t accum = std::max<int64_t>(1, z.grad_accum);
+  const double transfers_per_step = (z.stage >= 2 ? static_cast<double>(accum) : 1.0);
+  // Copies overlap the backward when overlap_comm is on (the reduce hooks' side stream).
+  auto exposed = [&](double copy_s) { return z.overlap_comm ? std::max(0.0, copy_s - bwd_micro) : copy_s; };
+  if (z.stage <= 2) {
+    // ZeRO-1/2 (stage_1_and_2.py copy_grads_in_partition): at the boundary each gradient of the rank's
+    // partition is cast on the GPU to the master dtype and copied into the host's fp32 buffer
+    // (async_inplace_copy_grad_to_fp32_buffer_from_gpu): master bytes per parameter, 4 with fp32
+    // masters (profiled on an H100: 402 D2H copies, 4.4 GB for 1.1B parameters,
+    // docs/validation.md "H100, 2026-11-27"). With accumulation, async_accumulate_grad_in_cpu_via_gpu
+    // also moves the 16-bit running sum: D2H after every micro-step that reduces (each at stage 2, the
+    // boundary's at stage 1), H2D back before adding for each such micro-step after the first.
+    // Per micro-step, the copies of that micro-step's reduction are exposed together.
+    const double boundary = static_cast<double>(partition * master_bytes(z)) / host_bw;
+    const double sum16 = part_bytes / host_bw;  // the 16-bit running sum, one way
+    if (accum == 1) {
+      offload += exposed(boundary);
+    } else {
+      offload += exposed(boundary + 2 * sum16);  // the boundary: H2D + add + D2H, then the fp32 copy
+      if (z.stage == 2)
+        offload +=
+            exposed(sum16) + static_cast<double>(accum - 2) * exposed(2 * sum16);  // micro-steps 0..a-2
+    }
+  } else {
+    // ZeRO-3: D2H of gradient partitions, every micro-step.
+    offload += exposed(part_bytes / host_bw) * transfers_per_step;
+  }
   // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
   // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
   // With --cpu-threads, DeepSpeed's host step as measured at that many threads per rank; without, the

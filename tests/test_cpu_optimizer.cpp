@@ -7,10 +7,9 @@
 // - the stage-2 and stage-3 4 x 2048 runs at 1/4/16 threads set it (step phase minus the profiled 40.3 ms
 //   H2D, per parameter): checked to 1% here so a typo in the JSON table cannot hide;
 // - the stage-2 run with 4 micro-steps of 1 x 512 at 16 threads (not used) checks it: 10%;
-// - the planner's whole step against the measured step at 1 and 4 threads (its D2H, H2D and compute
-//   included): 10% and 15%. At 16 threads the measured step is 17% slower than the planner's, most of it
-//   in the backward, where DeepSpeed copies fp32 gradients to the host (4 B per parameter, 80.6 ms
-//   profiled) and the planner counts 16-bit ones: open, not asserted.
+// - the planner's whole step against the measured step at 1, 4 and 16 threads (compute, the fp32
+//   gradient copies DeepSpeed makes in the backward, 4 B per parameter as profiled, and the H2D): 5-7%
+//   (measured -1.7%, -4.9%, -5.0%). With 4 micro-steps of 1 x 512 the planner is 21% fast: open.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -102,15 +101,18 @@ double planner_step_s(int threads) {
   return estimate_time(w, compute_model_stats(w), z).step_s;
 }
 
-TEST(CpuOptimizer, WholeStepAtOneAndFourThreads) {
+TEST(CpuOptimizer, WholeStepAtOneFourAndSixteenThreads) {
+  // The bench ran DeepSpeed's stage-2 default overlap_comm false, as deepspeed_defaults(2) does: the
+  // gradient copies are on the backward's critical path.
   struct P {
     const char* file;
     int threads;
     double tolerance;
   };
   for (const P p :
-       {P{"deepspeed_s2_4_2048_off_omp1.json", 1, 0.10}, P{"deepspeed_s2_4_2048_off_omp4.json", 4, 0.15}}) {
-    const double measured = run_of(p.file).at("step_s_median").get<double>();  // 2.589 s, 1.159 s
+       {P{"deepspeed_s2_4_2048_off_omp1.json", 1, 0.05}, P{"deepspeed_s2_4_2048_off_omp4.json", 4, 0.07},
+        P{"deepspeed_s2_4_2048_off_prof.json", 16, 0.07}}) {
+    const double measured = run_of(p.file).at("step_s_median").get<double>();  // 2.589, 1.159, 0.700 s
     EXPECT_NEAR(planner_step_s(p.threads) / measured, 1.0, p.tolerance) << p.file;
   }
 }
