@@ -99,6 +99,15 @@ std::string method_name(Method m) {
   return m == Method::Full ? "full" : m == Method::LoRA ? "lora" : "qlora";
 }
 
+// Under the sanitizers (CI's second build) the sweep takes every 4th configuration: the same code paths
+// for AddressSanitizer and UBSan to watch, in a quarter of the time (the whole sweep took 458 s of the
+// sanitized suite's 746 s); the normal build checks every configuration's invariants.
+#ifdef ZEROPLAN_SANITIZED
+constexpr int kSweepStride = 4;
+#else
+constexpr int kSweepStride = 1;
+#endif
+
 TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<models::ModelSpec> models;
@@ -143,7 +152,7 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
         continue;
       }
       // Every candidate of a default search (search_plans evaluates each through evaluate_plan).
-      if (k % 16 == 0 && !std::getenv("ZP_NO_SEARCH")) {
+      if (k % (16 * kSweepStride) == 0 && !std::getenv("ZP_NO_SEARCH")) {
         try {
           SearchOptions o;
           (void)search_plans(w, stats, o);
@@ -162,7 +171,7 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
             const auto& knobs = knob_extremes();
             // Half of the configurations of each (model, GPU), alternating, one knob setting each,
             // rotating through the list.
-            if ((combo_seen++ + k) % 2 != 0) continue;
+            if ((combo_seen++ + k) % (2 * kSweepStride) != 0) continue;
             for (int r = 0; r < 1; ++r) {
               const Knobs& kn = knobs[static_cast<size_t>(combo++ % static_cast<int64_t>(knobs.size()))];
               ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
@@ -198,7 +207,7 @@ TEST(Invariants, ZooTimesGpusTimesMethodsTimesKnobExtremes) {
       models.size(), gpus.size(), static_cast<long long>(sw.plans), static_cast<long long>(sw.searches),
       static_cast<long long>(sw.skipped), secs);
   EXPECT_TRUE(sw.violations.empty()) << "violations by kind:" << summary << "\nfirst ones:" << list;
-  EXPECT_GT(sw.plans, 10000);
+  EXPECT_GT(sw.plans, 10000 / kSweepStride);
 }
 
 // The checks themselves can fail: planted unphysical plans are caught, each naming its quantity.
