@@ -44,22 +44,36 @@ fi
 cmake --build build-san -j"$jobs"
 
 echo "== fuzzing (build-san/tests/fuzz)"
+# Each target is single-threaded: they run $jobs at a time, each on a copy of its seed corpus.
 secs=${ZEROPLAN_FUZZ_SECONDS:-30}
-for t in hf_config ds_config gpu_profile cluster_spec ds_log; do
+fuzz_one() {
+  local t=$1 work rc=0
   work=$(mktemp -d)
   cp tests/fuzz/corpus/$t/* "$work"/ 2>/dev/null || true
-  echo "-- fuzz_$t for ${secs}s"
-  log="$work.log"
-  rc=0
   ./build-san/tests/fuzz/fuzz_$t -max_total_time="$secs" -max_len=8192 -rss_limit_mb=2048 -print_final_stats=1 "$work" \
-    >"$log" 2>&1 || rc=$?
+    >"$work.log" 2>&1 || rc=$?
   # libFuzzer exits non-zero on a crash, leak, timeout or UB report.
-  grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' "$log" || true
-  if [ "$rc" -ne 0 ]; then tail -n 60 "$log"; fi
-  rm -f "$log"
-  rm -rf "$work"
-  if [ "$rc" -ne 0 ]; then echo "fuzz_$t found a failure (exit $rc)"; exit 1; fi
+  echo "-- fuzz_$t for ${secs}s: exit $rc"
+  grep -E 'stat::number_of_executed_units|ERROR|SUMMARY|Done' "$work.log" || true
+  if [ "$rc" -ne 0 ]; then tail -n 60 "$work.log"; fi
+  rm -rf "$work" "$work.log"
+  return "$rc"
+}
+pids=() names=() failed=()
+for t in hf_config ds_config gpu_profile cluster_spec ds_log; do
+  fuzz_one "$t" >"build-san/fuzz_$t.out" 2>&1 &
+  pids+=($!) names+=("$t")
+  if ((${#pids[@]} >= jobs)); then
+    wait "${pids[0]}" || failed+=("${names[0]}")
+    cat "build-san/fuzz_${names[0]}.out"
+    pids=("${pids[@]:1}") names=("${names[@]:1}")
+  fi
 done
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}" || failed+=("${names[$i]}")
+  cat "build-san/fuzz_${names[$i]}.out"
+done
+if ((${#failed[@]})); then echo "fuzzing found a failure in: ${failed[*]}"; exit 1; fi
 echo "fuzz: all 5 targets ran clean"
 
 echo "== tests under ASan+UBSan (build-san/)"
