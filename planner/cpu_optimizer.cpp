@@ -11,8 +11,7 @@ double cpu_optimizer_ns_per_param(int stage, int threads) {
   ZP_CHECK(threads >= 1, "cpu optimizer: {} threads", threads);
   const TimeModelData::CpuOptimizer& c = time_model_data().cpu_optimizer;
   const std::vector<double>& ns = stage >= 3 ? c.ns_per_param_stage3 : c.ns_per_param_stage1_2;
-  const std::vector<int>& t = c.threads;
-  ZP_CHECK(!t.empty() && t.size() == ns.size(), "time_model.json: cpu_optimizer tables differ in length");
+  const std::vector<int>& t = c.threads;  // non-empty, increasing, as long as ns: checked when loaded
   if (threads <= t.front()) return ns.front();
   if (threads >= t.back()) return ns.back();
   size_t i = 1;

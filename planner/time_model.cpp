@@ -186,7 +186,6 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
   double offload = 0;
   const double part_bytes = static_cast<double>(partition * grad_bytes);
   const int64_t accum = std::max<int64_t>(1, z.grad_accum);
-  const double transfers_per_step = (z.stage >= 2 ? static_cast<double>(accum) : 1.0);
   // Copies overlap the backward when overlap_comm is on (the reduce hooks' side stream).
   auto exposed = [&](double copy_s) { return z.overlap_comm ? std::max(0.0, copy_s - bwd_micro) : copy_s; };
   if (z.stage <= 2) {
@@ -210,7 +209,7 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
     }
   } else {
     // ZeRO-3: D2H of gradient partitions, every micro-step.
-    offload += exposed(part_bytes / host_bw) * transfers_per_step;
+    offload += exposed(part_bytes / host_bw) * static_cast<double>(accum);
   }
   // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
   // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
