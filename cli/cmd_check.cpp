@@ -29,6 +29,7 @@
 #include "configs/ds_keys.h"
 #include "configs/fix.h"
 #include "planner/model_stats.h"
+#include "planner/parallel.h"
 #include "planner/reasons.h"
 #include "planner/search.h"
 
@@ -53,10 +54,12 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
                                  : z.bf16_optimizer_states ? " (bf16 master weights + optimizer states)"
                                                            : " (bf16 master weights, fp32 optimizer states)");
   return fmt::format(
-      "ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} GPUs = global batch {}, seq {}, checkpointing {}, {}",
-      z.stage, precision, z.micro_batch, z.grad_accum, w.cluster.world_size(),
-      z.micro_batch * z.grad_accum * w.cluster.world_size(), p.seq_len, planner::to_string(z.checkpointing),
-      off);
+      "ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} {} = global batch {}, seq {}{}, checkpointing {}, {}",
+      z.stage, precision, z.micro_batch, z.grad_accum, planner::data_parallel_size(w),
+      p.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs",
+      z.micro_batch * z.grad_accum * planner::data_parallel_size(w), p.seq_len,
+      p.sequence_parallel > 1 ? fmt::format(" over Ulysses sp {}", p.sequence_parallel) : std::string(),
+      planner::to_string(z.checkpointing), off);
 }
 
 struct CheckFlags {
@@ -239,6 +242,7 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
   a.ws.train.micro_batch.reset();
   a.ws.train.grad_accum.reset();
   a.ws.train.global_batch = rc.train_batch_size;
+  a.ws.train.sequence_parallel = rc.sequence_parallel;  // the same Ulysses group: same sequences per step
   a.sr = planner::search(a.ws, opts);
   if (a.sr.recommendation)
     a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation, &a.ws);

@@ -1,9 +1,13 @@
-// `zeroplan --model M --gpus G --max-seq` (issue 27 item 3, without sequence parallelism yet): the longest
-// sequence that fits, searched over everything the plan search tries (stage, offload, checkpointing,
-// buckets; the kernels the user names with --kernels) and, where no plan fits with the checkpoints on the
-// GPU and --checkpoint-offload does not fix it, with them offloaded to host memory
-// (planner/checkpoint_offload.h); what limits it one step further, and a table of peak memory and
-// throughput against the sequence length.
+// `zeroplan --model M --gpus G --max-seq` (issue 27 item 3): the longest sequence that fits, searched over
+// everything the plan search tries (stage, offload, checkpointing, buckets; the kernels the user names
+// with --kernels) and, where no plan fits with the checkpoints on the GPU and --checkpoint-offload does not
+// fix it, with them offloaded to host memory (planner/checkpoint_offload.h); what limits it one step
+// further, and a table of peak memory and throughput against the sequence length.
+//
+// Ulysses SP (planner/sequence_parallel.h): --sp N fixes it; without --sp the answer uses the largest SP
+// DeepSpeed can run inside one node. The longest sequence cannot shrink as SP grows (the per-GPU
+// activations divide by it, model states stay), so the largest valid size answers the question; its
+// all-to-alls only move tokens/s.
 //
 // The search: micro-batch 1 unless --micro-batch / --global-batch fix it, sequences doubling from 1024
 // while a plan fits, then bisection in steps of 1024 tokens between the last that fits and the first that
@@ -21,8 +25,10 @@
 #include "cli/plan_json.h"
 #include "common/errors.h"
 #include "planner/checkpoint_offload.h"
+#include "planner/parallel.h"
 #include "planner/reasons.h"
 #include "planner/search.h"
+#include "planner/sequence_parallel.h"
 
 namespace zeroplan::cli {
 
@@ -36,6 +42,33 @@ struct Probe {
   bool offloaded = false;  // fits only with the checkpoints in host memory
   bool fits() const { return result.recommendation.has_value(); }
 };
+
+// The SP size --max-seq plans with: the user's --sp, else the largest power of two up to the GPUs of a
+// node that the layout rules and DeepSpeed's Ulysses accept and that divides the search step (every
+// probed length must split evenly).
+int max_seq_sp(const PlanFlags& flags, const planner::Workload& w) {
+  if (!flags.sp.empty()) {
+    const int sp = std::max(1, w.train.sequence_parallel);
+    if (kStep % sp != 0)
+      throw_user_error(
+          "--max-seq probes lengths in steps of {} tokens, which --sp {} does not divide; use a "
+          "power of two",
+          kStep, sp);
+    return sp;
+  }
+  int best = 1;
+  for (int sp = 2; sp <= w.cluster.gpus_per_node && kStep % sp == 0; sp *= 2) {
+    planner::Workload v = w;
+    v.train.sequence_parallel = sp;
+    v.train.seq_len = kStep;
+    if (layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, {1, sp, 1}, planner::layout_facts(v))
+            .empty() &&
+        planner::sequence_parallel_refusal(v).empty() &&
+        (!w.model.is_moe() || flags.ep.empty() || flags.ep == "1"))
+      best = sp;
+  }
+  return best;
+}
 
 std::string gb(int64_t b) {
   return fmt::format("{:.1f}", static_cast<double>(b) / 1e9);
@@ -69,6 +102,7 @@ MaxSeq search_max_seq(const PlanFlags& flags, const planner::SearchOptions& opts
                       const planner::Workload& w) {
   MaxSeq m;
   m.base = w;
+  m.base.train.sequence_parallel = max_seq_sp(flags, w);
   if (!m.base.train.micro_batch && !m.base.train.global_batch) m.base.train.micro_batch = 1;
   // Checkpoint offload is tried where the user left it open and DeepSpeed can run it for this stack.
   m.try_offload = flags.checkpoint_offload.empty() && !w.model.params_only &&
@@ -117,6 +151,7 @@ nlohmann::json max_seq_json(const planner::Workload& w, const MaxSeq& m, int64_t
                         {"model", model_to_json(w)},
                         {"cluster", cluster_to_json(w)},
                         {"max_seq_len", m.lo},
+                        {"sequence_parallel_size", m.base.train.sequence_parallel},
                         {"recommendation", nullptr},
                         {"next_seq_len", m.hi},
                         {"limit", m.limit},
@@ -138,13 +173,25 @@ nlohmann::json max_seq_json(const planner::Workload& w, const MaxSeq& m, int64_t
   return out;
 }
 
+// How the SP size was chosen, for the header.
+std::string sp_phrase(const PlanFlags& flags, const MaxSeq& m) {
+  const int sp = m.base.train.sequence_parallel;
+  if (sp <= 1)
+    return flags.sp.empty() ? ", no sequence parallelism (no Ulysses size > 1 applies here)" : std::string();
+  return flags.sp.empty()
+             ? fmt::format(", Ulysses sp {} (the largest one node and the heads allow; --sp to fix another)",
+                           sp)
+             : fmt::format(", Ulysses sp {}", sp);
+}
+
 std::string max_seq_text(const PlanFlags& flags, const planner::Workload& w, const MaxSeq& m, int64_t max_pos,
                          bool beyond_positions) {
-  std::string s =
-      fmt::format("{} on {} GPUs ({}x{}x{}), micro-batch {}: the longest sequence that fits\n", w.model.name,
-                  w.cluster.world_size(), w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name,
-                  m.base.train.micro_batch ? fmt::format("{}", *m.base.train.micro_batch)
-                                           : std::string("from --global-batch"));
+  std::string s = fmt::format("{} on {} GPUs ({}x{}x{}), micro-batch {}{}: the longest sequence that fits\n",
+                              w.model.name, w.cluster.world_size(), w.cluster.nodes, w.cluster.gpus_per_node,
+                              w.cluster.gpu.name,
+                              m.base.train.micro_batch ? fmt::format("{}", *m.base.train.micro_batch)
+                                                       : std::string("from --global-batch"),
+                              sp_phrase(flags, m));
   s += fmt::format("\n{:>9}  {:<4}  {:>8}  {:>10}  {}\n", "seq", "fits", "peak GB", "tokens/s", "plan");
   for (const Probe& p : m.sweep) {
     if (p.fits()) {
@@ -174,7 +221,7 @@ std::string max_seq_text(const PlanFlags& flags, const planner::Workload& w, con
                "get_checkpoint_hidden_states_offloading_ctx_manager() (offload_activations.py, DeepSpeed "
                ">= 0.19.6).\n";
   s += fmt::format(
-      "Not searched yet: sequence parallelism (Ulysses/ALST), TiledMLP{}.\n",
+      "Not searched yet: TiledMLP, the tiled logits loss{}.\n",
       m.try_offload || !flags.checkpoint_offload.empty() ? "" : "; checkpoint offload (not with this stack)");
   return s;
 }

@@ -13,6 +13,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
+#include "planner/sequence_parallel.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::cli {
@@ -152,9 +153,11 @@ void add_training_flags(CLI::App& app, PlanFlags& f) {
          "Tensor-parallel size (DeepSpeed AutoTP); checked against the model and GPUs, values above 1 "
          "are refused until AutoTP is modelled")
       ->group(t);
-  app.add_option("--sp", f.sp,
-                 "Sequence-parallel size (DeepSpeed Ulysses); checked against the heads and sequence, values "
-                 "above 1 are refused until Ulysses is modelled")
+  app.add_option(
+         "--sp", f.sp,
+         "Sequence-parallel size (DeepSpeed Ulysses/ALST, UlyssesSPAttentionHF): each GPU holds seq/N "
+         "tokens, attention runs the whole sequence on heads/N; must divide the heads, the GPUs and the "
+         "sequence (1 = none; --max-seq picks one when absent)")
       ->group(t);
   app.add_option("--micro-batch", f.micro_batch, "Micro-batch per GPU (searched when absent)")->group(t);
   app.add_option("--seq-len", f.seq_len, "Sequence length in tokens (default 2048)")->group(t);
@@ -335,24 +338,26 @@ hw::ClusterOverrides cluster_overrides(const PlanFlags& f) {
 }
 
 // DeepSpeed needs global = micro x accum x GPUs (runtime/config.py _batch_assertion): --global-batch
-// against the GPUs and the fixed --micro-batch / --grad-accum.
+// against the GPUs and the fixed --micro-batch / --grad-accum. Under --sp the "GPUs" are the
+// data-parallel ranks, GPUs / sp (config.py: world_size = world / sequence_parallel_size).
 void check_global_batch(const planner::TrainingSpec& t, int64_t world) {
   if (!t.global_batch) return;
+  const char* gpus = t.sequence_parallel > 1 ? "data-parallel ranks (GPUs / --sp)" : "GPUs";
   if (*t.global_batch % world != 0)
     throw_user_error(
-        "--global-batch {} is not a multiple of the {} GPUs; DeepSpeed needs global = micro x accum x GPUs",
-        *t.global_batch, world);
+        "--global-batch {} is not a multiple of the {} {}; DeepSpeed needs global = micro x accum x {}",
+        *t.global_batch, world, gpus, gpus);
   const int64_t per_gpu = *t.global_batch / world;
   if (t.micro_batch && per_gpu % *t.micro_batch != 0)
     throw_user_error(
-        "--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} GPUs",
-        *t.global_batch, *t.micro_batch, world);
+        "--global-batch {} is not --micro-batch {} x a whole number of accumulation steps x {} {}",
+        *t.global_batch, *t.micro_batch, world, gpus);
   if (t.micro_batch && t.grad_accum && *t.micro_batch * *t.grad_accum != per_gpu)
-    throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} GPUs", *t.global_batch,
-                     *t.micro_batch, *t.grad_accum, world);
+    throw_user_error("--global-batch {} != --micro-batch {} x --grad-accum {} x {} {}", *t.global_batch,
+                     *t.micro_batch, *t.grad_accum, world, gpus);
   if (t.grad_accum && per_gpu % *t.grad_accum != 0)
-    throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} GPUs",
-                     *t.global_batch, *t.grad_accum, world);
+    throw_user_error("--global-batch {} is not --grad-accum {} x a whole micro-batch x {} {}",
+                     *t.global_batch, *t.grad_accum, world, gpus);
 }
 
 // --checkpointing, --checkpoint-impl and --checkpoint-offload, and whether DeepSpeed can run the offload.
@@ -443,9 +448,6 @@ planner::Workload build_workload(const PlanFlags& f) {
         "and {} is {}; use sdpa or fa2",
         w.cluster.gpu.name, planner::gpu_architecture(w.cluster.gpu));
 
-  const int64_t world = w.cluster.world_size();
-  check_global_batch(t, world);
-
   if (!f.params.empty()) {
     w.model = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));
     if (t.method != planner::Method::Full)
@@ -461,6 +463,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   // The parallel layout (layout/parallel_layout.h): DP is what --tp and --sp leave. --ep keeps its
   // refusals in DeepSpeed AutoEP's own terms (planner/expert_parallel.h expert_parallel_refusal).
   const auto size_flag = [](const std::string& v, const char* flag) {
+    if (v.empty()) return 1;
     const bool digits = !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
     if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
     return std::stoi(v);
@@ -470,6 +473,14 @@ planner::Workload build_workload(const PlanFlags& f) {
   const std::vector<std::string> why =
       layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes, planner::layout_facts(w));
   if (!why.empty()) throw UserError(why.front());
+  w.train.sequence_parallel = sizes.sp;
+  const std::string sp_why = planner::sequence_parallel_refusal(w);
+  if (!sp_why.empty()) throw UserError(sp_why);
+  if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
+    throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
+                     sizes.sp, f.ep);
+  // DeepSpeed's batch arithmetic counts data-parallel ranks: GPUs / --sp (planner/parallel.h).
+  check_global_batch(w.train, planner::data_parallel_size(w));
   return w;
 }
 

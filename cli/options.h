@@ -28,9 +28,9 @@ struct PlanFlags {
   std::string offload_optimizer, offload_param;  // none|cpu|nvme (searched when absent)
   std::string checkpointing;                     // none|selective|full (searched when absent)
   std::string attention = "flash";               // flash|eager
-  std::string kernels;
-  std::string tp = "1", sp = "1";  // --tp / --sp (parallel layout; > 1 not modelled yet) // comma list:
-                                   // sdpa|fa2|flash|eager|liger
+  std::string kernels;                           // comma list: sdpa|fa2|flash|eager|liger
+  // --tp / --sp (parallel layout; TP > 1 not modelled yet); "" = not given (1; --max-seq searches SP).
+  std::string tp = "1", sp;
   std::string deepspeed_version = "0.19.8";  // modelled DeepSpeed release (planner/ds_runtime.h)
   std::string torch_version = "2.11";  // --torch-version: decides SDPA's kernel (planner/torch_version.h)
   std::string z3_leaf_moe = "auto";    // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)

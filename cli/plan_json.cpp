@@ -4,6 +4,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
+#include "planner/parallel.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::cli {
@@ -86,8 +87,13 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
   const auto& z = p.zero;
   json out =
       json{{"zero_stage", z.stage},
-           {"expert_parallel_size",
-            z.ep_size},  // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none
+           // DeepSpeed AutoEP autoep_size (planner/expert_parallel.h); 1 = none.
+           {"expert_parallel_size", z.ep_size},
+           // Ulysses sequence_parallel_size (--sp, planner/sequence_parallel.h); 1 = none.
+           {"sequence_parallel_size", p.sequence_parallel},
+           // The ranks DeepSpeed's batch arithmetic counts (planner/parallel.h data_parallel_size):
+           // global_batch = micro_batch x grad_accum x this.
+           {"data_parallel_size", planner::data_parallel_size(w)},
            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
            {"offload_param", planner::to_string(z.offload_param)},
            {"micro_batch", z.micro_batch},

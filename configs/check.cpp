@@ -17,6 +17,8 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/parallel.h"
+#include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::configs {
@@ -142,6 +144,7 @@ class Reader {
       return std::move(r_);
     }
     runner_rules();
+    sequence_parallel();
     batch();
     precision();
     zero();
@@ -233,6 +236,40 @@ class Reader {
     r_.zero.ep_size = static_cast<int>(size);
   }
 
+  // "sequence_parallel_size" (Ulysses SP, planner/sequence_parallel.h): DeepSpeed's batch arithmetic
+  // divides the world by it (runtime/config.py _configure_train_batch_size, without an mpu), and
+  // UlyssesSPAttentionHF refuses heads or KV heads it cannot split. The workload's --sp stands when the
+  // file has no such key.
+  void sequence_parallel() {
+    r_.sequence_parallel = std::max(1, w_.train.sequence_parallel);
+    const json* v = find(cfg_, {"sequence_parallel_size"});
+    if (v == nullptr || is_auto(v)) return;
+    if (!v->is_number_integer() || v->get<int64_t>() < 1 || v->get<int64_t>() > 1'000'000) {
+      add(Severity::Error, "sequence_parallel_size", fmt::format("{} is not a positive integer", v->dump()),
+          "write the Ulysses group size, e.g. 4");
+      return;
+    }
+    const int sp = static_cast<int>(v->get<int64_t>());
+    if (sp == 1) {
+      r_.sequence_parallel = 1;
+      return;
+    }
+    const std::vector<std::string> why =
+        layout::validate(w_.cluster.nodes, w_.cluster.gpus_per_node, {1, sp, 1}, planner::layout_facts(w_));
+    if (!why.empty()) {
+      add(Severity::Error, "sequence_parallel_size", why.front(), "choose a size the rule allows");
+      return;
+    }
+    planner::Workload probe = w_;
+    probe.train.sequence_parallel = sp;
+    if (const std::string refused = planner::sequence_parallel_refusal(probe); !refused.empty()) {
+      add(Severity::Warning, "sequence_parallel_size", refused + "; predicted without sequence parallelism",
+          "");
+      return;
+    }
+    r_.sequence_parallel = sp;
+  }
+
   // zero_optimization / fp16 / bf16 values as DeepSpeed's pydantic models coerce them.
   std::optional<int64_t> zint(const json* v) const {
     return v && !is_auto(v) ? pydantic_int(*v, v1_) : std::nullopt;
@@ -288,6 +325,10 @@ class Reader {
       if (!v || v->is_null() || (is_auto(v) && fills_auto())) continue;
       std::string t = v->is_string() ? v->get<std::string>() : "";
       std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+      // Under Ulysses SP it is the gradient reductions' dtype at stages 0 and 3
+      // (planner/sequence_parallel.h).
+      if (std::string(key) == "seq_parallel_communication_data_type" && (t == "fp16" || t == "bf16"))
+        sp_comm_fp32_ = false;
       if (t != "fp16" && t != "bf16" && t != "fp32")
         add(Severity::Error, key,
             fmt::format(
@@ -302,7 +343,8 @@ class Reader {
   // gradient_accumulation_steps, train_batch_size = world * micro * accum), then DeepSpeed's own
   // completion and assertion (runtime/config.py _set_batch_related_parameters, _batch_assertion).
   void batch() {
-    const int64_t world = w_.cluster.world_size();
+    // DeepSpeed's "world" here is the data-parallel size: GPUs / sequence_parallel_size.
+    const int64_t world = w_.cluster.world_size() / std::max(1, r_.sequence_parallel);
     const auto& t = w_.train;
     // TrainingArguments values: flags, else HF defaults.
     int64_t hf_micro = t.micro_batch.value_or(kHfDefaultMicroBatch);
@@ -408,7 +450,7 @@ class Reader {
   // neither size is given (reported as an error).
   void complete_batch(std::optional<int64_t>& tb, std::optional<int64_t>& mb, std::optional<int64_t>& ga,
                       int64_t hf_micro, int64_t hf_accum) {
-    const int64_t world = w_.cluster.world_size();
+    const int64_t world = w_.cluster.world_size() / std::max(1, r_.sequence_parallel);
     // DeepSpeed's completion of missing values (integer division, as in runtime/config.py). A divisor
     // of 0 is a ZeroDivisionError in DeepSpeed; here it yields 0, which the positivity check below
     // reports. Products are checked (a hostile file must not overflow them).
@@ -665,6 +707,7 @@ class Reader {
     offload_ratio(oo, stage, z);
     read_pin_memory(zo, oo, op, z);
     r_.zero = z;
+    r_.zero.seq_parallel_comm_fp32 = sp_comm_fp32_;
   }
 
   void read_leaf_module(const json& zo, planner::ZeroConfig& z) const {
@@ -1037,6 +1080,7 @@ class Reader {
 
   const json& cfg_;
   const planner::Workload& w_;
+  bool sp_comm_fp32_ = true;  // seq_parallel_communication_data_type (planner::ZeroConfig)
   ReadConfig r_;
   bool v1_ = false;
 };
@@ -1068,6 +1112,7 @@ planner::Workload workload_for_config(const planner::Workload& w, const ReadConf
   wc.train.grad_accum = r.zero.grad_accum;
   wc.train.global_batch = r.train_batch_size;
   wc.train.checkpointing = r.zero.checkpointing;
+  wc.train.sequence_parallel = r.sequence_parallel;
   if (w.train.deepspeed_checkpointing) {  // the config's activation_checkpointing acts (Reader above)
     wc.train.checkpoint_offload =
         r.cpu_checkpointing ? planner::CheckpointOffload::Cpu : planner::CheckpointOffload::None;

@@ -39,6 +39,9 @@ struct ReadConfig {
   // deepspeed): cpu_checkpointing and partition_activations (planner/checkpoint_offload.h).
   bool cpu_checkpointing = false;
   bool partition_activations = false;
+  // "sequence_parallel_size" (Ulysses SP; runtime/config.py reads it for the batch arithmetic), when
+  // zeroplan models it (planner/sequence_parallel.h); 1 otherwise.
+  int sequence_parallel = 1;
 };
 
 // Which DeepSpeed and which launcher the config is judged for.

@@ -40,7 +40,7 @@ const char* group_name(GroupKind k) {
 }
 
 std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSizes& s, const LayoutFacts& f,
-                                  bool modelled_tp_sp) {
+                                  bool modelled_tp) {
   std::vector<std::string> why;
   const int64_t world = static_cast<int64_t>(nodes) * gpus_per_node;
   if (s.tp < 1 || s.sp < 1 || s.ep < 1) {
@@ -72,6 +72,13 @@ std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSize
   if (s.sp > 1 && f.attention_heads > 0 && f.attention_heads % s.sp != 0)
     why.push_back(fmt::format("--sp {} does not divide the model's {} attention heads; valid --sp: {}", s.sp,
                               f.attention_heads, divisors(f.attention_heads)));
+  // KV heads: UlyssesSPAttentionHF.__init__ requires kv % sp == 0 or sp % kv == 0 (it replicates KV
+  // heads sp / kv times when the group is wider than them).
+  if (s.sp > 1 && f.kv_heads > 0 && f.kv_heads % s.sp != 0 && s.sp % f.kv_heads != 0)
+    why.push_back(
+        fmt::format("--sp {} neither divides nor is a multiple of the model's {} KV heads "
+                    "(UlyssesSPAttentionHF requires one or the other)",
+                    s.sp, f.kv_heads));
   if (s.sp > 1 && f.seq_len > 0 && f.seq_len % s.sp != 0)
     why.push_back(
         fmt::format("--sp {} does not divide the sequence length {}; Ulysses gives each rank seq/sp tokens",
@@ -90,19 +97,16 @@ std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSize
       why.push_back(fmt::format("--ep {} does not divide the {} ranks ZeRO partitions over; valid --ep: {}",
                                 s.ep, zero, divisors(zero)));
   }
-  if (!modelled_tp_sp && s.tp > 1)
+  if (!modelled_tp && s.tp > 1)
     why.push_back(
         fmt::format("--tp {}: tensor parallelism (DeepSpeed AutoTP) is not modelled yet; use --tp 1", s.tp));
-  if (!modelled_tp_sp && s.sp > 1)
-    why.push_back(fmt::format(
-        "--sp {}: sequence parallelism (DeepSpeed Ulysses/ALST) is not modelled yet; use --sp 1", s.sp));
   return why;
 }
 
 ParallelLayout::ParallelLayout(int nodes, int gpus_per_node, LayoutSizes sizes, const LayoutFacts& facts)
     : nodes_(nodes), gpus_per_node_(gpus_per_node), sizes_(sizes) {
   if (nodes < 1 || gpus_per_node < 1) throw_user_error("a layout needs at least one node of one GPU");
-  const std::vector<std::string> why = validate(nodes, gpus_per_node, sizes, facts, /*modelled_tp_sp=*/true);
+  const std::vector<std::string> why = validate(nodes, gpus_per_node, sizes, facts, /*modelled_tp=*/true);
   if (!why.empty()) throw UserError(why.front());
 }
 

@@ -15,7 +15,7 @@
 //  - Expert parallelism carves EP groups of contiguous ranks out of the ZeRO group and partitions the
 //    experts' states over the expert-data-parallel group of the same slot in each block
 //    (groups.py _create_expert_and_data_parallel, E+D order).
-// Until the AutoTP and Ulysses issues land, TP and SP above 1 are refused (validate says so).
+// Until the AutoTP issue lands, TP above 1 is refused (validate says so).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -88,8 +88,9 @@ class ParallelLayout {
 };
 
 // The reasons a layout is invalid, one message per broken rule, in checking order; empty when valid.
-// `modelled_tp_sp`: whether TP/SP above 1 are modelled yet (false until the AutoTP and Ulysses issues).
+// `modelled_tp`: whether TP above 1 is modelled yet (false until the AutoTP issue); Ulysses SP is
+// (planner/sequence_parallel.h).
 std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSizes& s, const LayoutFacts& f,
-                                  bool modelled_tp_sp = false);
+                                  bool modelled_tp = false);
 
 }  // namespace zeroplan::layout

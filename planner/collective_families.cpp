@@ -97,7 +97,7 @@ struct Key {
   const void* stats = nullptr;
   int64_t total_params = 0, trainable_params = 0;
   size_t model_hash = 0, cluster_hash = 0;
-  int world = 0, nodes = 0, stage = 0, ep = 1;
+  int world = 0, nodes = 0, stage = 0, ep = 1, sp = 1;
   int64_t rbs = 0, prefetch = 0, thr = 0, max_live = 0, reuse = 0, sub_group = 0, lora_rank = 0;
   int flags = 0;
   bool operator==(const Key&) const = default;
@@ -122,6 +122,7 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
   k.nodes = c.nodes;
   k.stage = z.stage;
   k.ep = z.ep_size;
+  k.sp = w.train.sequence_parallel;  // Ulysses SP: fp32 gradient reductions, stage 0's SP-group scalars
   k.rbs = z.reduce_bucket_size;
   k.prefetch = z.prefetch_bucket_size;
   k.thr = z.param_persistence_threshold;
@@ -137,7 +138,7 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
             // and stage 3's norm all-reduce dtype. Neither changes stage 2's or stage 0's calls.
             int(z.overlap_comm && z.stage == 1) << 22 |
             int(z.offload_optimizer != Offload::None && (z.stage == 1 || z.stage == 3)) << 23 |
-            int(w.model.params_only) << 24;
+            int(w.model.params_only) << 24 | int(z.seq_parallel_comm_fp32) << 25;
   return k;
 }
 

@@ -32,6 +32,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/parallel.h"
+#include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -503,7 +504,10 @@ struct CallListBuilder {
   int64_t accum;
   bool off_opt;
   RuntimePath path;
-  int64_t comm;         // engine.py communication_data_type: the config's value, else fp16/bf16, else fp32
+  int64_t comm;  // engine.py communication_data_type: the config's value, else fp16/bf16, else fp32
+  // The gradient reductions' element size: comm, or fp32 under Ulysses SP (sequence_parallel.h
+  // gradient_reduce_bytes).
+  int64_t grad_comm;
   int micro_step = -1;  // set inside the per-micro-step loops; -1: once per step
   std::vector<CollectiveCall> out;
   const ParamOrder& order;
@@ -538,6 +542,7 @@ CallListBuilder::CallListBuilder(const Workload& w_, const ModelStats& s_, const
       off_opt(stage >= 1 && z_.offload_optimizer != Offload::None),
       path(runtime_path(w_.train.deepspeed_version, stage, w_.train.precision, z_.grad_accum_dtype, off_opt)),
       comm(elem_bytes_of(w_.train.precision)),
+      grad_comm(gradient_reduce_bytes(w_, z_, elem_bytes_of(w_.train.precision))),
       order(cached_param_order(w_, s_, z_)) {
   // module.parameters() order: DeepSpeed's flat buffers, the stage-0 all-reduce, stage 1's
   // boundary reduction (stage_1_and_2.py reduce_gradients walks bit16_groups in order) and the
@@ -561,16 +566,27 @@ void CallListBuilder::engine_allreduce() {
   for (int64_t g : grads) {
     numel += g;
     if (numel > kMemoryOptAllreduceSize) {
-      add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
+      add(kBackward, CollectiveKind::AllReduce, numel * grad_comm, grad_comm,
+          "DeepSpeedEngine.allreduce_bucket");
       numel = 0;
     }
   }
   if (numel > 0)
-    add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedEngine.allreduce_bucket");
+    add(kBackward, CollectiveKind::AllReduce, numel * grad_comm, grad_comm,
+        "DeepSpeedEngine.allreduce_bucket");
   // Plain fp32 optimizer with gradient_clipping (HF Trainer default max_grad_norm 1.0; recorded runs
   // use 1.0): engine.py _take_model_step -> clip_fp32_gradients -> runtime/utils.py clip_grad_norm_,
   // one fp32 all_reduce of the norm (recorded in llama-gqa_s0_n*_fp32_default).
   if (path.wrapper == OptimizerWrapper::Basic) add(kStep, CollectiveKind::AllReduce, 4, 4, "clip_grad_norm_");
+  // FP16_Optimizer under Ulysses SP: DeepSpeed's SP mpu makes the SP group the model-parallel group, and
+  // FP16_Optimizer.step all-reduces its overflow flag (CheckOverflow.has_overflow, uint8) and gradient
+  // norm (get_flattened_grad_norm, fp32) over it (recorded: 1 and 4 bytes in the group of sp ranks;
+  // without an mpu neither call is made).
+  const int sp = std::max(1, w.train.sequence_parallel);
+  if (path.wrapper == OptimizerWrapper::FP16Optimizer && sp > 1) {
+    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 1, 1, sp, "CheckOverflow.has_overflow"});
+    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 4, 4, sp, "get_flattened_grad_norm"});
+  }
   if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
     // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
     const int64_t part = ceil_div(ceil_div(s.mem.trainable_params, 2 * N) * 2 * N, N);
@@ -608,13 +624,14 @@ void CallListBuilder::zero12_multi_rank_flush(const std::vector<size_t>& members
   for (int64_t e : slices) {
     numel += e;
     if (numel > z.reduce_bucket_size) {
-      add(kBackward, CollectiveKind::AllReduce, numel * comm, comm,
+      add(kBackward, CollectiveKind::AllReduce, numel * grad_comm, grad_comm,
           "DeepSpeedZeroOptimizer.allreduce_bucket");
       numel = 0;
     }
   }
   if (numel > 0)
-    add(kBackward, CollectiveKind::AllReduce, numel * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+    add(kBackward, CollectiveKind::AllReduce, numel * grad_comm, grad_comm,
+        "DeepSpeedZeroOptimizer.allreduce_bucket");
 }
 
 // use_multi_rank_bucket_allreduce false: one flush's slices reduced to their owning ranks.
@@ -640,7 +657,8 @@ void CallListBuilder::zero12_per_owner_flush(const std::vector<size_t>& members,
     }
   }
   for (int64_t e : numel) {
-    add(kBackward, CollectiveKind::AllReduce, e * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+    add(kBackward, CollectiveKind::AllReduce, e * grad_comm, grad_comm,
+        "DeepSpeedZeroOptimizer.allreduce_bucket");
     out.back().to_one_rank = true;
   }
 }
@@ -682,7 +700,8 @@ void CallListBuilder::zero12() {
         // is rank 0's, merged into one below-or-above-bucket slice, one call either way).
         int64_t b = 0;
         for (size_t i : members) b += reduce_order[i];
-        add(kBackward, CollectiveKind::AllReduce, b * comm, comm, "DeepSpeedZeroOptimizer.allreduce_bucket");
+        add(kBackward, CollectiveKind::AllReduce, b * grad_comm, grad_comm,
+            "DeepSpeedZeroOptimizer.allreduce_bucket");
       } else {
         zero12_multi_rank_flush(members, reduce_idx, offset, part);
       }
@@ -755,7 +774,7 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
         if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
         const int64_t g = all[pi];
         if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
-          add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm,
+          add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * grad_comm, grad_comm,
               "_torch_reduce_scatter_fn");
           bucket_elems = bucket_payload = 0;
         }
@@ -783,7 +802,8 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
   }
   // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
   if (bucket_elems > 0)
-    add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * comm, comm, "_torch_reduce_scatter_fn");
+    add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * grad_comm, grad_comm,
+        "_torch_reduce_scatter_fn");
 }
 
 void CallListBuilder::stage3() {

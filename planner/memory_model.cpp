@@ -27,6 +27,7 @@
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/parallel.h"
+#include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -595,7 +596,9 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
     }
   }
   if (z.contiguous_gradients)
-    out.add_gpu("gradient bucket (IPG)", Category::Buffers, checked_mul(pe, z.reduce_bucket_size), kAllPhases,
+    // In the communication dtype: fp32 under Ulysses SP (planner/sequence_parallel.h).
+    out.add_gpu("gradient bucket (IPG)", Category::Buffers,
+                checked_mul(gradient_reduce_bytes(w, z, pe), z.reduce_bucket_size), kAllPhases,
                 "stage3.py ipg_buckets[dtype].buffer: one reduce_bucket_size buffer, allocated at init")
         .ds_name =
         w.train.deepspeed_version == DeepSpeedVersion::V0_16_9
@@ -806,14 +809,14 @@ void StatesContext::add_loss(MemoryBreakdown& out, int64_t b, bool liger) const 
     // input dtype), the loss and the logits' gradient in place, and accumulates grad_input (BT x H,
     // input dtype) and, when the head trains, grad_weight (V x H, weight dtype) - both saved for the
     // backward, which only scales them. No b*s*V logits, fp32 upcast or log-probabilities.
-    const int64_t bt = checked_mul(b, w.train.seq_len);
+    const int64_t bt = checked_mul(b, w.train.rank_seq_len());
     const int64_t h = std::max<int64_t>(1, w.model.hidden_size);
     const int64_t v = w.model.vocab_size;
     const int64_t inc = ceil_div(v, h);
     int64_t chunk = 1;
     while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
     const int64_t ea =
-        a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.seq_len));  // input dtype
+        a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.rank_seq_len()));  // input dtype
     // These and the chunk below exist from the head on (the forward's loss moment).
     out.add_gpu("Liger FLCE input gradient (saved)", Category::Activations,
                 checked_mul(checked_mul(bt, h), ea), kFwdBwd,
@@ -1128,7 +1131,8 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   out.host_load_per_node = checked_mul(ctx.host_load_per_rank(), ranks_per_node);
 
   ctx.settle_backward_moments(out);
-  apply_expert_parallel_memory(w, stats, z, out);  // z.ep_size > 1 only (planner/expert_parallel.h)
+  apply_expert_parallel_memory(w, stats, z, out);    // z.ep_size > 1 only (planner/expert_parallel.h)
+  apply_sequence_parallel_memory(w, stats, z, out);  // --sp > 1 only (planner/sequence_parallel.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
   return out;

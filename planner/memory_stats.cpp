@@ -365,7 +365,7 @@ int64_t mlp_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, bo
 
 LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t e, bool moe_layer) {
   const auto& m = w.model;
-  const int64_t s = w.train.seq_len;
+  const int64_t s = w.train.rank_seq_len();  // per rank: Ulysses SP splits the sequence
   const int64_t h = m.hidden_size;
   const int64_t a = m.num_heads;
   const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
@@ -560,7 +560,7 @@ void head_and_loss_stats(const Workload& w, const LoraTargets& lt, const LayerFl
   const bool fp32 = w.train.precision == Precision::FP32;
   const bool lora = w.train.method != Method::Full;
   const int64_t e = st.act_elem_bytes;
-  const int64_t s = w.train.seq_len;
+  const int64_t s = w.train.rank_seq_len();  // per rank: Ulysses SP splits the sequence
   const int64_t h = m.hidden_size;
   const int64_t V = m.vocab_size;
   ActivationStats& act = st.act;
@@ -611,7 +611,7 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
   const bool lora = w.train.method != Method::Full;
   // Activations.
   const int64_t e = st.act_elem_bytes;
-  const int64_t s = w.train.seq_len;
+  const int64_t s = w.train.rank_seq_len();  // per rank: Ulysses SP splits the sequence
   const int64_t h = m.hidden_size;
   const LayerFlags f = layer_flags(w, first_decoder);
   // The repeated layer is a MoE one for MoE models; dense layers among them (DeepSeek's

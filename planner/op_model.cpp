@@ -580,8 +580,16 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
                                    : "attention core (eager)";
   // Attention core FLOPs the kernel computes (causal: half of the square; FlashAttention's
   // benchmark convention, Dao 2023 §4.1): forward 4*b*s^2*q / 2, backward 2.5x.
-  attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5;
-  attn_io = a * m * (2 * q + 2 * kv);  // read q, k, v, write o
+  // Ulysses SP (ulysses_sp.py UlyssesSPAttentionHF): after the all-to-alls a rank runs the kernel over
+  // the whole sequence for heads/sp query heads, 1/sp of these FLOPs; its q and o are its tokens'
+  // widths (sp x the tokens at 1/sp of the heads), its k and v likewise unless sp exceeds the KV heads,
+  // where kv_replication_factor = sp / kv copies each head so every rank holds one whole KV head.
+  const double sp = static_cast<double>(std::max(1, w.train.sequence_parallel));
+  attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5 / sp;
+  const double kv_heads = static_cast<double>(
+      std::max<int64_t>(1, w.model.num_kv_heads > 0 ? w.model.num_kv_heads : w.model.num_heads));
+  const double kv_rank = kv * std::max(1.0, sp / kv_heads);
+  attn_io = a * m * (2 * q + 2 * kv_rank);  // read q, k, v, write o
   // Eager attention (no SDPA path, or --attention eager): transformers' eager_attention_forward
   // materialises the full [b, heads, s, s] score tensor (no causal skipping): two batched GEMMs
   // forward (Q K^T writes the scores, P V reads them), four backward (dP = dO V^T, dV = P^T dO,
@@ -855,7 +863,9 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
             g.hbm_GBps * 1e9 * g.hbm_efficiency * d.elementwise_bandwidth_factor,
             sustained_tensor_core_factor(g),
             d.host_us_per_kernel * 1e-6 / w.train.host_speed};
-  const double m = static_cast<double>(micro * w.train.seq_len);
+  // Tokens this rank runs per micro-step (Ulysses SP: its seq/sp share) and the sequence attention
+  // spans (the whole one, also under SP: LayerOps scales the attention core by the rank's heads).
+  const double m = static_cast<double>(micro * w.train.rank_seq_len());
   const double L = static_cast<double>(std::max<int64_t>(1, s.num_layers));
   const double seq = static_cast<double>(w.train.seq_len);
 

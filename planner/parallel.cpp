@@ -20,7 +20,12 @@ layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z) {
   // Expert parallelism is validated with the model's facts by planner/expert_parallel.h, whose
   // refusals name DeepSpeed's own rules; the layout only needs the group sizes here.
   return layout::ParallelLayout(std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
-                                {1, 1, std::max(1, z.ep_size)}, layout::LayoutFacts{});
+                                {1, std::max(1, w.train.sequence_parallel), std::max(1, z.ep_size)},
+                                layout::LayoutFacts{});
+}
+
+int64_t data_parallel_size(const Workload& w) {
+  return w.cluster.world_size() / std::max(1, w.train.sequence_parallel);
 }
 
 }  // namespace zeroplan::planner

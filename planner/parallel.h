@@ -1,8 +1,9 @@
 #pragma once
 // The plan's parallel layout (layout/parallel_layout.h) from the workload and the candidate's knobs:
-// today every rank is data-parallel except AutoEP's expert groups (z.ep_size); TP and SP stay 1 until
-// the AutoTP and Ulysses issues. The planner reads group sizes from here, never from the world size
-// (issue 25): ZeRO partitions over layout.zero(), expert states over layout.expert_dp().
+// every rank is data-parallel except AutoEP's expert groups (z.ep_size) and Ulysses SP groups
+// (w.train.sequence_parallel); TP stays 1 until the AutoTP issue. The planner reads group sizes from here,
+// never from the world size (issue 25): ZeRO partitions over layout.zero(), expert states over
+// layout.expert_dp().
 #include "layout/parallel_layout.h"
 #include "planner/training_spec.h"
 #include "planner/zero_config.h"
@@ -15,5 +16,10 @@ layout::LayoutFacts layout_facts(const Workload& w);
 // The layout a candidate runs on (throws UserError if z.ep_size breaks a rule; the search only
 // proposes valid ones).
 layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z);
+
+// The data-parallel size DeepSpeed's batch arithmetic uses: the GPUs over the sequence-parallel size
+// (runtime/config.py _configure_train_batch_size: world_size = world / sequence_parallel_size), so
+// train_batch_size = micro x accum x this. Distinct sequences per micro-step = micro x this.
+int64_t data_parallel_size(const Workload& w);
 
 }  // namespace zeroplan::planner

@@ -16,7 +16,10 @@ struct Plan {
   ZeroConfig zero;
   Precision precision = Precision::BF16;
   int64_t seq_len = 0;
-  int64_t global_batch = 0;  // micro_batch * grad_accum * world
+  int sequence_parallel = 1;  // Ulysses SP size (TrainingSpec::sequence_parallel)
+  int64_t global_batch = 0;   // sequences per step: micro_batch * grad_accum * data-parallel ranks
+  // Tokens of each sequence one rank processes (Ulysses SP splits the sequence).
+  int64_t rank_seq_len() const { return seq_len / (sequence_parallel > 1 ? sequence_parallel : 1); }
   MemoryBreakdown memory;
   StepTime time;
   bool fits = false;

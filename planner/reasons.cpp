@@ -13,7 +13,9 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/cpu_optimizer.h"
 #include "planner/expert_parallel.h"
+#include "planner/parallel.h"
 #include "planner/search.h"
+#include "planner/sequence_parallel.h"
 #include "planner/time_model.h"
 #include "planner/zero3_leaf.h"
 
@@ -155,8 +157,8 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
   const double d_comm =
       per_tok(other.time.exposed_communication_s, other) - per_tok(rec.time.exposed_communication_s, rec);
   const double d_off = per_tok(other.time.offload_s, other) - per_tok(rec.time.offload_s, rec);
-  const int64_t tok_other = other.zero.micro_batch * other.zero.grad_accum * other.seq_len;
-  const int64_t tok_rec = rec.zero.micro_batch * rec.zero.grad_accum * rec.seq_len;
+  const int64_t tok_other = other.zero.micro_batch * other.zero.grad_accum * other.rank_seq_len();
+  const int64_t tok_rec = rec.zero.micro_batch * rec.zero.grad_accum * rec.rank_seq_len();
   const double d_hook = per_tok(other.time.hook_overhead_s, other) - per_tok(rec.time.hook_overhead_s, rec);
   std::string why;
   if (d_hook > d_comp && d_hook > d_comm && d_hook > d_off) {
@@ -216,7 +218,7 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
     ZeroConfig z = rec.zero;
     z.grad_accum = rec.zero.grad_accum * 4;
     out.push_back({fmt::format("--grad-accum {} (global batch {})", z.grad_accum,
-                               z.micro_batch * z.grad_accum * w.cluster.world_size()),
+                               z.micro_batch * z.grad_accum * data_parallel_size(w)),
                    eval(z)});
   }
   // Checkpointing and micro-batch: the best micro-batch for each other checkpointing mode, same
@@ -366,7 +368,8 @@ std::vector<std::string> what_would_fit(const Workload& w, const ModelStats& s, 
     }
   }
   // A shorter sequence when activations dominate.
-  if (closest->memory.category(Category::Activations) > closest->memory.peak / 3 && w.train.seq_len > 256) {
+  if (closest->memory.category(Category::Activations) > closest->memory.peak / 3 && w.train.seq_len > 256 &&
+      (w.train.seq_len / 2) % std::max(1, w.train.sequence_parallel) == 0) {
     Workload v = w;
     v.train.seq_len = w.train.seq_len / 2;
     const ModelStats vs = compute_model_stats(v);
@@ -507,6 +510,29 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
 
 // --allow bf16-master (planner/plan.h): what the bf16 master weights and optimizer states buy against
 // the best plan with fp32 masters, and the numerics they change.
+// Ulysses SP (planner/sequence_parallel.h): what the rank holds, what the all-to-alls cost, and what stays
+// as without SP.
+std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, const Plan& rec) {
+  const int sp = w.train.sequence_parallel;
+  if (sp <= 1) return "";
+  const SequenceParallelCosts c = sequence_parallel_costs(w, s, rec.zero);
+  const int64_t heads = std::max<int64_t>(1, w.model.num_heads);
+  return fmt::format(
+      "Sequence parallelism: Ulysses sp {} (DeepSpeed UlyssesSPAttentionHF, sequence_parallel_size {}) gives "
+      "each GPU {} of each {}-token sequence outside attention, so its activations are those of {} tokens "
+      "({} saved per micro-step); inside attention all-to-alls hand it the whole sequence for {} of the {} "
+      "heads. "
+      "They cost {} calls per step moving {} per GPU in {}, all exposed (synchronous all_to_all_single "
+      "over {}). ZeRO still partitions over all {} GPUs, and the {} data-parallel ranks make the global "
+      "batch {} sequences. Not priced: DeepSpeed reduces gradients in fp32 under SP "
+      "(seq_parallel_communication_data_type's default).",
+      sp, sp, w.train.rank_seq_len(), w.train.seq_len, w.train.rank_seq_len(),
+      gb(rec.memory.saved_activation_bytes()), heads / sp, heads,
+      c.a2a_calls_per_step + c.gather_calls_per_step, gb(c.a2a_bytes_per_step), ms(c.time_s),
+      sp <= w.cluster.gpus_per_node ? w.cluster.intra_node.name : w.cluster.inter_node.name,
+      w.cluster.world_size(), data_parallel_size(w), rec.global_batch);
+}
+
 std::string bf16_master_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
                                  const Plan& rec) {
   SearchOptions o = opts;
@@ -702,6 +728,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
+  if (const std::string q = sequence_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
   if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
   if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
@@ -737,9 +764,10 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
                       rec.zero.micro_batch, z.micro_batch, tps(next.tokens_per_s)));
     }
   } else if (w.train.global_batch) {
-    r.reasons.push_back(fmt::format("Global batch {} = micro-batch {} x grad-accum {} x {} GPUs, as asked.",
+    r.reasons.push_back(fmt::format("Global batch {} = micro-batch {} x grad-accum {} x {} {}, as asked.",
                                     rec.global_batch, rec.zero.micro_batch, rec.zero.grad_accum,
-                                    w.cluster.world_size()));
+                                    data_parallel_size(w),
+                                    w.train.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs"));
   }
 
   // What to change: every one-knob variant that fits and is at least 2% faster, fastest first; and

@@ -28,6 +28,7 @@
 #include "planner/invariants.h"
 #include "planner/memory_model.h"
 #include "planner/op_model.h"
+#include "planner/parallel.h"
 #include "planner/reasons.h"
 #include "planner/time_model.h"
 
@@ -78,13 +79,15 @@ struct BatchPlan {
 
 BatchPlan plan_batches(const Workload& w) {
   const TrainingSpec& t = w.train;
-  const int64_t world = w.cluster.world_size();
+  // Each sequence-parallel group trains the same sequences: the batch divides over data-parallel ranks.
+  const int64_t world = data_parallel_size(w);
   BatchPlan bp;
   if (t.global_batch) {
     const int64_t g = *t.global_batch;
     if (g % world != 0)
-      throw_user_error("--global-batch {} is not a multiple of the {} GPUs; use a multiple of {} (e.g. {})",
-                       g, world, world, std::max<int64_t>(world, g / world * world));
+      throw_user_error("--global-batch {} is not a multiple of the {} {}; use a multiple of {} (e.g. {})", g,
+                       world, t.sequence_parallel > 1 ? "data-parallel ranks (GPUs / --sp)" : "GPUs", world,
+                       std::max<int64_t>(world, g / world * world));
     bp.global_fixed = true;
     bp.per_gpu = g / world;
     if (t.micro_batch && t.grad_accum) {
@@ -205,8 +208,9 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
   p.zero = z;
   p.precision = w.train.precision;
   p.seq_len = w.train.seq_len;
+  p.sequence_parallel = std::max(1, w.train.sequence_parallel);
   const int64_t world = w.cluster.world_size();
-  p.global_batch = z.micro_batch * z.grad_accum * world;
+  p.global_batch = z.micro_batch * z.grad_accum * data_parallel_size(w);  // sequences per step
   p.memory = estimate_memory(w, s, z);
   p.capacity_bytes =
       static_cast<int64_t>(static_cast<double>(w.cluster.gpu.memory_bytes) * (1.0 - memory_margin));
@@ -251,6 +255,13 @@ namespace {
 // `result.ep_refusal` why none above 1 applies to a MoE model.
 std::vector<int> expert_parallel_choices(const Workload& w, const SearchOptions& opts, SearchResult& result) {
   std::vector<int> ep_choices = {1};
+  if (w.train.sequence_parallel > 1) {
+    // Ulysses SP with AutoEP: not modelled (and DeepSpeed 0.19.8 refuses it at stage 3:
+    // engine.py _validate_zero3_moe_compatibility).
+    if (w.model.is_moe())
+      result.ep_refusal = "not modelled together with --sp (Ulysses sequence parallelism)";
+    return ep_choices;
+  }
   if (opts.ep) {
     // search() refused a size DeepSpeed cannot run for the user's workload; the variants the reasons
     // explore (LoRA, more GPUs) fall back to no expert parallelism where the fixed size does not apply.

@@ -78,6 +78,7 @@
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/op_model.h"
+#include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -260,12 +261,14 @@ double checkpoint_offload_s(const Workload& w, const ActivationStats& a, const Z
 // Model FLOPs (PaLM Appendix B) and hardware FLOPs per GPU per step, and MFU/HFU over step_s.
 void add_model_flops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, StepTime& st) {
   const double tokens =
-      static_cast<double>(z.micro_batch * std::max<int64_t>(1, z.grad_accum) * w.train.seq_len);
+      static_cast<double>(z.micro_batch * std::max<int64_t>(1, z.grad_accum) * w.train.rank_seq_len());
   // Attention term: PaLM's 12*L*H*Q*T counts the full T x T score square; a causal decoder needs
   // only the lower triangle (FlashAttention-2 §4.1 halves the count for causal, and the kernels skip
   // the masked blocks), so, counting only the FLOPs the method needs (as for LoRA's frozen weights),
-  // we count 6*L*H*Q*T. Stated convention: MFUs that use PaLM's full square read higher at long
-  // sequences (at 32k tokens the attention term exceeds 6N for a 7B model).
+  // we count 6*L*H*Q*T. Under Ulysses SP a rank's tokens attend over the whole sequence T (for its
+  // heads / sp heads: the same FLOPs per token), so T stays the sequence. Stated convention: MFUs that use
+  // PaLM's full square read higher at long sequences (at 32k tokens the attention term exceeds 6N for a 7B
+  // model).
   const double attn = s.params_only
                           ? 0.0
                           : 6.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
@@ -833,7 +836,8 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   }
   st.exposed_communication_s = exposed;
   st.offload_s = offload;
-  apply_expert_parallel_time(w, ms, z, st);  // z.ep_size > 1 only (planner/expert_parallel.h)
+  apply_expert_parallel_time(w, ms, z, st);    // z.ep_size > 1 only (planner/expert_parallel.h)
+  apply_sequence_parallel_time(w, ms, z, st);  // --sp > 1 only (planner/sequence_parallel.h)
   // Compute that runs beside NCCL kernels is slowed by them (SMs and HBM shared): the hidden part of
   // the communication, bounded by the compute it hides behind, costs nccl_overlap_slowdown of itself
   // (planner/data/time_model.json "nccl_overlap").

@@ -55,7 +55,16 @@ struct TrainingSpec {
   Method method = Method::Full;
   int64_t lora_rank = 16;
   std::vector<std::string> lora_targets;  // empty = all linear projections in decoder layers
-  int64_t seq_len = 2048;
+  int64_t seq_len = 2048;                 // the sequence, in tokens (what --seq-len says)
+  // --sp: Ulysses sequence parallelism as DeepSpeed runs it for HF models (>= 0.17.0:
+  // runtime/sequence_parallel/ulysses_sp.py UlyssesSPAttentionHF, the ALST recipe; planner/
+  // sequence_parallel.h). Each rank of an SP group holds seq_len / sequence_parallel tokens of the same
+  // sequences everywhere except inside attention, where all-to-alls give it the whole sequence for
+  // heads / sequence_parallel heads. 1 = none.
+  int sequence_parallel = 1;
+  // The tokens of each sequence one rank processes outside attention: what every per-token size (saved
+  // activations, logits, GEMM rows) is counted over.
+  int64_t rank_seq_len() const { return seq_len / (sequence_parallel > 1 ? sequence_parallel : 1); }
   // Fixed by the user when set; searched otherwise.
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> grad_accum;

@@ -58,6 +58,11 @@ struct ZeroConfig {
   // whether save_16bit_model (HF Trainer.save_model) gathers the stage-3 model on rank 0
   // (planner/save_phase.h). zeroplan's emitted stage-3 configs set it true; `check` reads the user's.
   bool gather_16bit_weights_on_model_save = false;
+  // seq_parallel_communication_data_type (runtime/config.py; default "fp32", runtime/constants.py
+  // SEQ_PARALLEL_COMMUNICATION_DATA_TYPE_DEFAULT): under Ulysses SP the engine's communication_data_type
+  // becomes it (engine.py), so stages 0 and 3 reduce gradients in fp32 unless the config says
+  // "bf16"/"fp16" (false here); stages 1-2 use fp32 whatever it says (planner/sequence_parallel.h).
+  bool seq_parallel_comm_fp32 = true;
   // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
   bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 

@@ -117,7 +117,11 @@ std::vector<BadInput> catalogue() {
       {"precision_unknown", with({"--precision", "fp8"}), "--precision"},
       {"kernels_unknown", with({"--kernels", "sdpa,triton"}), "--kernels"},
       {"tp_does_not_divide", with({"--tp", "3"}), "--tp"},
-      {"sp_not_modelled", with({"--sp", "2"}), "--sp"},
+      // Ulysses SP: DeepSpeed refuses eager attention (ulysses_sp.py register_with_transformers) and 0.16.9
+      // predates UlyssesSPAttentionHF (0.17.0).
+      {"sp_eager_attention", with({"--sp", "2", "--attention", "eager"}), "--sp"},
+      {"sp_before_0_17", with({"--sp", "2", "--deepspeed-version", "0.16.9"}), "--sp"},
+      {"sp_with_ep", with({"--sp", "2", "--ep", "2"}), "--sp"},
       {"tp_not_a_number", with({"--tp", "two"}), "--tp"},
       {"method_typo", with({"--method", "lorra"}), "lora"},
       {"offload_unknown", with({"--offload-optimizer", "gpu"}), "--offload-optimizer"},

@@ -1,7 +1,8 @@
-// --max-seq (issue 27 item 3, without sequence parallelism yet): the answer is checked against the
-// plan search it summarises, run independently: at the reported length `zeroplan --seq-len S` finds a
-// plan, at S + 1024 (the search's step) it finds none, and the reported plan is the one the plan search
-// recommends at S. Where nothing fits with the checkpoints on the GPU, --max-seq also tries them in host
+// --max-seq (issue 27 item 3): the answer is checked against the plan search it summarises, run
+// independently: at the reported length `zeroplan --seq-len S --sp N` finds a plan, at S + 1024 (the
+// search's step) it finds none, and the reported plan is the one the plan search recommends at S.
+// Without --sp it plans with the largest Ulysses size one node and the heads allow (8 for Llama-2-7B's 32
+// heads on 8 GPUs). Where nothing fits with the checkpoints on the GPU, --max-seq also tries them in host
 // memory (--checkpoint-offload cpu), so the check runs the plan search with the same choice. User errors
 // exit 2 with one line.
 #include <gtest/gtest.h>
@@ -16,9 +17,10 @@ namespace {
 
 using zeroplan::testing::run_cli;
 
-nlohmann::json plan_at(int64_t seq, bool offload) {
-  const auto r = run_cli({"--model", "7b", "--gpus", "8xA100", "--micro-batch", "1", "--seq-len",
-                          std::to_string(seq), "--checkpoint-offload", offload ? "cpu" : "none", "--json"});
+nlohmann::json plan_at(int64_t seq, bool offload, int sp) {
+  const auto r =
+      run_cli({"--model", "7b", "--gpus", "8xA100", "--micro-batch", "1", "--seq-len", std::to_string(seq),
+               "--checkpoint-offload", offload ? "cpu" : "none", "--sp", std::to_string(sp), "--json"});
   EXPECT_TRUE(r.exit_code == 0 || r.exit_code == 1) << r.err;
   return nlohmann::json::parse(r.out);
 }
@@ -31,20 +33,32 @@ TEST(CliMaxSeq, TheAnswerIsWhereThePlanSearchStopsFitting) {
   ASSERT_GT(s, 0);
   EXPECT_EQ(s % 1024, 0);
   EXPECT_EQ(j["next_seq_len"].get<int64_t>(), s + 1024);
+  const int sp = j["sequence_parallel_size"].get<int>();
+  EXPECT_EQ(sp, 8);  // 32 heads, 32 KV heads, 8 GPUs per node
+  EXPECT_EQ(j["recommendation"]["sequence_parallel_size"], sp);
   const bool offloaded = j["recommendation"].contains("checkpoint_offload");
-  const auto at = plan_at(s, offloaded);
+  const auto at = plan_at(s, offloaded, sp);
   ASSERT_FALSE(at["recommendation"].is_null()) << "seq " << s;
   EXPECT_EQ(at["recommendation"]["memory"]["gpu"]["peak"], j["recommendation"]["memory"]["gpu"]["peak"]);
-  EXPECT_TRUE(plan_at(s + 1024, false)["recommendation"].is_null()) << "seq " << s + 1024;
-  EXPECT_TRUE(plan_at(s + 1024, true)["recommendation"].is_null()) << "seq " << s + 1024;
+  EXPECT_TRUE(plan_at(s + 1024, false, sp)["recommendation"].is_null()) << "seq " << s + 1024;
+  EXPECT_TRUE(plan_at(s + 1024, true, sp)["recommendation"].is_null()) << "seq " << s + 1024;
   // With the offload ruled out the answer is where the search without it stops fitting, no longer.
   const auto none =
       run_cli({"--model", "7b", "--gpus", "8xA100", "--max-seq", "--checkpoint-offload", "none", "--json"});
   ASSERT_EQ(none.exit_code, 0) << none.err;
   const int64_t s0 = nlohmann::json::parse(none.out)["max_seq_len"].get<int64_t>();
   EXPECT_LE(s0, s);
-  EXPECT_FALSE(plan_at(s0, false)["recommendation"].is_null());
-  EXPECT_TRUE(plan_at(s0 + 1024, false)["recommendation"].is_null());
+  EXPECT_FALSE(plan_at(s0, false, sp)["recommendation"].is_null());
+  EXPECT_TRUE(plan_at(s0 + 1024, false, sp)["recommendation"].is_null());
+  // Without sequence parallelism (--sp 1) the answer is shorter: each GPU holds the whole sequence.
+  const auto one = run_cli({"--model", "7b", "--gpus", "8xA100", "--max-seq", "--sp", "1", "--json"});
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  const auto j1 = nlohmann::json::parse(one.out);
+  EXPECT_EQ(j1["sequence_parallel_size"], 1);
+  const int64_t s1 = j1["max_seq_len"].get<int64_t>();
+  EXPECT_LT(s1, s);
+  EXPECT_FALSE(
+      plan_at(s1, j1["recommendation"].contains("checkpoint_offload"), 1)["recommendation"].is_null());
   // The table: doubling from 1024, every fitting row below the answer, the last row the first that fails.
   const auto& sweep = j["sweep"];
   ASSERT_GE(sweep.size(), 2u);
@@ -56,6 +70,9 @@ TEST(CliMaxSeq, TheAnswerIsWhereThePlanSearchStopsFitting) {
 TEST(CliMaxSeq, UserErrors) {
   zeroplan::testing::expect_cli_user_error(
       {"--model", "7b", "--gpus", "8xA100", "--max-seq", "--emit", "/tmp/x.json"}, "--max-seq");
+  // 3 divides neither the 8 GPUs nor the 1024-token step: the layout rule speaks first.
+  zeroplan::testing::expect_cli_user_error({"--model", "7b", "--gpus", "8xA100", "--max-seq", "--sp", "3"},
+                                           "--sp");
 }
 
 }  // namespace

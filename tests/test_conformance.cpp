@@ -29,8 +29,8 @@
 #include "common/errors.h"
 #include "common/json_file.h"
 #include "configs/check.h"
-#include "models/hf_config.h"
 #include "hwprofiles/cluster.h"
+#include "models/hf_config.h"
 #include "models/model_spec.h"
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
@@ -38,6 +38,7 @@
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
 #include "planner/save_phase.h"
+#include "planner/sequence_parallel.h"
 #include "planner/time_model.h"
 
 namespace zeroplan::planner {
@@ -49,6 +50,9 @@ using nlohmann::json;
 const fs::path kFixtures = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures";
 // Releases other than the newest, recorded with the same harness (docs/conformance.md).
 const fs::path kOtherVersions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-other-versions";
+// Ulysses sequence parallelism (planner/sequence_parallel.h; docs/conformance-sp.md), and the no-SP runs
+// with the same tokens per rank recorded beside them.
+const fs::path kSequenceParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-sp";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
@@ -56,13 +60,14 @@ const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/kn
 // Paths relative to tests/deepspeed/ ("fixtures/0.19.8/x.json", "fixtures-other-versions/0.16.9/x.json").
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;
-  for (const fs::path& root : {kFixtures, kOtherVersions}) {
+  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel}) {
     if (!fs::exists(root)) continue;
     for (const auto& dir : fs::directory_iterator(root)) {
       if (!dir.is_directory()) continue;
       for (const auto& f : fs::directory_iterator(dir.path())) {
         const std::string name = f.path().filename().string();
-        if (f.path().extension() != ".json" || name.rfind("failures-", 0) == 0 || name.rfind("timings-", 0) == 0)
+        if (f.path().extension() != ".json" || name.rfind("failures-", 0) == 0 ||
+            name.rfind("timings-", 0) == 0)
           continue;
         out.push_back(fs::relative(f.path(), root.parent_path()).string());
       }
@@ -73,7 +78,8 @@ std::vector<std::string> fixture_files() {
 }
 
 const json& exceptions() {
-  static const json j = fs::exists(kExceptions) ? read_json_file(kExceptions.string(), "test data") : json::object();
+  static const json j =
+      fs::exists(kExceptions) ? read_json_file(kExceptions.string(), "test data") : json::object();
   return j;
 }
 
@@ -91,21 +97,28 @@ std::string exception_for(const std::string& fixture, const std::string& check) 
 }
 
 // A check that either agrees, or disagrees with a documented reason (reported, not failed).
-#define CONFORM(check, ok, detail)                                                           \
-  do {                                                                                       \
-    std::ostringstream os_;                                                                  \
-    os_ << detail;                                                                           \
-    const std::string reason_ = exception_for(fixture_name, check);                          \
-    if (reason_.empty()) {                                                                   \
-      EXPECT_TRUE(ok) << fixture_name << " [" << check << "] " << os_.str();                 \
-    } else if (ok) {                                                                         \
-      ADD_FAILURE() << fixture_name << " [" << check << "] agrees now: remove its entry in " \
-                    << "tests/deepspeed/known_exceptions.json";                              \
-    } else {                                                                                 \
-      std::printf("known exception %s [%s]: %s\n  (%s)\n", fixture_name.c_str(), check,     \
-                  os_.str().c_str(), reason_.c_str());                                       \
-    }                                                                                        \
+#define CONFORM(check, ok, detail)                                                                         \
+  do {                                                                                                     \
+    std::ostringstream os_;                                                                                \
+    os_ << detail;                                                                                         \
+    const std::string reason_ = exception_for(fixture_name, check);                                        \
+    if (reason_.empty()) {                                                                                 \
+      EXPECT_TRUE(ok) << fixture_name << " [" << check << "] " << os_.str();                               \
+    } else if (ok) {                                                                                       \
+      ADD_FAILURE() << fixture_name << " [" << check << "] agrees now: remove its entry in "               \
+                    << "tests/deepspeed/known_exceptions.json";                                            \
+    } else {                                                                                               \
+      std::printf("known exception %s [%s]: %s\n  (%s)\n", fixture_name.c_str(), check, os_.str().c_str(), \
+                  reason_.c_str());                                                                        \
+    }                                                                                                      \
   } while (0)
+
+// The calls Ulysses SP issues (ulysses_sp.py UlyssesSPAttentionHF, sequence/layer.py _DimZeroAllToAll),
+// compared on their own against planner::sequence_parallel_calls; the rest are ZeRO's.
+bool ulysses_call(const json& x) {
+  const std::string caller = x.value("caller", "");
+  return caller == "_dim_zero_all_to_all_op" || caller == "UlyssesSPAttentionHF.forward";
+}
 
 // "fixtures/0.19.8/x.json" -> 0.19.8
 DeepSpeedVersion version_of(const std::string& rel) {
@@ -113,7 +126,9 @@ DeepSpeedVersion version_of(const std::string& rel) {
   return parse_deepspeed_version(rel.substr(a, rel.find('/', a) - a));
 }
 
-std::string phase_of(Phase p) { return p == kForward ? "forward" : p == kBackward ? "backward" : "step"; }
+std::string phase_of(Phase p) {
+  return p == kForward ? "forward" : p == kBackward ? "backward" : "step";
+}
 
 struct Case {
   Workload w;
@@ -131,10 +146,12 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
   c.w.train.seq_len = fx["seq_len"].get<int64_t>();
   c.w.train.micro_batch = fx["micro_batch"].get<int64_t>();
   c.w.train.grad_accum = fx["grad_accum"].get<int64_t>();
-  c.w.train.checkpointing = fx["gradient_checkpointing"].get<bool>() ? Checkpointing::Full : Checkpointing::None;
+  c.w.train.checkpointing =
+      fx["gradient_checkpointing"].get<bool>() ? Checkpointing::Full : Checkpointing::None;
   // CPU SDPA (at::_scaled_dot_product_flash_attention_for_cpu) saves q, k, v, the output and the
   // log-sum-exp like the CUDA flash kernel, no s x s matrix: the planner's Flash saved tensors.
-  c.w.train.attention = fx.value("attn_implementation", "sdpa") == "eager" ? Attention::Eager : Attention::Flash;
+  c.w.train.attention =
+      fx.value("attn_implementation", "sdpa") == "eager" ? Attention::Eager : Attention::Flash;
   c.w.train.runtime = Runtime::Cpu;
   c.w.train.modelled_rank = 0;  // the harness records rank 0
   c.w.train.deepspeed_version = v;
@@ -164,7 +181,8 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
     zero_of("reduce_bucket_size", c.z.reduce_bucket_size);
   }
   if (ds.contains("zero_optimization") && ds["zero_optimization"].contains("use_multi_rank_bucket_allreduce"))
-    c.z.use_multi_rank_bucket_allreduce = ds["zero_optimization"]["use_multi_rank_bucket_allreduce"].get<bool>();
+    c.z.use_multi_rank_bucket_allreduce =
+        ds["zero_optimization"]["use_multi_rank_bucket_allreduce"].get<bool>();
   return c;
 }
 
@@ -188,7 +206,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
                 static_cast<long long>(m.phase_total[2]));
     for (int i = 0; i < m.num_gpu; ++i)
       std::printf("  gpu  %-48s %12lld phases %d\n", m.gpu[static_cast<size_t>(i)].name,
-                  static_cast<long long>(m.gpu[static_cast<size_t>(i)].bytes), m.gpu[static_cast<size_t>(i)].phases);
+                  static_cast<long long>(m.gpu[static_cast<size_t>(i)].bytes),
+                  m.gpu[static_cast<size_t>(i)].phases);
     for (int i = 0; i < m.num_host; ++i)
       std::printf("  host %-48s %12lld\n", m.host[static_cast<size_t>(i)].name,
                   static_cast<long long>(m.host[static_cast<size_t>(i)].bytes));
@@ -199,7 +218,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   const int64_t adapters = c.w.train.method == Method::Full ? 0 : stats.mem.lora_params;
   const int64_t recorded = fx["model"]["parameters"].get<int64_t>();
   EXPECT_TRUE(stats.mem.total_params == recorded || stats.mem.total_params + adapters == recorded)
-      << fixture_name << ": planner " << stats.mem.total_params << " + " << adapters << ", recorded " << recorded;
+      << fixture_name << ": planner " << stats.mem.total_params << " + " << adapters << ", recorded "
+      << recorded;
   if (fx["model"].contains("trainable_parameters")) {
     EXPECT_EQ(stats.mem.trainable_params, fx["model"]["trainable_parameters"].get<int64_t>()) << fixture_name;
   }
@@ -208,16 +228,19 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   const RuntimePath path = runtime_path(v, c.z.stage, c.w.train.precision, c.z.grad_accum_dtype,
                                         c.z.stage >= 1 && c.z.offload_optimizer != Offload::None);
   const std::string wrapper = fx["engine"]["optimizer_wrapper"].get<std::string>();
-  const bool wrapper_ok = wrapper == wrapper_name(path.wrapper) ||
-                          (path.wrapper == OptimizerWrapper::Basic && fx["engine"].value("inner_optimizer", "") == wrapper);
-  CONFORM("optimizer_wrapper", wrapper_ok, "DeepSpeed " << wrapper << ", planner " << wrapper_name(path.wrapper));
+  const bool wrapper_ok =
+      wrapper == wrapper_name(path.wrapper) ||
+      (path.wrapper == OptimizerWrapper::Basic && fx["engine"].value("inner_optimizer", "") == wrapper);
+  CONFORM("optimizer_wrapper", wrapper_ok,
+          "DeepSpeed " << wrapper << ", planner " << wrapper_name(path.wrapper));
 
   // ---- model states after the step (device and host buffers together: on the CPU runtime both are
   // the process's memory, which is what the harness counts).
   if (fx.contains("model_states")) {
     const json& ms = fx["model_states"];
     const int64_t opt = ms["optimizer_states"].get<int64_t>();
-    const int64_t p = m.after_step_bytes(Category::Parameters, true), g = m.after_step_bytes(Category::Gradients, true),
+    const int64_t p = m.after_step_bytes(Category::Parameters, true),
+                  g = m.after_step_bytes(Category::Gradients, true),
                   o = m.after_step_bytes(Category::OptimizerStates, true);
     CONFORM("model_states.parameters", p == ms["parameters"].get<int64_t>(),
             "DeepSpeed " << ms["parameters"] << ", planner " << p);
@@ -255,21 +278,24 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const json& b = fx["buffers"];
     std::map<std::string, bool> modelled;
     for (int i = 0; i < m.num_gpu + m.num_host; ++i) {
-      const Buffer& buf = i < m.num_gpu ? m.gpu[static_cast<size_t>(i)] : m.host[static_cast<size_t>(i - m.num_gpu)];
+      const Buffer& buf =
+          i < m.num_gpu ? m.gpu[static_cast<size_t>(i)] : m.host[static_cast<size_t>(i - m.num_gpu)];
       if (buf.ds_name == nullptr) continue;
       modelled[buf.ds_name] = true;
       const std::string check = std::string("buffers.") + buf.ds_name;
       const bool present = b.contains(buf.ds_name);
       const int64_t got = present ? b[buf.ds_name].get<int64_t>() : -1;
       CONFORM(check.c_str(), present && got == buf.bytes,
-              "DeepSpeed " << (present ? std::to_string(got) : std::string("(absent)")) << ", planner " << buf.bytes);
+              "DeepSpeed " << (present ? std::to_string(got) : std::string("(absent)")) << ", planner "
+                           << buf.bytes);
     }
     const json& aliases = exceptions().value("buffer_attributes", json::object());
     for (const auto& [attr, bytes] : b.items()) {
       if (modelled.count(attr) || aliases.contains(attr)) continue;
       const std::string check = "buffers.unmodelled." + attr;
       CONFORM(check.c_str(), false,
-              "DeepSpeed buffer " << attr << " (" << bytes << " bytes) is neither modelled nor an alias listed in "
+              "DeepSpeed buffer " << attr << " (" << bytes
+                                  << " bytes) is neither modelled nor an alias listed in "
                                   << "known_exceptions.json");
     }
   }
@@ -277,24 +303,34 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   // ---- collectives, per phase
   if (fx.contains("collectives")) {
     const json& ignored = exceptions().value("ignored_callers", json::object());
-    const std::vector<CollectiveCall> calls = deepspeed_collectives(c.w, stats, c.z);
-    for (const char* ph : {"forward", "backward", "step"}) {
-      std::vector<std::string> ds, zp;
-      for (const auto& x : fx["collectives"]) {
-        if (x["phase"] != ph) continue;
-        if (ignored.contains(x.value("caller", ""))) continue;
-        ds.push_back(x["op"].get<std::string>() + ":" + std::to_string(x["bytes"].get<int64_t>()));
+    auto join = [](const std::vector<std::string>& list) {
+      std::string s;
+      for (const auto& e : list) s += e + " ";
+      return s.empty() ? std::string("(none)") : s;
+    };
+    // ZeRO's calls against deepspeed_collectives, Ulysses SP's against sequence_parallel_calls (with the
+    // group size: they run in the SP group, ZeRO's in the ZeRO group).
+    for (const bool sp : {false, true}) {
+      const std::vector<CollectiveCall> calls =
+          sp ? sequence_parallel_calls(c.w, c.z) : deepspeed_collectives(c.w, stats, c.z);
+      for (const char* ph : {"forward", "backward", "step"}) {
+        std::vector<std::string> ds, zp;
+        for (const auto& x : fx["collectives"]) {
+          if (x["phase"] != ph || ulysses_call(x) != sp) continue;
+          if (ignored.contains(x.value("caller", ""))) continue;
+          ds.push_back(x["op"].get<std::string>() + ":" + std::to_string(x["bytes"].get<int64_t>()) +
+                       (sp ? "/" + std::to_string(x["group_size"].get<int>()) : std::string()));
+        }
+        for (const auto& k : calls)
+          if (phase_of(k.phase) == ph)
+            zp.push_back(std::string(call_op_name(k)) + ":" + std::to_string(k.bytes) +
+                         (sp ? "/" + std::to_string(k.group_size) : std::string()));
+        if (sp && ds.empty() && zp.empty()) continue;
+        const std::string check = std::string(sp ? "collectives.ulysses." : "collectives.") + ph;
+        CONFORM(check.c_str(), ds == zp,
+                "DeepSpeed " << ds.size() << " calls: " << join(ds) << "\n  planner " << zp.size()
+                             << " calls: " << join(zp));
       }
-      for (const auto& k : calls)
-        if (phase_of(k.phase) == ph) zp.push_back(std::string(call_op_name(k)) + ":" + std::to_string(k.bytes));
-      auto join = [](const std::vector<std::string>& list) {
-        std::string s;
-        for (const auto& e : list) s += e + " ";
-        return s.empty() ? std::string("(none)") : s;
-      };
-      const std::string check = std::string("collectives.") + ph;
-      CONFORM(check.c_str(), ds == zp, "DeepSpeed " << ds.size() << " calls: " << join(ds) << "\n  planner " << zp.size()
-                                                    << " calls: " << join(zp));
     }
   }
 
@@ -305,7 +341,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const json& ignored = exceptions().value("ignored_callers", json::object());
     std::map<std::string, int64_t> ds_calls, zp_calls;
     for (const auto& x : fx["collectives"]) {
-      if (ignored.contains(x.value("caller", ""))) continue;
+      if (ignored.contains(x.value("caller", "")) || ulysses_call(x))
+        continue;  // Ulysses: one AllToAll entry
       std::string op = x["op"].get<std::string>();
       if (op == "reduce") op = "all_reduce";  // dist.reduce to the owner: the all-reduce family's calls
       if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") ++ds_calls[op];
@@ -330,8 +367,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const int64_t ds = fx["saved_activations"]["total"].get<int64_t>();
     const double rel_err = ds > 0 ? std::abs(static_cast<double>(zp - ds)) / static_cast<double>(ds) : 0.0;
     if (std::getenv("ZP_CONFORMANCE_VERBOSE") != nullptr)
-      std::printf("saved_activations %s: DeepSpeed %lld, planner %lld (%+.2f%%)\n", fx.value("name", "").c_str(),
-                  static_cast<long long>(ds), static_cast<long long>(zp),
+      std::printf("saved_activations %s: DeepSpeed %lld, planner %lld (%+.2f%%)\n",
+                  fx.value("name", "").c_str(), static_cast<long long>(ds), static_cast<long long>(zp),
                   ds > 0 ? 100.0 * static_cast<double>(zp - ds) / static_cast<double>(ds) : 0.0);
     CONFORM("saved_activations", rel_err <= 0.01,
             "DeepSpeed " << ds << ", planner " << zp << " (" << rel_err * 100 << "%)");
@@ -344,8 +381,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   if (const char* dump = std::getenv("ZP_CONFORMANCE_DUMP"); dump != nullptr && fx.value("name", "") == dump)
     for (int i = 0; i < m.num_gpu; ++i) {
       const Buffer& buf = m.gpu[static_cast<size_t>(i)];
-      std::printf("  %-50s %12lld phases %d moment %d\n", buf.name, static_cast<long long>(buf.bytes), buf.phases,
-                  static_cast<int>(buf.backward_moment));
+      std::printf("  %-50s %12lld phases %d moment %d\n", buf.name, static_cast<long long>(buf.bytes),
+                  buf.phases, static_cast<int>(buf.backward_moment));
     }
   if (fx.contains("peak_bytes")) {
     // gloo stages a synchronous all_gather_into_tensor / reduce_scatter_tensor through a temporary of
@@ -356,7 +393,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
                                                                        : fx["peak_bytes"];
     const int64_t ds = peaks["overall"].get<int64_t>();
     const double rel_err = std::abs(static_cast<double>(m.peak - ds)) / static_cast<double>(ds);
-    CONFORM("peak", rel_err <= 0.03, "DeepSpeed " << ds << ", planner " << m.peak << " (" << rel_err * 100 << "%)");
+    CONFORM("peak", rel_err <= 0.03,
+            "DeepSpeed " << ds << ", planner " << m.peak << " (" << rel_err * 100 << "%)");
     // Per phase (issue 23): a phase that is not the peak can be wrong without moving the overall peak
     // (the stage-1 step phase counted 2Psi of gradients DeepSpeed no longer holds). The planner's
     // backward is the larger of its start and end moments, as the recorded backward peak is.
@@ -393,7 +431,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   // model is saved (stage 3: the gathered model kept on the host).
   if (fx.contains("save")) {
     const SaveEstimate e = estimate_save(c.w, stats, c.z, 0);
-    constexpr int64_t kFraming = 16 * 1024;  // pickle + zip records of one torch.save file, recorded <= 7.5 KB
+    constexpr int64_t kFraming =
+        16 * 1024;  // pickle + zip records of one torch.save file, recorded <= 7.5 KB
     auto framed = [&](int64_t recorded, int64_t planned) {
       return recorded >= planned && recorded - planned <= kFraming;
     };
@@ -409,7 +448,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     }
     const json& files16 = fx["save"]["16bit_model"]["files"];
     const int64_t r16 = files16.empty() ? 0 : files16.begin()->get<int64_t>();
-    CONFORM("save.model16_file", files16.empty() ? e.model16_file_bytes == 0 : framed(r16, e.model16_file_bytes),
+    CONFORM("save.model16_file",
+            files16.empty() ? e.model16_file_bytes == 0 : framed(r16, e.model16_file_bytes),
             "DeepSpeed " << r16 << ", planner " << e.model16_file_bytes);
     // The 16-bit consolidation's host peak on rank 0 (CPU ranks: .cpu() copies nothing, so only stage 3's
     // gathered model shows). Recorded above it: up to 6% of transients of the per-module gathers (gloo's
@@ -433,7 +473,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Conformance, ::testing::ValuesIn(fixture_file
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Conformance);
 
 // The folder must not be empty once the harness has recorded (an empty glob would pass silently).
-TEST(ConformanceFixtures, AreFound) { EXPECT_FALSE(fixture_files().empty()) << kFixtures; }
+TEST(ConformanceFixtures, AreFound) {
+  EXPECT_FALSE(fixture_files().empty()) << kFixtures;
+}
 
 // zero_optimization.memory_efficient_linear false holds released weights through the forward
 // (memory_model.cpp): the peak check above (3%) cannot see 1.5 MB of a 1 GB peak, so the forward
@@ -473,7 +515,8 @@ TEST(DeepSpeedVersions, OptimizerWrapperTable) {
   auto wr = [](DeepSpeedVersion v, int st, Precision p, G g, bool off = false) {
     return runtime_path(v, st, p, g, off).wrapper;
   };
-  const auto V16 = DeepSpeedVersion::V0_16_9, V18 = DeepSpeedVersion::V0_18_9, V19 = DeepSpeedVersion::V0_19_8;
+  const auto V16 = DeepSpeedVersion::V0_16_9, V18 = DeepSpeedVersion::V0_18_9,
+             V19 = DeepSpeedVersion::V0_19_8;
   EXPECT_EQ(wr(V16, 0, Precision::BF16, G::Default), W::BF16Optimizer);
   EXPECT_EQ(wr(V16, 0, Precision::BF16, G::BF16), W::Unsupported);
   EXPECT_EQ(wr(V18, 0, Precision::BF16, G::Default), W::FP16Optimizer);
@@ -549,7 +592,8 @@ TEST(DegenerateKnobs, SevenBillionZeroBucketsCountAndCost) {
   EXPECT_EQ(rs, 291);
   EXPECT_EQ(fwd_gathers, 226);
   const double t = collectives_time_s(topology_of(w.cluster), calls);
-  std::printf("7B stage 3, zero buckets, 8xA100: %zu calls, %.3f s of communication per step\n", calls.size(), t);
+  std::printf("7B stage 3, zero buckets, 8xA100: %zu calls, %.3f s of communication per step\n", calls.size(),
+              t);
   ZeroConfig d = ZeroConfig::deepspeed_defaults(3);
   const auto dcalls = deepspeed_collectives(w, stats, d);
   std::printf("7B stage 3, DeepSpeed defaults, 8xA100: %zu calls, %.3f s\n", dcalls.size(),

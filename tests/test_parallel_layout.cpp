@@ -80,8 +80,21 @@ TEST(ParallelLayout, RulesNameTheFlagAndTheValidValues) {
   // Valid, but not modelled yet.
   EXPECT_EQ(first(1, 8, {2, 1, 1}, llama, false),
             "--tp 2: tensor parallelism (DeepSpeed AutoTP) is not modelled yet; use --tp 1");
-  EXPECT_EQ(first(1, 8, {1, 2, 1}, llama, false),
-            "--sp 2: sequence parallelism (DeepSpeed Ulysses/ALST) is not modelled yet; use --sp 1");
+  // Ulysses SP is modelled (planner/sequence_parallel.h): its rules stand, nothing more.
+  EXPECT_TRUE(validate(1, 8, {1, 2, 1}, llama, false).empty());
+  // KV heads: UlyssesSPAttentionHF needs kv % sp == 0 or sp % kv == 0. 24 heads and 8 KV heads over
+  // sp 3 (3 GPUs) break it; 32 heads and 8 KV heads over sp 16 pass (each KV head replicated twice).
+  LayoutFacts gqa = llama;
+  gqa.attention_heads = 24;
+  gqa.kv_heads = 8;
+  gqa.seq_len = 3072;
+  EXPECT_EQ(
+      first(1, 3, {1, 3, 1}, gqa),
+      "--sp 3 neither divides nor is a multiple of the model's 8 KV heads (UlyssesSPAttentionHF requires one "
+      "or the other)");
+  gqa.attention_heads = 32;
+  gqa.seq_len = 4096;
+  EXPECT_TRUE(validate(1, 16, {1, 16, 1}, gqa, false).empty());  // 16 % 8 == 0: replicated twice
   EXPECT_TRUE(validate(1, 8, {2, 2, 1}, llama, true).empty());
   EXPECT_THROW(ParallelLayout(3, 8, {3, 1, 1}, llama), UserError);
 }

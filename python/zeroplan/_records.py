@@ -202,6 +202,9 @@ class Plan(Record):
 
     zero_stage: int = 0
     expert_parallel_size: int = 1
+    # Ulysses sequence_parallel_size (--sp) and the data-parallel ranks global_batch counts (GPUs / sp)
+    sequence_parallel_size: int = 1
+    data_parallel_size: int = 0
     offload_optimizer: str = "none"
     offload_param: str = "none"
     micro_batch: int = 0

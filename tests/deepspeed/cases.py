@@ -196,12 +196,26 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
-              seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False):
+              seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False, sp=1,
+              position_ids=False, sp_loss=None):
+    """sp > 1: Ulysses sequence parallelism (ds_config "sequence_parallel_size", harness.py
+    rank_main_sp_setup); seq is the global sequence, each rank gets seq/sp tokens. position_ids: pass
+    explicit position ids of shape (micro_batch, seq) as an SP data collator does (SP cases always do).
+    sp_loss: how the shard losses are combined over the SP group (harness.py _SPLoss; default all_reduce)."""
     name = f"{family}_s{stage}_n{world}_{precision}_{tag}"
     lora_cfg = None
     if lora:
         lora_cfg = {"r": 8, "lora_alpha": 16, "target_modules": LORA_TARGETS[family], "lora_dropout": 0.0}
-    return name, {
+    if sp > 1:
+        extra = dict(extra or {}, sequence_parallel_size=sp)
+    extra_keys = {}
+    if sp > 1:
+        extra_keys["sequence_parallel_size"] = sp
+    if position_ids or sp > 1:
+        extra_keys["position_ids"] = True
+    if sp_loss:
+        extra_keys["sp_loss"] = sp_loss
+    return name, dict({
         "name": name,
         "family": family,
         "hf_config": copy.deepcopy(FAMILIES[family]),
@@ -214,7 +228,7 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         "attn_implementation": attn,
         "lora": lora_cfg,
         "save": save,
-    }
+    }, **extra_keys)
 
 
 def _build():
@@ -392,7 +406,33 @@ def _build():
     return out
 
 
+def _build_sp():
+    """Ulysses sequence parallelism (DeepSpeed ALST, deepspeed/runtime/sequence_parallel/ulysses_sp.py), recorded
+    into tests/deepspeed/fixtures-sp/<ds>/ (run_matrix.py --set sp; docs/conformance-sp.md). Not in ORDER: the
+    default run_matrix.py / scripts/ds_conformance.sh set is unchanged.
+    4 ranks, micro-batch 2, global sequence 64: SP 2 x DP 2 and SP 4 x DP 1 at ZeRO 0-3; SP 2 with the ZeRO
+    gradient reduction in bf16 (seq_parallel_communication_data_type, default fp32); and, for comparison,
+    SP 1 on 4 ranks with the per-rank token count of SP 2 (32) and SP 4 (16), explicit position ids; the
+    Trainer's all_gather loss combination at ZeRO 2."""
+    out = []
+    add = lambda **kw: out.append(make_case(**kw))
+    for sp in (2, 4):
+        for stage in (0, 1, 2, 3):
+            add(stage=stage, world=4, sp=sp, tag=f"sp{sp}")
+    for stage in (0, 1, 2, 3):
+        add(stage=stage, world=4, sp=2, extra={"seq_parallel_communication_data_type": "bf16"}, tag="sp2_commbf16")
+    for seq in (32, 16):
+        for stage in (0, 1, 2, 3):
+            add(stage=stage, world=4, seq=seq, position_ids=True, tag=f"seq{seq}pos")
+    # the loss combined as transformers' Trainer does (torch.distributed.nn.functional.all_gather)
+    for sp in (2, 4):
+        add(stage=2, world=4, sp=sp, sp_loss="all_gather", tag=f"sp{sp}_agloss")
+    return out
+
+
 _built = _build()
-CASES = dict(_built)
-assert len(CASES) == len(_built), "duplicate case names"
+_built_sp = _build_sp()
+CASES = dict(_built + _built_sp)
+assert len(CASES) == len(_built) + len(_built_sp), "duplicate case names"
 ORDER = [n for n, _ in _built]
+SP_ORDER = [n for n, _ in _built_sp]

@@ -68,6 +68,7 @@ class Recorder:
         self.peaks_without_staging = {}  # per phase: the same without gloo's staging (see GLOO_STAGING)
         self.phase_staging_peak = 0  # the highest live bytes inside a staged collective this phase
         self.depth = 0  # re-entrancy of collective wrappers (only the outermost call is one collective)
+        self.group_pending = None  # the outermost call's record while its group is not yet known
         self.model_states_before_step = None
         self.buffers_before_step = None
         self.engine = None
@@ -224,9 +225,24 @@ def _call_without_staging(api, fn, args, kwargs, rec):
         memcount.set_peak(max(prior, live0, live1))
 
 
-def _group_size(args, kwargs):
+def _group_arg(fn, args, kwargs):
+    """(found, group): the group argument of a collective call, by keyword or by position where fn's own
+    signature tells (a cdb method is wrapped by deepspeed/comm/torch.py stage_on_cpu as (self, *args, **kwargs):
+    not found there; make_wrapper then takes the group from the torch.distributed call inside it)."""
+    import inspect
+    if "group" in kwargs:
+        return True, kwargs["group"]
+    try:
+        params = inspect.signature(fn).parameters
+        if "group" in params:
+            return True, inspect.signature(fn).bind_partial(*args, **kwargs).arguments.get("group")
+    except (TypeError, ValueError):
+        pass
+    return False, None
+
+
+def _group_size_of(g):
     import torch.distributed as tdist
-    g = kwargs.get("group")
     try:
         return tdist.get_world_size(group=g)
     except Exception:
@@ -235,6 +251,12 @@ def _group_size(args, kwargs):
 
 def make_wrapper(api, fn, layer):
     def wrapper(*args, **kwargs):
+        if REC.depth > 0 and REC.active and REC.group_pending is not None and "group" in kwargs:
+            # the outer cdb call got its group positionally: the torch.distributed call it makes names it
+            gs = _group_size_of(kwargs["group"])
+            if gs is not None:
+                REC.group_pending["group_size"] = gs
+            REC.group_pending = None
         if REC.depth > 0 or not REC.active:
             REC.depth += 1
             try:
@@ -252,9 +274,11 @@ def make_wrapper(api, fn, layer):
                 rec["tensors"] = len(ins)
         if outs:
             rec["output_bytes"] = sum(t.numel() * t.element_size() for t in outs)
-        gs = _group_size(args, kwargs)
+        found, grp = _group_arg(fn, args, kwargs)
+        gs = _group_size_of(grp)
         if gs is not None:
             rec["group_size"] = gs
+        REC.group_pending = None if found else rec
         caller, cfile, chain = _caller()
         if caller:
             rec["caller"] = caller
@@ -268,6 +292,7 @@ def make_wrapper(api, fn, layer):
             return fn(*args, **kwargs)
         finally:
             REC.depth -= 1
+            REC.group_pending = None
 
     return wrapper
 
@@ -483,6 +508,54 @@ def apply_lora(model, lc, gradient_checkpointing):
     return model
 
 
+class _SPLoss:
+    """Combines the per-shard losses over the SP group into the loss of the whole sequence, weighted by each
+    shard's label tokens. "all_reduce" (default): DeepSpeed's regression test for sp < world
+    (tests/unit/sequence_parallelism/test_ulysses.py TestUlyssesLossBackward, the workaround engine.py
+    _configure_distributed_model's warning points to): in-place deepspeed.comm all_reduce of loss*tokens and of
+    tokens, each rank back-propagating its own shard's term. "all_gather": transformers' Trainer
+    (integrations/deepspeed.py deepspeed_sp_compute_loss) and tests/unit/ulysses_alst/test_ulysses_sp_hf.py,
+    torch.distributed.nn.functional.all_gather of the loss and of the token count."""
+
+    def __init__(self, sp_group, sp, mode):
+        self.sp_group, self.sp, self.mode = sp_group, sp, mode
+
+    def compute(self, loss, shift_labels):
+        good = (shift_labels != -100).view(-1).sum()
+        if self.mode == "all_gather":
+            import torch.distributed.nn.functional as dnnf
+            losses = torch.stack(dnnf.all_gather(loss, group=self.sp_group))
+            goods = torch.stack(dnnf.all_gather(good, group=self.sp_group))
+            return (losses * goods).sum() / goods.sum().clamp(min=1)
+        import deepspeed.comm as dist
+        weighted = loss * good
+        dist.all_reduce(weighted, op=dist.ReduceOp.SUM, group=self.sp_group)
+        total = good.clone()
+        dist.all_reduce(total, op=dist.ReduceOp.SUM, group=self.sp_group)
+        return weighted / total
+
+
+def sp_batches_and_loss(batches, sp, mode):
+    """Shards the rank's full-sequence batches with DeepSpeed's UlyssesSPDataLoaderAdapter (each SP rank gets
+    seq/sp tokens of one SP peer's sample per micro-step, with position_ids and shift_labels), before the
+    warm-up so that its all_gathers are not in the measured step. Returns the micro-batches and the loss."""
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPDataLoaderAdapter
+    from deepspeed.utils import groups
+    sp_group = groups._get_sequence_parallel_group()
+    mb, s = batches[0].shape
+    need = len(batches)
+    dl = [{"input_ids": ids, "position_ids": torch.arange(s).unsqueeze(0).expand(mb, s).contiguous(),
+           "labels": ids.clone()} for ids in batches[:(need + sp - 1) // sp]]
+    adapter = UlyssesSPDataLoaderAdapter(dl, sp_rank=groups._get_sequence_parallel_rank(), sp_group=sp_group,
+                                         sp_world_size=groups._get_sequence_parallel_world_size(), device="cpu")
+    # the adapter's shards are views of the gathered CPU prefill buffer; a trainer moves each to the device
+    # (a copy with its own storage), which the clone stands for
+    out = [{k: (v.clone() if torch.is_tensor(v) else v) for k, v in next(adapter).items()} for _ in range(need)]
+    loss = _SPLoss(sp_group, sp, mode)
+    wrap_phase(loss, "compute", "forward")
+    return out, loss
+
+
 def rank_main(rank, case, port, result_path):
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(case["world_size"]),
                        "LOCAL_WORLD_SIZE": str(case["world_size"]), "MASTER_ADDR": "127.0.0.1",
@@ -518,17 +591,33 @@ def rank_main(rank, case, port, result_path):
 
     if "expert_parallel" in case["ds_config"]:
         _autoep_transformers_shim()
+    mb, s, ga = case["micro_batch"], case["seq_len"], case["grad_accum"]
+    sp = int(case.get("sequence_parallel_size", 1))
+    mpu = None
+    if sp > 1:
+        # Ulysses SP as DeepSpeed's ALST integration sets it up (tests/unit/ulysses_alst/test_ulysses_sp_hf.py):
+        # SP and SP-x-DP groups (parallel_state_sp.initialize_sequence_parallel) and the core attention
+        # function replaced by the all-to-all wrapper in transformers' ALL_ATTENTION_FUNCTIONS.
+        from deepspeed.runtime.sequence_parallel.ulysses_sp import UlyssesSPAttentionHF
+        mpu = UlyssesSPAttentionHF.register_with_transformers(
+            model_name_or_path=model, core_attn_implementation=case["attn_implementation"],
+            sequence_parallel_size=sp, micro_batch_size=mb, seq_length=s, seq_length_is_variable=True)
     engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=[p for p in model.parameters()
                                                                           if p.requires_grad],
-                                           config=dict(case["ds_config"]))
+                                           config=dict(case["ds_config"]), mpu=mpu)
     REC.engine = engine
     wrap_phase(engine, "forward", "forward")
     wrap_phase(engine, "backward", "backward")
     wrap_phase(engine, "step", "step")
 
     g = torch.Generator().manual_seed(100 + rank)
-    mb, s, ga = case["micro_batch"], case["seq_len"], case["grad_accum"]
     batches = [torch.randint(0, config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
+    sp_loss = None
+    if sp > 1:
+        batches, sp_loss = sp_batches_and_loss(batches, sp, case.get("sp_loss", "all_reduce"))
+    elif case.get("position_ids"):
+        batches = [{"input_ids": ids, "labels": ids, "position_ids": torch.arange(s).unsqueeze(0).expand(mb, s).contiguous()}
+                   for ids in batches]
 
     def one_step(step_idx, measure):
         losses = []
@@ -538,9 +627,20 @@ def rank_main(rank, case, port, result_path):
             if record_saved:
                 saved.enabled = True
             with torch.autograd.graph.saved_tensors_hooks(saved.pack, saved.unpack):
-                out = engine(input_ids=ids, labels=ids)
+                if sp_loss is not None:
+                    # as transformers' Trainer (deepspeed_sp_compute_loss): the model's forward on this rank's
+                    # shard computes the shard's loss from shift_labels, then the losses are combined over the SP
+                    # group (phase "forward" too)
+                    out = engine(input_ids=ids["input_ids"], position_ids=ids["position_ids"],
+                                 labels=ids["shift_labels"], shift_labels=ids["shift_labels"])
+                    loss = sp_loss.compute(out.loss, ids["shift_labels"])
+                elif isinstance(ids, dict):
+                    out = engine(**ids)
+                    loss = out.loss
+                else:
+                    out = engine(input_ids=ids, labels=ids)
+                    loss = out.loss
             saved.enabled = False
-            loss = out.loss
             del out
             engine.backward(loss)
             losses.append(float(loss.detach().float()))
@@ -676,6 +776,33 @@ def rank_main(rank, case, port, result_path):
         }
         if save is not None:
             result["save"] = save
+        if sp > 1 or case.get("position_ids"):
+            # (+) topology as the engine saw it (engine.py _configure_distributed_model: dp/seq-dp groups;
+            # config.py: train_batch_size from the world size divided by the SP size)
+            def _gsize(gr):
+                try:
+                    return int(torch.distributed.get_world_size(group=gr)) if gr is not None else None
+                except Exception:
+                    return None
+
+            zg = getattr(engine.optimizer, "dp_process_group", None)
+            if zg is None:
+                zg = getattr(engine.optimizer, "ds_param_process_group", None)  # stage 3 (partition group)
+            spi = {"size": sp, "local_seq_len": s // sp, "position_ids": True,
+                   "engine_dp_world_size": engine.dp_world_size,
+                   "engine_seq_dp_world_size": getattr(engine, "seq_dp_world_size", None),
+                   "engine_sequence_parallel_size": getattr(engine, "sequence_parallel_size", None),
+                   "engine_seq_data_parallel_group_size": _gsize(getattr(engine, "seq_data_parallel_group", None)),
+                   "zero_dp_process_group_size": _gsize(zg),
+                   "config_world_size": getattr(engine._config, "world_size", None),
+                   "train_batch_size": int(engine.train_batch_size()),
+                   "train_micro_batch_size_per_gpu": int(engine.train_micro_batch_size_per_gpu()),
+                   "gradient_accumulation_steps": int(engine.gradient_accumulation_steps())}
+            if sp > 1:
+                spi["loss_combine"] = case.get("sp_loss", "all_reduce")
+                spi["core_attn_implementation"] = case["attn_implementation"]
+                spi["batches"] = "UlyssesSPDataLoaderAdapter (sharded before the warm-up)"
+            result["sequence_parallel"] = spi
         with open(result_path, "w") as f:
             json.dump(result, f)
     torch.distributed.barrier()
@@ -846,7 +973,7 @@ def main():
         return self_test()
     import cases
     if args.list:
-        print("\n".join(cases.ORDER))
+        print("\n".join(cases.ORDER + cases.SP_ORDER))
         return 0
     if not args.case or args.case not in cases.CASES:
         print(f"unknown case {args.case!r} (--list shows them)", file=sys.stderr)

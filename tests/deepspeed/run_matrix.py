@@ -4,6 +4,7 @@
     python tests/deepspeed/run_matrix.py                       # all cases -> tests/deepspeed/fixtures/<ds>/
     python tests/deepspeed/run_matrix.py --only 'llama-gqa_s*_n2_bf16_default' --skip-existing
     python tests/deepspeed/run_matrix.py --out-dir /tmp/rerecord   # for scripts/ds_conformance.sh
+    python tests/deepspeed/run_matrix.py --set sp              # Ulysses SP cases -> tests/deepspeed/fixtures-sp/<ds>/
 
 Each case's ranks are forked from this process, which imports the stack once (the same parent
 state as `harness.py --case NAME`; `--subprocess` runs one harness.py process per case instead). A fixture is written with
@@ -40,16 +41,19 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--subprocess", action="store_true",
                     help="one harness.py process per case (default: fork each case's ranks from this process)")
+    ap.add_argument("--set", choices=("default", "sp"), default="default",
+                    help="sp: the Ulysses sequence-parallel cases (cases.SP_ORDER), default folder fixtures-sp/<ds>/")
     args = ap.parse_args()
     ver = ds_version()
-    out_dir = args.out_dir or os.path.join(HERE, "fixtures", ver)
+    order, folder = (cases.SP_ORDER, "fixtures-sp") if args.set == "sp" else (cases.ORDER, "fixtures")
+    out_dir = args.out_dir or os.path.join(HERE, folder, ver)
     os.makedirs(out_dir, exist_ok=True)
     meta_dir = os.path.dirname(os.path.abspath(out_dir))
     timings_path = os.path.join(meta_dir, f"timings-{ver}.json")
     failures_path = os.path.join(meta_dir, f"failures-{ver}.json")
     timings = json.load(open(timings_path)) if os.path.exists(timings_path) else {}
     failures = json.load(open(failures_path)) if os.path.exists(failures_path) else {}
-    names = [n for n in cases.ORDER if not args.only or any(fnmatch.fnmatch(n, p) for p in args.only)]
+    names = [n for n in order if not args.only or any(fnmatch.fnmatch(n, p) for p in args.only)]
     for i, name in enumerate(names):
         path = os.path.join(out_dir, f"{name}.json")
         if args.skip_existing and os.path.exists(path):
