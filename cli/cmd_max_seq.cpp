@@ -43,9 +43,10 @@ struct Probe {
   bool fits() const { return result.recommendation.has_value(); }
 };
 
-// The SP size --max-seq plans with: the user's --sp, else the largest power of two up to the GPUs of a
-// node that the layout rules and DeepSpeed's Ulysses accept and that divides the search step (every
-// probed length must split evenly).
+// The SP size --max-seq plans with: the user's --sp, else the largest power of two up to the GPUs that
+// the layout rules and DeepSpeed's Ulysses accept and that divides the search step (every probed length
+// must split evenly). Across nodes the all-to-alls cross the network (slower, not shorter): ALST's
+// 4-node Llama-8B runs use sp 32 (arXiv 2506.13996).
 int max_seq_sp(const PlanFlags& flags, const planner::Workload& w) {
   if (!flags.sp.empty()) {
     const int sp = std::max(1, w.train.sequence_parallel);
@@ -57,7 +58,7 @@ int max_seq_sp(const PlanFlags& flags, const planner::Workload& w) {
     return sp;
   }
   int best = 1;
-  for (int sp = 2; sp <= w.cluster.gpus_per_node && kStep % sp == 0; sp *= 2) {
+  for (int sp = 2; sp <= w.cluster.world_size() && kStep % sp == 0; sp *= 2) {
     planner::Workload v = w;
     v.train.sequence_parallel = sp;
     v.train.seq_len = kStep;
@@ -179,7 +180,7 @@ std::string sp_phrase(const PlanFlags& flags, const MaxSeq& m) {
   if (sp <= 1)
     return flags.sp.empty() ? ", no sequence parallelism (no Ulysses size > 1 applies here)" : std::string();
   return flags.sp.empty()
-             ? fmt::format(", Ulysses sp {} (the largest one node and the heads allow; --sp to fix another)",
+             ? fmt::format(", Ulysses sp {} (the largest the GPUs and the heads allow; --sp to fix another)",
                            sp)
              : fmt::format(", Ulysses sp {}", sp);
 }
@@ -220,9 +221,18 @@ std::string max_seq_text(const PlanFlags& flags, const planner::Workload& w, con
              : "Checkpoint offload: run each step inside DeepSpeed's "
                "get_checkpoint_hidden_states_offloading_ctx_manager() (offload_activations.py, DeepSpeed "
                ">= 0.19.6).\n";
-  s += fmt::format(
-      "Not searched yet: TiledMLP, the tiled logits loss{}.\n",
-      m.try_offload || !flags.checkpoint_offload.empty() ? "" : "; checkpoint offload (not with this stack)");
+  // The kernels change the training script, not the config: named, not searched (each is one flag).
+  std::vector<std::string> untried;
+  if (!w.train.liger) untried.emplace_back("liger (Liger's fused linear cross-entropy: no b*s*V logits)");
+  if (!w.train.tiled_mlp && !w.model.is_moe() && !w.model.params_only)
+    untried.emplace_back("tiled-mlp (DeepSpeed's TiledMLP: the MLP in sequence shards)");
+  if (!untried.empty()) {
+    s += "Longer with --kernels ";
+    for (size_t i = 0; i < untried.size(); ++i) s += (i ? ", " : "") + untried[i];
+    s += " (the ALST recipe; they change the training script).\n";
+  }
+  if (!m.try_offload && flags.checkpoint_offload.empty())
+    s += "Not searched: checkpoint offload (not with this stack).\n";
   return s;
 }
 

@@ -14,6 +14,7 @@
 #include "planner/op_model.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tiled_mlp.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::cli {
@@ -194,7 +195,9 @@ void add_stack_flags(CLI::App& app, PlanFlags& f) {
                  "flash (attn_implementation=flash_attention_2) | fa3 "
                  "(attn_implementation=flash_attention_3, Hopper only) | eager (attention scores "
                  "materialised) | liger "
-                 "(Liger-Kernel, use_liger_kernel=True: fused linear cross-entropy, no b*s*V logits)")
+                 "(Liger-Kernel, use_liger_kernel=True: fused linear cross-entropy, no b*s*V logits) | "
+                 "tiled-mlp (DeepSpeed's TiledMLP, the ALST recipe: the MLP runs in sequence shards, saving "
+                 "only its input, and is recomputed in the backward)")
       ->group(t);
   app.add_option("--torch-version", f.torch_version,
                  "PyTorch release of the training stack, X.Y (default 2.11): from 2.11 SDPA runs cuDNN "
@@ -316,8 +319,11 @@ void parse_kernels(const std::string& kernels, planner::TrainingSpec& t) {
       t.flash_attention_3 = t.flash_attention_2 = false;
     } else if (k == "liger") {
       t.liger = true;
+    } else if (k == "tiled-mlp") {
+      t.tiled_mlp = true;
     } else {
-      throw_user_error("--kernels: unknown kernel '{}'; choose from sdpa, fa2, fa3, flash, eager, liger", k);
+      throw_user_error(
+          "--kernels: unknown kernel '{}'; choose from sdpa, fa2, fa3, flash, eager, liger, tiled-mlp", k);
     }
     if (comma == std::string::npos) break;
     start = comma + 1;
@@ -476,6 +482,8 @@ planner::Workload build_workload(const PlanFlags& f) {
   w.train.sequence_parallel = sizes.sp;
   const std::string sp_why = planner::sequence_parallel_refusal(w);
   if (!sp_why.empty()) throw UserError(sp_why);
+  if (const std::string tiled_why = planner::tiled_mlp_refusal(w); !tiled_why.empty())
+    throw UserError(tiled_why);
   if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
     throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
                      sizes.sp, f.ep);

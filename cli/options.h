@@ -11,8 +11,10 @@
 
 namespace zeroplan::cli {
 
-// --seq-len's upper bound (4M tokens: beyond any published context); --max-seq searches up to it.
-inline constexpr int64_t kMaxSeqLen = 4'194'304;
+// --seq-len's upper bound, 2^25 tokens; --max-seq searches up to it. Published long-context training
+// reaches 15M tokens (ALST: Llama-8B on 4 x 8 H100 with Ulysses SP 32, arXiv 2506.13996) and contexts
+// 10M (Llama 4 Scout); 4M, the bound before, cut the 4-node answer short.
+inline constexpr int64_t kMaxSeqLen = 33'554'432;
 
 struct PlanFlags {
   std::string model;   // --model: alias, zoo name or config.json path

@@ -5,6 +5,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
+#include "planner/tiled_mlp.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::cli {
@@ -116,7 +117,11 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
                                                                           : "sdpa"},
              // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
              {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
-             {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"}}},
+             {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"},
+             // --kernels tiled-mlp (planner/tiled_mlp.h): DeepSpeed's TiledMLP and its shard count.
+             {"mlp", w.train.tiled_mlp ? "tiled_mlp" : "module"},
+             {"tiled_mlp_shards",
+              w.train.tiled_mlp ? nlohmann::json(planner::tiled_mlp_shards(w)) : nlohmann::json()}}},
            {"torch_version", planner::torch_version_string(w.train.torch_version)},
            {"fits", p.fits},
            {"zero",

@@ -11,6 +11,7 @@
 #include "common/errors.h"
 #include "planner/checkpoint_offload.h"
 #include "planner/parallel.h"
+#include "planner/tiled_mlp.h"
 
 namespace zeroplan::configs {
 namespace {
@@ -346,6 +347,16 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
   if (w.train.liger) s += "    use_liger_kernel=True,\n";
   // --kernels fa3: the model must be loaded with FlashAttention-3 (a from_pretrained argument, not a
   // TrainingArguments field); the plan's attention time assumed it.
+  if (w.train.tiled_mlp)
+    // ulysses_sp.py TiledMLP's docstring: the recipe patches the MLP class before the model is built.
+    s += fmt::format(
+        "    # The plan assumes DeepSpeed's TiledMLP ({} shards): before building the model, replace the "
+        "MLP's\n"
+        "    # forward by one returning "
+        "deepspeed.runtime.sequence_parallel.ulysses_sp.TiledMLP.apply(mlp_forward,\n"
+        "    # self, x, {}, [down_proj.weight, gate_proj.weight, up_proj.weight]) (see TiledMLP's "
+        "docstring).\n",
+        planner::tiled_mlp_shards(w), planner::tiled_mlp_shards(w));
   if (w.train.flash_attention_3)
     s += "    # The plan assumes FlashAttention-3: load the model with\n"
          "    # AutoModelForCausalLM.from_pretrained(..., attn_implementation=\"flash_attention_3\")\n"

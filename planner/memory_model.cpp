@@ -28,6 +28,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tiled_mlp.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -1133,6 +1134,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   ctx.settle_backward_moments(out);
   apply_expert_parallel_memory(w, stats, z, out);    // z.ep_size > 1 only (planner/expert_parallel.h)
   apply_sequence_parallel_memory(w, stats, z, out);  // --sp > 1 only (planner/sequence_parallel.h)
+  apply_tiled_mlp_memory(w, stats, z, out);          // --kernels tiled-mlp only (planner/tiled_mlp.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
   return out;

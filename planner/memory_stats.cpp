@@ -316,8 +316,11 @@ AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, 
 // layer whose one norm output the attention already saved; `dropout_mask`: bytes per element of the
 // residual dropout's mask, 0 without one.
 int64_t mlp_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, bool moe_layer,
-                  bool input_shared, int64_t dropout_mask) {
+                  bool input_shared, int64_t dropout_mask, bool tiled) {
   const int64_t h = m.hidden_size;
+  // TiledMLP (ulysses_sp.py TiledMLP.forward): the shards run under torch.no_grad() and
+  // ctx.save_for_backward(x) keeps the input alone (shared with the attention when parallel).
+  if (tiled && !moe_layer) return (input_shared ? 0 : e * h) + dropout_mask * h;
   // A MoE layer's tokens pass through top-k routed experts of moe_intermediate_size (Qwen2/3-MoE,
   // DeepSeek; Mixtral's experts are intermediate_size wide) plus any shared expert: the summed width
   // is ModelSpec::active_mlp_width(); a dense layer's (and a MoE model's dense layers') is
@@ -426,7 +429,8 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
         ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
   }
 
-  per_token += mlp_saved(m, f, e, moe_layer, shared_input && f.attn_in_saved, resid_dropout ? drop_mask : 0);
+  per_token += mlp_saved(m, f, e, moe_layer, shared_input && f.attn_in_saved, resid_dropout ? drop_mask : 0,
+                         w.train.tiled_mlp);
 
   LayerActivation r;
   r.without_core = checked_add(checked_mul(per_token, s), lse_per_sample);

@@ -790,6 +790,18 @@ void LayerOps::run() {
   for (const auto& gm : s.layer_gemms)
     b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
            OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
+  // TiledMLP (planner/tiled_mlp.h): each shard's MLP forward runs again, with grad, inside the backward
+  // (its forward ran under no_grad; GEMMs at the shard's rows per launch are not modelled apart). The MLP's
+  // GEMMs are the layer's GEMMs that read or write the intermediate width (gate/up/fc1: n = f or the fused
+  // 2f; down/fc2: k = f).
+  if (w.train.tiled_mlp && !w.model.is_moe()) {
+    const int64_t I = w.model.intermediate_size;
+    for (const auto& gm : s.layer_gemms)
+      if (gm.n == I || gm.n == 2 * I || gm.k == I)
+        b.gemm("TiledMLP: MLP GEMMs recomputed per shard", OpPass::Recompute, m, gm, 1.0, a, L);
+    b.memory("TiledMLP: MLP activation recomputed", OpPass::Recompute, s.act_kernels_fwd * L,
+             s.act_elem_passes_fwd * a * f * m * L);
+  }
   peft_lora(OpPass::Backward, true);
   attention(OpPass::Backward, true,
             fa3     ? "attention core backward (FlashAttention-3)"

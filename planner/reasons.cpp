@@ -16,6 +16,7 @@
 #include "planner/parallel.h"
 #include "planner/search.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tiled_mlp.h"
 #include "planner/time_model.h"
 #include "planner/zero3_leaf.h"
 
@@ -510,6 +511,23 @@ std::string expert_parallel_sentence(const Workload& w, const ModelStats& s, con
 
 // --allow bf16-master (planner/plan.h): what the bf16 master weights and optimizer states buy against
 // the best plan with fp32 masters, and the numerics they change.
+// TiledMLP (planner/tiled_mlp.h): what it saves and what it costs.
+std::string tiled_mlp_sentence(const Workload& w, const Plan& rec) {
+  if (!w.train.tiled_mlp) return "";
+  const int64_t tokens = rec.zero.micro_batch * w.train.rank_seq_len();
+  const int64_t e = w.train.precision == Precision::FP32 ? 4 : 2;
+  const int64_t f = w.model.intermediate_size;
+  const int64_t widths = w.model.mlp == models::MlpKind::Gated ? 4 * f : 2 * f;
+  return fmt::format(
+      "TiledMLP ({} shards of the {} tokens per micro-step): each layer's MLP saves only its input, not its "
+      "{} "
+      "intermediate bytes per token ({} per micro-step over the {} layers without checkpointing), and runs "
+      "its "
+      "forward again in the backward, shard by shard.",
+      tiled_mlp_shards(w), tokens, widths * e,
+      gb(checked_mul(checked_mul(widths * e, tokens), w.model.num_layers)), w.model.num_layers);
+}
+
 // Ulysses SP (planner/sequence_parallel.h): what the rank holds, what the all-to-alls cost, and what stays
 // as without SP.
 std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, const Plan& rec) {
@@ -524,8 +542,8 @@ std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, c
       "heads. "
       "They cost {} calls per step moving {} per GPU in {}, all exposed (synchronous all_to_all_single "
       "over {}). ZeRO still partitions over all {} GPUs, and the {} data-parallel ranks make the global "
-      "batch {} sequences. Not priced: DeepSpeed reduces gradients in fp32 under SP "
-      "(seq_parallel_communication_data_type's default).",
+      "batch {} sequences; DeepSpeed reduces their gradients in fp32 under SP "
+      "(seq_parallel_communication_data_type's default), which the gradient reduction's time includes.",
       sp, sp, w.train.rank_seq_len(), w.train.seq_len, w.train.rank_seq_len(),
       gb(rec.memory.saved_activation_bytes()), heads / sp, heads,
       c.a2a_calls_per_step + c.gather_calls_per_step, gb(c.a2a_bytes_per_step), ms(c.time_s),
@@ -729,6 +747,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
   if (const std::string q = sequence_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
+  if (const std::string t = tiled_mlp_sentence(w, rec); !t.empty()) r.reasons.push_back(t);
   if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
   if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));

@@ -65,6 +65,14 @@ struct TrainingSpec {
   // The tokens of each sequence one rank processes outside attention: what every per-token size (saved
   // activations, logits, GEMM rows) is counted over.
   int64_t rank_seq_len() const { return seq_len / (sequence_parallel > 1 ? sequence_parallel : 1); }
+  // --kernels tiled-mlp: DeepSpeed's TiledMLP (runtime/sequence_parallel/ulysses_sp.py, the ALST recipe
+  // monkey-patches the model's MLP forward with it): the MLP runs shard by shard along the sequence,
+  // under no_grad in the forward, saving only its input; the backward recomputes each shard with grad.
+  // Dense MLPs only (planner/memory_stats.cpp mlp_saved, planner/op_model.cpp).
+  bool tiled_mlp = false;
+  // Its shard count; 0 = the recipe's ceil(tokens / hidden) (the TiledMLP docstring's
+  // tiled_mlp_forward, over the rank's seq/sp tokens).
+  int64_t tiled_mlp_shards = 0;
   // Fixed by the user when set; searched otherwise.
   std::optional<int64_t> micro_batch;
   std::optional<int64_t> grad_accum;

@@ -53,6 +53,8 @@ const fs::path kOtherVersions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed
 // Ulysses sequence parallelism (planner/sequence_parallel.h; docs/conformance-sp.md), and the no-SP runs
 // with the same tokens per rank recorded beside them.
 const fs::path kSequenceParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-sp";
+// TiledMLP (planner/tiled_mlp.h; docs/conformance-tiled.md).
+const fs::path kTiled = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-tiled";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
@@ -60,7 +62,7 @@ const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/kn
 // Paths relative to tests/deepspeed/ ("fixtures/0.19.8/x.json", "fixtures-other-versions/0.16.9/x.json").
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;
-  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel}) {
+  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel, kTiled}) {
     if (!fs::exists(root)) continue;
     for (const auto& dir : fs::directory_iterator(root)) {
       if (!dir.is_directory()) continue;
@@ -155,6 +157,10 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
   c.w.train.runtime = Runtime::Cpu;
   c.w.train.modelled_rank = 0;  // the harness records rank 0
   c.w.train.deepspeed_version = v;
+  if (fx.contains("tiled_mlp") && fx["tiled_mlp"].is_object()) {  // the harness's TiledMLP patch
+    c.w.train.tiled_mlp = true;
+    c.w.train.tiled_mlp_shards = fx["tiled_mlp"]["shards"].get<int64_t>();
+  }
   if (fx.contains("lora") && !fx["lora"].is_null()) {
     c.w.train.method = Method::LoRA;
     c.w.train.lora_rank = fx["lora"]["r"].get<int64_t>();
@@ -475,6 +481,39 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Conformance);
 // The folder must not be empty once the harness has recorded (an empty glob would pass silently).
 TEST(ConformanceFixtures, AreFound) {
   EXPECT_FALSE(fixture_files().empty()) << kFixtures;
+}
+
+// TiledMLP's backward working set (planner/tiled_mlp.h) against what the harness measured inside
+// TiledMLP.backward (the allocator's peak above the live bytes at its entry), every recorded call: within
+// 1%. The phase peaks above cannot show it (the tiny model's 1 GB reduce bucket dominates them).
+// Recorded without it (the untiled MLP's backward, ZP_DS_MLP_PROBE): 786,560 B at stage 2.
+TEST(ConformanceFixtures, TiledMlpBackwardWorkingSet) {
+  int checked = 0;
+  for (const std::string& rel : fixture_files()) {
+    if (rel.rfind("fixtures-tiled/", 0) != 0) continue;
+    const json fx = read_json_file((kFixtures.parent_path() / rel).string(), "test data");
+    const Case c = planner_inputs(fx, version_of(rel));
+    const MemoryBreakdown m = estimate_memory(c.w, compute_model_stats(c.w), c.z);
+    // Under gradient checkpointing the window also holds the layer's recompute, which runs at the first
+    // unpack inside it (docs/conformance-tiled.md): the planner's recomputed-layer working set is added.
+    int64_t planned = -1, recomputed = 0;
+    for (int i = 0; i < m.num_gpu; ++i) {
+      const std::string name = m.gpu[static_cast<size_t>(i)].name;
+      if (name.rfind("TiledMLP backward", 0) == 0) planned = m.gpu[static_cast<size_t>(i)].bytes;
+      if (name == "recomputed layer working set") recomputed = m.gpu[static_cast<size_t>(i)].bytes;
+    }
+    ASSERT_GT(planned, 0) << rel;
+    EXPECT_EQ(recomputed > 0, fx["gradient_checkpointing"].get<bool>()) << rel;
+    planned += recomputed;
+    for (const auto& call : fx["tiled_mlp"]["calls"]) {
+      if (call["kind"] != "backward") continue;
+      const int64_t recorded = call["peak_above_entry"].get<int64_t>();
+      EXPECT_NEAR(static_cast<double>(planned) / static_cast<double>(recorded), 1.0, 0.01)
+          << rel << ": planner " << planned << ", DeepSpeed " << recorded;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 7);
 }
 
 // zero_optimization.memory_efficient_linear false holds released weights through the forward

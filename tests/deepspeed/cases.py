@@ -197,11 +197,16 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
               seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False, sp=1,
-              position_ids=False, sp_loss=None):
+              position_ids=False, sp_loss=None, tiled_mlp_shards=0):
     """sp > 1: Ulysses sequence parallelism (ds_config "sequence_parallel_size", harness.py
     rank_main_sp_setup); seq is the global sequence, each rank gets seq/sp tokens. position_ids: pass
     explicit position ids of shape (micro_batch, seq) as an SP data collator does (SP cases always do).
-    sp_loss: how the shard losses are combined over the SP group (harness.py _SPLoss; default all_reduce)."""
+    sp_loss: how the shard losses are combined over the SP group (harness.py _SPLoss; default all_reduce).
+    tiled_mlp_shards > 0: DeepSpeed's TiledMLP (ulysses_sp.py) with that fixed shard count, patched into
+    LlamaMLP.forward before the model is built (harness.py install_tiled_mlp); the name gets the suffix
+    _tiledmlp<N> (in place of the tag "default")."""
+    if tiled_mlp_shards:
+        tag = f"tiledmlp{tiled_mlp_shards}" if tag == "default" else f"{tag}_tiledmlp{tiled_mlp_shards}"
     name = f"{family}_s{stage}_n{world}_{precision}_{tag}"
     lora_cfg = None
     if lora:
@@ -215,6 +220,8 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         extra_keys["position_ids"] = True
     if sp_loss:
         extra_keys["sp_loss"] = sp_loss
+    if tiled_mlp_shards:
+        extra_keys["tiled_mlp_shards"] = tiled_mlp_shards
     return name, dict({
         "name": name,
         "family": family,
@@ -430,9 +437,30 @@ def _build_sp():
     return out
 
 
+def _build_tiled():
+    """DeepSpeed's TiledMLP (deepspeed/runtime/sequence_parallel/ulysses_sp.py class TiledMLP) applied as the ALST
+    recipe does (the TiledMLP docstring: LlamaMLP.forward monkey-patched before the model is built, compute_params
+    = down/gate/up weights), with a fixed shard count (the docstring's ceil(seqlen/hidden) is 1 at seq 64 /
+    hidden 256). Recorded into tests/deepspeed/fixtures-tiled/<ds>/ (run_matrix.py --set tiled;
+    docs/conformance-tiled.md). Not in ORDER. The untiled baselines are the llama-gqa_s{2,3}_n2_bf16_{default,gc}
+    fixtures of tests/deepspeed/fixtures/<ds>/ and llama-gqa_s2_n4_bf16_sp2 of fixtures-sp/<ds>/."""
+    out = []
+    add = lambda **kw: out.append(make_case(**kw))
+    for stage in (2, 3):
+        add(stage=stage, world=2, tiled_mlp_shards=4)
+    for stage in (2, 3):
+        add(stage=stage, world=2, gc=True, tag="gc", tiled_mlp_shards=4)
+    add(stage=2, world=2, tiled_mlp_shards=2)
+    add(stage=3, world=2, tiled_mlp_shards=2)
+    add(stage=2, world=4, sp=2, tag="sp2", tiled_mlp_shards=4)
+    return out
+
+
 _built = _build()
 _built_sp = _build_sp()
-CASES = dict(_built + _built_sp)
-assert len(CASES) == len(_built) + len(_built_sp), "duplicate case names"
+_built_tiled = _build_tiled()
+CASES = dict(_built + _built_sp + _built_tiled)
+assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled), "duplicate case names"
 ORDER = [n for n, _ in _built]
 SP_ORDER = [n for n, _ in _built_sp]
+TILED_ORDER = [n for n, _ in _built_tiled]

@@ -535,6 +535,99 @@ class _SPLoss:
         return weighted / total
 
 
+class _TiledMLPLog:
+    """What TiledMLP does in the measured step (rank 0): every forward (phase, tokens of x) and every backward
+    (phase, x's bytes, live bytes at entry and the allocator peak above them while it runs). The peak is taken as
+    _call_without_staging does: the tracked phase peak is restored to max(itself, the peak inside)."""
+    calls = []
+
+
+def install_tiled_mlp(shards):
+    """DeepSpeed's TiledMLP as its docstring applies it to HF Llama (deepspeed/runtime/sequence_parallel/ulysses_sp.py
+    class TiledMLP): LlamaMLP.forward replaced before the model is built, with compute_params = [down_proj.weight,
+    gate_proj.weight, up_proj.weight] (ZeRO: TiledMLP.backward sets param.ds_grad_is_ready False for all but the last
+    shard). The shard count is fixed by the case: the docstring's ceil(seqlen/hidden) and its all_reduce(MAX) to
+    agree on it across ranks are left out (every rank uses the same constant). Runs in the forked rank only."""
+    from deepspeed.runtime.sequence_parallel.ulysses_sp import TiledMLP
+    from transformers.models.llama import modeling_llama
+
+    def mlp_forward(self, x):
+        return self.down_proj(self.act_fn(self.gate_proj(x)) * self.up_proj(x))
+
+    def tiled_mlp_forward(self, x):
+        compute_params = [self.down_proj.weight, self.gate_proj.weight, self.up_proj.weight]
+        if REC.active:
+            _TiledMLPLog.calls.append({"kind": "forward", "phase": REC.phase, "grad_enabled": torch.is_grad_enabled(),
+                                       "x_shape": list(x.shape)})
+        return TiledMLP.apply(mlp_forward, self, x, shards, compute_params)
+
+    modeling_llama.LlamaMLP.forward = tiled_mlp_forward
+
+    orig_backward = TiledMLP.backward
+
+    def backward(ctx, *grads):
+        if not REC.active:
+            return orig_backward(ctx, *grads)
+        g = grads[0]  # x's shape and dtype (ctx.saved_tensors may be unpacked only once under torch.utils.checkpoint)
+        prior = memcount.peak()
+        live0 = memcount.live()
+        memcount.reset_peak()
+        try:
+            return orig_backward(ctx, *grads)
+        finally:
+            during = memcount.peak()
+            _TiledMLPLog.calls.append({"kind": "backward", "phase": REC.phase, "x_bytes": g.numel() * g.element_size(),
+                                       "live_at_entry": live0, "peak_above_entry": during - live0,
+                                       "live_after_minus_entry": memcount.live() - live0})
+            memcount.set_peak(max(prior, during))
+
+    TiledMLP.backward = staticmethod(backward)
+
+
+def install_mlp_backward_probe():
+    """ZP_DS_MLP_PROBE=1 (diagnostic, never in a committed fixture): the untiled LlamaMLP.forward is wrapped in two
+    identity autograd Functions, so that the measured step logs, per MLP backward (from the gradient of its output
+    to the gradient of its input), the live bytes at entry and the allocator peak above them, as the TiledMLP cases
+    log TiledMLP.backward (_TiledMLPLog). The identities allocate nothing and save nothing."""
+    from transformers.models.llama import modeling_llama
+    orig_forward = modeling_llama.LlamaMLP.forward
+    state = {}
+
+    class _Exit(torch.autograd.Function):  # backward runs first: the MLP's backward starts
+        @staticmethod
+        def forward(ctx, y):
+            return y.view_as(y)
+
+        @staticmethod
+        def backward(ctx, g):
+            if REC.active:
+                state["prior"], state["live0"] = memcount.peak(), memcount.live()
+                memcount.reset_peak()
+            return g
+
+    class _Enter(torch.autograd.Function):  # backward runs last: the gradient of x is complete
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            if REC.active and "live0" in state:
+                during = memcount.peak()
+                _TiledMLPLog.calls.append({"kind": "untiled_mlp_backward", "phase": REC.phase,
+                                           "live_at_entry": state["live0"],
+                                           "peak_above_entry": during - state["live0"],
+                                           "live_after_minus_entry": memcount.live() - state["live0"]})
+                memcount.set_peak(max(state.pop("prior"), during))
+                state.pop("live0")
+            return g
+
+    def forward(self, x):
+        return _Exit.apply(orig_forward(self, _Enter.apply(x)))
+
+    modeling_llama.LlamaMLP.forward = forward
+
+
 def sp_batches_and_loss(batches, sp, mode):
     """Shards the rank's full-sequence batches with DeepSpeed's UlyssesSPDataLoaderAdapter (each SP rank gets
     seq/sp tokens of one SP peer's sample per micro-step, with position_ids and shift_labels), before the
@@ -566,6 +659,11 @@ def rank_main(rank, case, port, result_path):
 
     deepspeed.init_distributed(dist_backend="gloo", auto_mpi_discovery=False, verbose=False)
     install_comm_wrappers()
+
+    if case.get("tiled_mlp_shards"):
+        install_tiled_mlp(int(case["tiled_mlp_shards"]))  # before the model is built, as the ALST recipe does
+    elif os.environ.get("ZP_DS_MLP_PROBE") == "1":
+        install_mlp_backward_probe()
 
     torch.manual_seed(1234)
     hf = dict(case["hf_config"])
@@ -803,6 +901,13 @@ def rank_main(rank, case, port, result_path):
                 spi["core_attn_implementation"] = case["attn_implementation"]
                 spi["batches"] = "UlyssesSPDataLoaderAdapter (sharded before the warm-up)"
             result["sequence_parallel"] = spi
+        if case.get("tiled_mlp_shards"):
+            # (+) DeepSpeed TiledMLP (install_tiled_mlp): the shard count and each call in the measured step
+            result["tiled_mlp"] = {"shards": int(case["tiled_mlp_shards"]), "patched": "LlamaMLP.forward",
+                                   "compute_params": ["down_proj.weight", "gate_proj.weight", "up_proj.weight"],
+                                   "shard_count_all_reduce": False, "calls": _TiledMLPLog.calls}
+        elif os.environ.get("ZP_DS_MLP_PROBE") == "1":
+            result["mlp_backward_probe"] = _TiledMLPLog.calls
         with open(result_path, "w") as f:
             json.dump(result, f)
     torch.distributed.barrier()
@@ -973,7 +1078,7 @@ def main():
         return self_test()
     import cases
     if args.list:
-        print("\n".join(cases.ORDER + cases.SP_ORDER))
+        print("\n".join(cases.ORDER + cases.SP_ORDER + cases.TILED_ORDER))
         return 0
     if not args.case or args.case not in cases.CASES:
         print(f"unknown case {args.case!r} (--list shows them)", file=sys.stderr)
