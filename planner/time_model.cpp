@@ -70,6 +70,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "common/checked.h"
 #include "planner/checkpoint_offload.h"
 #include "planner/collective_families.h"
 #include "planner/comm_model.h"
@@ -183,7 +184,7 @@ Stage3HookHost stage3_hook_host(const Workload& w, const ModelStats& ms, const Z
 // ZeRO-Offload's exposed time per step (optimizer on the host): gradient partitions D2H, CPU Adam on
 // the node's partitions, the updated 16-bit partition H2D, NVMe traffic (header comment).
 double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t partition, int64_t grad_bytes,
-                           double host_bw, double bwd_micro) {
+                           int64_t trainable, double host_bw, double bwd_micro) {
   double offload = 0;
   const double part_bytes = static_cast<double>(partition * grad_bytes);
   const int64_t accum = std::max<int64_t>(1, z.grad_accum);
@@ -209,8 +210,27 @@ double optimizer_offload_s(const Workload& w, const ZeroConfig& z, int64_t parti
             exposed(sum16) + static_cast<double>(accum - 2) * exposed(2 * sum16);  // micro-steps 0..a-2
     }
   } else {
-    // ZeRO-3: D2H of gradient partitions, every micro-step.
-    offload += exposed(part_bytes / host_bw) * static_cast<double>(accum);
+    // ZeRO-3 (stage3.py partition_grads, 0.19.8), every micro-step, for each gradient partition: the
+    // host grad buffer (__param_id_to_grad_partition, pinned on the host under offload_optimizer) takes
+    // a D2H copy and comes back with `grad_buffer.to(device)` ("to speed up the next few operations"),
+    // or, after the first micro-step, goes H2D, is added to, and copied back: 2 x the gradient bytes per
+    // micro-step. At the boundary _offload_grad_partition_at_boundary also copies the master-dtype
+    // gradient to the optimizer's host buffer. They run on the reduce stream after each IPG bucket's
+    // reduce-scatter, and the backward's epilogue waits for that stream: as for a bucketed reduction,
+    // only what follows the first of k buckets can hide behind the rest of the backward (k =
+    // ceil(trainable / reduce_bucket_size)), and the last bucket's share never hides. Measured on an
+    // H100 (TinyLlama-1.1B, 4 x 2048, one bucket of 3; docs/validation.md "H100, 2026-11-27"): the
+    // backward 138 ms longer than without offload at 16 threads (222 ms at 4).
+    const int64_t buckets = std::max<int64_t>(
+        1, ceil_div(std::max<int64_t>(1, trainable), std::max<int64_t>(1, z.reduce_bucket_size)));
+    const double k = static_cast<double>(buckets);
+    const double hide = buckets <= 1 ? 0.0 : bwd_micro * (1.0 - 1.0 / k);
+    const auto exposed3 = [&](double copy_s) {
+      return z.overlap_comm ? std::max(copy_s / k, copy_s - hide) : copy_s;
+    };
+    const double micro = 2.0 * part_bytes / host_bw;
+    const double boundary = micro + static_cast<double>(partition * master_bytes(z)) / host_bw;
+    offload += exposed3(micro) * static_cast<double>(accum - 1) + exposed3(boundary);
   }
   // CPU Adam on the node's partitions (the node's ranks share the host), then H2D of the updated
   // 16-bit params, unless they live on the host anyway (offload_param: the next gathers fetch them).
@@ -826,7 +846,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
 
   // ---- optimizer offload
   if (z.offload_optimizer != Offload::None)
-    offload += optimizer_offload_s(w, z, partition, grad_bytes, host_bw, bwd_micro);
+    offload += optimizer_offload_s(w, z, partition, grad_bytes, trainable, host_bw, bwd_micro);
   // ---- checkpoint offload (--checkpoint-offload cpu only)
   offload += checkpoint_offload_s(w, ms.mem.act, z, fwd, st);
 
