@@ -283,6 +283,26 @@ namespace {
 
 // The checkpoints in host memory (planner/checkpoint_offload.h), where DeepSpeed can do it for this
 // stack and the user left it open: the plan that then fits, or "".
+// The smallest Ulysses SP size (planner/sequence_parallel.h) under which a plan fits on the same GPUs, as
+// "--sp N: plan (tokens/s)", or "" (already SP, expert parallelism asked, or none fits).
+std::string fit_with_sequence_parallel(const Workload& w, const SearchOptions& opts) {
+  if (w.train.sequence_parallel > 1 || w.model.params_only || (opts.ep && *opts.ep > 1)) return "";
+  for (int sp = 2; sp <= w.cluster.world_size(); sp *= 2) {
+    Workload v = w;
+    v.train.sequence_parallel = sp;
+    if (!layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, {1, sp, 1}, layout_facts(v)).empty() ||
+        !sequence_parallel_refusal(v).empty() ||
+        (v.train.global_batch && *v.train.global_batch % data_parallel_size(v) != 0))
+      continue;
+    const SearchResult fr = search_plans(v, compute_model_stats(v), opts);
+    if (fr.recommendation)
+      return fmt::format("--sp {} (Ulysses: each GPU holds {} of the {} tokens): {} ({})", sp,
+                         v.train.rank_seq_len(), w.train.seq_len, describe_config(fr.recommendation->zero),
+                         tps(fr.recommendation->tokens_per_s));
+  }
+  return "";
+}
+
 std::string fit_with_checkpoint_offload(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
   if (w.train.checkpoint_offload != CheckpointOffload::None || !s.mem.act.known ||
       !checkpoint_offload_available(w.train))
@@ -315,7 +335,7 @@ const Plan* closest_plan(const Workload& w, const SearchResult& r) {
 }
 
 // What would fit instead, each a change the user can make: without the fixed options, the checkpoints
-// in host memory, more GPUs, LoRA/QLoRA, a shorter sequence.
+// in host memory, Ulysses SP, more GPUs, LoRA/QLoRA, a shorter sequence.
 std::vector<std::string> what_would_fit(const Workload& w, const ModelStats& s, const SearchOptions& opts,
                                         const Plan* closest) {
   std::vector<std::string> would;
@@ -332,6 +352,7 @@ std::vector<std::string> what_would_fit(const Workload& w, const ModelStats& s, 
                                   tps(fr.recommendation->tokens_per_s)));
   }
   if (std::string c = fit_with_checkpoint_offload(w, s, opts); !c.empty()) would.push_back(std::move(c));
+  if (std::string c = fit_with_sequence_parallel(w, opts); !c.empty()) would.push_back(std::move(c));
   // More GPUs of the same kind.
   for (int factor = 2; factor <= 64; factor *= 2) {
     // Fill nodes up to the GPU class's typical server size, then add nodes.

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "tests/cli_runner.h"
 
@@ -61,6 +62,26 @@ TEST(CliSequenceParallel, PlanEmitCheckRoundTrip) {
   EXPECT_EQ(chk["predicted"]["sequence_parallel_size"], 4) << c.out;
   EXPECT_EQ(chk["predicted"]["memory"]["gpu"]["peak"], rec["memory"]["gpu"]["peak"]) << c.out;
   fs::remove_all(dir);
+}
+
+// When nothing fits, the reasons name the smallest Ulysses size under which a plan does, and the plan
+// search agrees when run with it (and finds nothing with half of it).
+TEST(CliSequenceParallel, NoFitNamesTheSmallestSpThatFits) {
+  const std::vector<std::string> base = {"--model",   "llama-3.1-8b", "--gpus", "8xH100",
+                                         "--seq-len", "131072",       "--json"};
+  const auto r = run_cli(base);
+  ASSERT_EQ(r.exit_code, 1) << r.err;  // nothing fits without SP
+  const std::string reason = nlohmann::json::parse(r.out)["reason"].get<std::string>();
+  const auto at = reason.find("--sp ");
+  ASSERT_NE(at, std::string::npos) << reason;
+  const int sp = std::stoi(reason.substr(at + 5));
+  auto with_sp = [&](int n) {
+    auto args = base;
+    args.insert(args.end(), {"--sp", std::to_string(n)});
+    return run_cli(args).exit_code;
+  };
+  EXPECT_EQ(with_sp(sp), 0) << reason;
+  if (sp > 2) EXPECT_EQ(with_sp(sp / 2), 1) << reason;
 }
 
 }  // namespace
