@@ -68,6 +68,14 @@ CommTopology topology_of(const hw::ClusterSpec& c) {
   return t;
 }
 
+CommTopology contiguous_group_topology(const hw::ClusterSpec& c, int ranks) {
+  CommTopology t = topology_of(c);
+  t.ranks = ranks;
+  t.nodes = std::max(1, (ranks + c.gpus_per_node - 1) / std::max(1, c.gpus_per_node));
+  if (t.nodes == 1) t.inter = nullptr;
+  return t;
+}
+
 double collective_busbw_GBps(const CommTopology& t, int64_t s) {
   double bw = 0;
   // One node: the intra-node tier alone. Several nodes with one GPU each: the network alone.

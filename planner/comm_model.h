@@ -38,6 +38,9 @@ struct CommTopology {
   int nics_per_node = 1;
 };
 CommTopology topology_of(const hw::ClusterSpec& c);
+// A group of `ranks` contiguous ranks (AutoEP's expert groups, Ulysses SP groups: layout/parallel_layout.h
+// builds both as consecutive ranks): on one node's link while it fits a node, else across the network.
+CommTopology contiguous_group_topology(const hw::ClusterSpec& c, int ranks);
 
 // Achieved busbw (GB/s, 1e9 bytes/s) for an S-byte message on the topology.
 double collective_busbw_GBps(const CommTopology& t, int64_t message_bytes);

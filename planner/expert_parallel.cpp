@@ -30,18 +30,6 @@ int64_t expert_width(const models::ModelSpec& m) {
   return m.moe_intermediate_size > 0 ? m.moe_intermediate_size : m.intermediate_size;
 }
 
-// The all-to-all topology of one expert-parallel group. groups.py _create_expert_and_data_parallel
-// (legacy path, mp_size 1): expert-parallel groups are consecutive ranks [i*ep, (i+1)*ep), so a group
-// of ep <= gpus_per_node stays on one node's link. An all-to-all moves (n-1)/n of each rank's
-// S bytes (nccl-tests PERFORMANCE.md: alltoall busbw factor (n-1)/n).
-CommTopology ep_topology(const hw::ClusterSpec& c, int ep) {
-  CommTopology t = topology_of(c);
-  t.ranks = ep;
-  t.nodes = std::max(1, (ep + c.gpus_per_node - 1) / std::max(1, c.gpus_per_node));
-  if (t.nodes == 1) t.inter = nullptr;
-  return t;
-}
-
 }  // namespace
 
 const char* autoep_preset(const models::ModelSpec& m) {
@@ -123,7 +111,11 @@ ExpertParallelCosts expert_parallel_costs(const Workload& w, const ModelStats& s
   const int64_t fwd_passes = z.checkpointing == Checkpointing::Full ? 2 : 1;
   c.a2a_calls_per_step = checked_mul(checked_mul(c.moe_layers, accum), 2 * fwd_passes + 2);
   c.count_calls_per_step = checked_mul(checked_mul(c.moe_layers, accum), fwd_passes);
-  const CommTopology t = ep_topology(w.cluster, c.ep);
+  // The all-to-all topology of one expert-parallel group. groups.py _create_expert_and_data_parallel
+  // (legacy path, mp_size 1): expert-parallel groups are consecutive ranks [i*ep, (i+1)*ep), so a group
+  // of ep <= gpus_per_node stays on one node's link. An all-to-all moves (n-1)/n of each rank's
+  // S bytes (nccl-tests PERFORMANCE.md: alltoall busbw factor (n-1)/n).
+  const CommTopology t = contiguous_group_topology(w.cluster, c.ep);
   c.a2a_time_s = static_cast<double>(c.a2a_calls_per_step) *
                      collective_time_s(t, CollectiveKind::AllToAll, c.a2a_bytes) +
                  static_cast<double>(c.count_calls_per_step) *
@@ -184,7 +176,6 @@ void apply_expert_parallel_time(const Workload& w, const ModelStats& s, const Ze
     exposed += cc.exposed_s;
     bytes += cc.bytes_per_rank;
   }
-  const CommTopology topo = ep_topology(w.cluster, c.ep);
   if (t.num_collectives < kMaxCollectives) {
     CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
     a.name = "expert all-to-all dispatch + combine (AutoEP)";
@@ -202,7 +193,6 @@ void apply_expert_parallel_time(const Workload& w, const ModelStats& s, const Ze
     exposed += a.exposed_s;
     bytes += a.bytes_per_rank;
   }
-  (void)topo;
   t.communication_s = comm;
   t.exposed_communication_s = exposed;
   t.comm_bytes_per_rank = bytes;

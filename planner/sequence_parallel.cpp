@@ -14,16 +14,6 @@ namespace zeroplan::planner {
 
 namespace {
 
-// The SP group: sp contiguous ranks (layout/parallel_layout.h: SP blocks sit above TP, which is 1), so
-// it stays on one node's link while sp <= GPUs per node.
-CommTopology sp_topology(const hw::ClusterSpec& c, int sp) {
-  CommTopology t = topology_of(c);
-  t.ranks = sp;
-  t.nodes = std::max(1, (sp + c.gpus_per_node - 1) / std::max(1, c.gpus_per_node));
-  if (t.nodes == 1) t.inter = nullptr;
-  return t;
-}
-
 int64_t kv_heads_of(const models::ModelSpec& m) {
   return m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
 }
@@ -110,7 +100,7 @@ SequenceParallelCosts sequence_parallel_costs(const Workload& w, const ModelStat
   const int64_t per_layer_a2a = 4 * passes + 4;  // forward (and recompute) 4 each, backward 4
   c.a2a_calls_per_step = checked_mul(checked_mul(c.layers, accum), per_layer_a2a);
   c.gather_calls_per_step = checked_mul(checked_mul(c.layers, accum), passes);
-  const CommTopology t = sp_topology(w.cluster, sp);
+  const CommTopology t = contiguous_group_topology(w.cluster, sp);
   const double pass_s = 2.0 * collective_time_s(t, CollectiveKind::AllToAll, c.q_bytes) +
                         2.0 * collective_time_s(t, CollectiveKind::AllToAll, c.kv_bytes);
   const double passes_per_step = static_cast<double>(checked_mul(checked_mul(c.layers, accum), passes + 1));

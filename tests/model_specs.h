@@ -24,4 +24,16 @@ inline models::ModelSpec llama2_7b_spec() {
   return m;
 }
 
+// A Llama-3.1-8B-shaped model (config.json of meta-llama/Llama-3.1-8B: hidden 4096, 32 layers, 32 heads,
+// 8 KV heads, head_dim 128, intermediate 14336, vocab 128256, untied embeddings).
+inline models::ModelSpec llama31_8b_spec() {
+  models::ModelSpec m = llama2_7b_spec();
+  m.name = "llama-3.1-8b-test";
+  m.num_kv_heads = 8;
+  m.intermediate_size = 14336;
+  m.vocab_size = 128256;
+  m.max_position_embeddings = 131072;
+  return m;
+}
+
 }  // namespace zeroplan::testing

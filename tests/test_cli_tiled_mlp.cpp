@@ -13,24 +13,14 @@
 #include "planner/model_stats.h"
 #include "planner/op_model.h"
 #include "planner/tiled_mlp.h"
+#include "tests/model_specs.h"
 
 namespace zeroplan::planner {
 namespace {
 
 Workload llama31_8b(int64_t seq, bool tiled) {
   Workload w;
-  w.model.name = "llama-3.1-8b-test";
-  w.model.model_type = "llama";
-  w.model.hidden_size = 4096;
-  w.model.num_layers = 32;
-  w.model.num_heads = 32;
-  w.model.num_kv_heads = 8;
-  w.model.head_dim = 128;
-  w.model.intermediate_size = 14336;
-  w.model.vocab_size = 128256;
-  w.model.norm = models::NormKind::RMSNorm;
-  w.model.mlp = models::MlpKind::Gated;
-  w.model.position = models::PositionKind::Rotary;
+  w.model = testing::llama31_8b_spec();
   w.cluster = hw::parse_cluster("8xH100");
   w.train.seq_len = seq;
   w.train.tiled_mlp = tiled;

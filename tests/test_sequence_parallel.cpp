@@ -16,31 +16,14 @@
 #include "planner/search.h"
 #include "planner/sequence_parallel.h"
 #include "planner/time_model.h"
+#include "tests/model_specs.h"
 
 namespace zeroplan::planner {
 namespace {
 
-models::ModelSpec llama31_8b() {
-  models::ModelSpec m;
-  m.name = "llama-3.1-8b-test";
-  m.model_type = "llama";
-  m.hidden_size = 4096;
-  m.num_layers = 32;
-  m.num_heads = 32;
-  m.num_kv_heads = 8;
-  m.head_dim = 128;
-  m.intermediate_size = 14336;
-  m.vocab_size = 128256;
-  m.max_position_embeddings = 131072;
-  m.norm = models::NormKind::RMSNorm;
-  m.mlp = models::MlpKind::Gated;
-  m.position = models::PositionKind::Rotary;
-  return m;
-}
-
 Workload workload(int64_t seq, int sp, const std::string& gpus = "8xH100") {
   Workload w;
-  w.model = llama31_8b();
+  w.model = testing::llama31_8b_spec();
   w.cluster = hw::parse_cluster(gpus);
   w.train.seq_len = seq;
   w.train.sequence_parallel = sp;
