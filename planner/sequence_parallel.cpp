@@ -56,10 +56,9 @@ std::string sequence_parallel_refusal(const Workload& w) {
         sp);
   if (hf_attention_path(m) == HfAttentionPath::Eager)
     return fmt::format(
-        "--sp {}: {} runs eager attention in transformers (its class has no SDPA path, and zeroplan models "
-        "it "
-        "so), which DeepSpeed's Ulysses refuses (ulysses_sp.py: \"eager attn_implementation isn't currently "
-        "supported\")",
+        "--sp {}: {} runs eager attention in transformers (its class has no SDPA path; zeroplan models "
+        "that), which DeepSpeed's Ulysses refuses (ulysses_sp.py: \"eager attn_implementation isn't "
+        "currently supported\")",
         sp, m.name);
   if (hf_attention_explicit_mask(m))
     return fmt::format(
