@@ -615,8 +615,13 @@ void Stage3Policy::add_gathered(MemoryBreakdown& out) const {
   // turn, parameters whose next use is within stage3_max_reuse_distance stay gathered
   // (__params_to_release); we bound that by half the reuse distance (the forward tail is
   // reused in mirror order by the backward).
-  const int64_t nonpersist_total =
-      fetched_are_views ? 0 : m.trainable_tensors.total_numel() + m.frozen_tensors.total_numel() - persist;
+  // (persist counts the persistent tensors padded to N; when every tensor is persistent and N exceeds
+  // their sizes, as in the reasons' "more GPUs" variants of a tiny model, the padded count passes the
+  // total: nothing is non-persistent then.)
+  const int64_t nonpersist_total = fetched_are_views
+                                       ? 0
+                                       : std::max<int64_t>(0, m.trainable_tensors.total_numel() +
+                                                                  m.frozen_tensors.total_numel() - persist);
   // A ZeRO-3 leaf MoE block is fetched whole (planner/zero3_leaf.h): the largest module grows to it.
   const int64_t largest_fetch =
       moe_block_is_leaf(m.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version)

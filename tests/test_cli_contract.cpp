@@ -124,6 +124,19 @@ TEST(CliContract, NothingFitsGivesNullRecommendationAndAReason) {
   EXPECT_FALSE(j["plans"][0]["fits"].get<bool>());
 }
 
+// A model whose every tensor is under stage3_param_persistence_threshold (tiny-llama-micro: all persistent)
+// on a GPU too small for it: the reasons' "more GPUs" variants reach 128 ranks, where the persistent tensors
+// padded to the world pass the model's total. That was an internal error (exit 3: "negative buffer size for
+// gathered parameters (forward)", found by the DeepSpeed Trainer test python/tests/test_integrations.py);
+// it is a verdict (exit 1) with a reason.
+TEST(CliContract, AllPersistentModelOnManyRanksIsAVerdict) {
+  const json j = run_json(
+      {"--model", "tiny-llama-micro", "--gpus", "2xA40", "--gpu-mem", "0.55GB", "--seq-len", "32", "--json"},
+      1);
+  EXPECT_TRUE(j["recommendation"].is_null());
+  EXPECT_FALSE(j["reason"].get<std::string>().empty());
+}
+
 TEST(CliContract, LoraReportsTrainableParameters) {
   const json j =
       run_json({"--model", "7b", "--gpus", "1xA100-80GB", "--method", "lora", "--lora-rank", "16", "--json"});

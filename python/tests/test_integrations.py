@@ -92,6 +92,24 @@ class TrainerCallbackTest(unittest.TestCase):
         with self.assertRaises(ZeroplanRunRefused):
             cb.on_train_begin(args, SimpleNamespace(is_world_process_zero=True), None, model=self.model)
 
+    def test_sequence_parallel_from_parallelism_config(self):
+        from types import SimpleNamespace
+
+        from zeroplan.integrations import check_training_run
+
+        # TrainingArguments(parallelism_config=ParallelismConfig(sp_backend="deepspeed", sp_size=2)) on 2 GPUs:
+        # the plan is the Ulysses one (4 heads over 2 ranks, 32 tokens -> 16 per rank). The DeepSpeed config
+        # need not say so (accelerate hands DeepSpeed the SP mpu), so only the ParallelismConfig tells.
+        ds = {"train_micro_batch_size_per_gpu": 2, "gradient_accumulation_steps": 1, "bf16": {"enabled": True},
+              "zero_optimization": {"stage": 2}}
+        args = SimpleNamespace(world_size=2, per_device_train_batch_size=2, gradient_accumulation_steps=1,
+                               gradient_checkpointing=False, bf16=True, fp16=False,
+                               parallelism_config=SimpleNamespace(sp_backend="deepspeed", sp_size=2),
+                               hf_deepspeed_config=SimpleNamespace(config=ds))
+        r = check_training_run(args, self.model, gpus="2xA40", seq_len=32)
+        self.assertEqual(r.predicted.sequence_parallel_size, 2)
+        self.assertEqual(r.predicted.data_parallel_size, 1)
+
     def test_check_accelerator(self):
         from accelerate import Accelerator
 

@@ -104,6 +104,13 @@ def check_training_run(args: Any, model: Any, gpus: Optional[str] = None, **knob
         "grad_accum": getattr(args, "gradient_accumulation_steps", None),
         "checkpointing": "full" if getattr(args, "gradient_checkpointing", False) else "none",
     }
+    # Ulysses sequence parallelism through accelerate's ParallelismConfig (transformers docs
+    # deepspeed_alst.md: TrainingArguments(parallelism_config=ParallelismConfig(sp_backend="deepspeed",
+    # sp_size=N, ...))): the plan's --sp.
+    pc = getattr(args, "parallelism_config", None)
+    sp = int(getattr(pc, "sp_size", 1) or 1) if pc is not None else 1
+    if sp > 1 and getattr(pc, "sp_backend", None) == "deepspeed":
+        flags["sp"] = sp
     flags.update(knobs)
     ds = _ds_config(args)
     if ds is not None:
