@@ -537,8 +537,7 @@ std::string tiled_mlp_sentence(const Workload& w, const Plan& rec) {
   if (!w.train.tiled_mlp) return "";
   const int64_t tokens = rec.zero.micro_batch * w.train.rank_seq_len();
   const int64_t e = w.train.precision == Precision::FP32 ? 4 : 2;
-  const int64_t f = w.model.intermediate_size;
-  const int64_t widths = w.model.mlp == models::MlpKind::Gated ? 4 * f : 2 * f;
+  const int64_t widths = tiled_mlp_intermediate_widths(w.model);
   return fmt::format(
       "TiledMLP ({} shards of the {} tokens per micro-step): each layer's MLP saves only its input, not its "
       "{} "

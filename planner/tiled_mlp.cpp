@@ -15,6 +15,10 @@ int64_t tiled_mlp_shards(const Workload& w) {
   return std::max<int64_t>(1, ceil_div(w.train.rank_seq_len(), h));
 }
 
+int64_t tiled_mlp_intermediate_widths(const models::ModelSpec& m) {
+  return (m.mlp == models::MlpKind::Gated ? 4 : 2) * m.intermediate_size;
+}
+
 std::string tiled_mlp_refusal(const Workload& w) {
   if (!w.train.tiled_mlp) return "";
   if (w.model.params_only)
@@ -45,8 +49,7 @@ void apply_tiled_mlp_memory(const Workload& w, const ModelStats& s, const ZeroCo
   // 2 x f), and its output (h); stage 3's zero3_linear_wrap keeps one more f-wide tensor. The constant:
   // x_grad = torch.zeros_like(x) over all rows (65,536) and the MLP's weight gradients twice (2 x
   // 786,432), accumulated across shards while ds_grad_is_ready is False.
-  const int64_t widths =
-      (w.model.mlp == models::MlpKind::Gated ? 4 * f : 2 * f) + (z.zero3_linear_wrap() ? f : 0);
+  const int64_t widths = tiled_mlp_intermediate_widths(w.model) + (z.zero3_linear_wrap() ? f : 0);
   const int64_t shard = checked_mul(checked_mul(shard_rows, widths + h), e);
   const int64_t x_grad = checked_mul(checked_mul(rows, h), e);
   const int64_t mlp_weights = w.train.method == Method::Full ? 3 * h * f : 0;  // gate, up, down (dense)

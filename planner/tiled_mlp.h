@@ -23,6 +23,11 @@ namespace zeroplan::planner {
 // (TiledMLP docstring tiled_mlp_forward) over the rank's seq/sp tokens; at least 1.
 int64_t tiled_mlp_shards(const Workload& w);
 
+// The per-token widths of a dense MLP's intermediates: SwiGLU's gate(x), up(x), act(gate(x)) and their
+// product (4 x intermediate), a plain MLP's fc1 output and activation (2 x intermediate). What TiledMLP
+// stops saving, and what one shard's recompute holds per row.
+int64_t tiled_mlp_intermediate_widths(const models::ModelSpec& m);
+
 // Why the plan cannot model TiledMLP for this workload (one sentence naming the flag), or "".
 std::string tiled_mlp_refusal(const Workload& w);
 
