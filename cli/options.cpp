@@ -14,6 +14,7 @@
 #include "planner/op_model.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
 #include "planner/tiled_mlp.h"
 #include "planner/torch_version.h"
 
@@ -149,10 +150,9 @@ void add_training_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--ep", f.ep,
                  "Expert-parallel size (DeepSpeed AutoEP, MoE models; 1 = none; searched when absent)")
       ->group(t);
-  app.add_option(
-         "--tp", f.tp,
-         "Tensor-parallel size (DeepSpeed AutoTP); checked against the model and GPUs, values above 1 "
-         "are refused until AutoTP is modelled")
+  app.add_option("--tp", f.tp,
+                 "Tensor-parallel size (DeepSpeed AutoTP training, tensor_parallel.autotp_size; 1 = none): "
+                 "Llama-layout dense models, TP inside a node, ZeRO over GPUs / N")
       ->group(t);
   app.add_option(
          "--sp", f.sp,
@@ -476,10 +476,16 @@ planner::Workload build_workload(const PlanFlags& f) {
   };
   layout::LayoutSizes sizes{size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
 
-  const std::vector<std::string> why =
-      layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes, planner::layout_facts(w));
+  const std::vector<std::string> why = layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes,
+                                                        planner::layout_facts(w), /*modelled_tp=*/true);
   if (!why.empty()) throw UserError(why.front());
   w.train.sequence_parallel = sizes.sp;
+  // AutoTP (planner/tensor_parallel.h): the workload's model becomes one TP rank's shard.
+  if (const std::string tp_why = planner::tensor_parallel_refusal(w, sizes.tp); !tp_why.empty())
+    throw UserError(tp_why);
+  if (sizes.tp > 1 && !f.ep.empty() && f.ep != "1")
+    throw_user_error("--tp {} with --ep {}: AutoTP with AutoEP is not modelled yet", sizes.tp, f.ep);
+  planner::apply_tensor_parallel(w, sizes.tp);
   const std::string sp_why = planner::sequence_parallel_refusal(w);
   if (!sp_why.empty()) throw UserError(sp_why);
   if (const std::string tiled_why = planner::tiled_mlp_refusal(w); !tiled_why.empty())

@@ -14,13 +14,14 @@ using nlohmann::json;
 using planner::Category;
 
 json model_to_json(const planner::Workload& w) {
-  const auto& m = w.model;
+  const auto& m = w.full_model();  // as given; under --tp, w.model is one TP rank's shard
   const int64_t total = m.num_parameters();
   int64_t trainable = total - m.num_frozen_parameters();
   if (w.train.method != planner::Method::Full)
     trainable = models::lora_trainable_parameters(m, w.train.lora_rank, w.train.lora_targets);
   json j = {{"name", m.name}, {"parameters", total}, {"trainable_parameters", trainable}};
   if (m.params_only) j["architecture_known"] = false;
+  if (w.train.tensor_parallel > 1) j["parameters_per_tp_rank"] = w.model.num_parameters();
   return j;
 }
 
@@ -92,6 +93,8 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            {"expert_parallel_size", z.ep_size},
            // Ulysses sequence_parallel_size (--sp, planner/sequence_parallel.h); 1 = none.
            {"sequence_parallel_size", p.sequence_parallel},
+           // DeepSpeed AutoTP tensor_parallel.autotp_size (--tp, planner/tensor_parallel.h); 1 = none.
+           {"tensor_parallel_size", p.tensor_parallel},
            // The ranks DeepSpeed's batch arithmetic counts (planner/parallel.h data_parallel_size):
            // global_batch = micro_batch x grad_accum x this.
            {"data_parallel_size", planner::data_parallel_size(w)},

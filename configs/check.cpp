@@ -19,6 +19,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::configs {
@@ -145,6 +146,7 @@ class Reader {
     }
     runner_rules();
     sequence_parallel();
+    tensor_parallel();
     batch();
     precision();
     zero();
@@ -268,6 +270,42 @@ class Reader {
       return;
     }
     r_.sequence_parallel = sp;
+  }
+
+  // "tensor_parallel": {"autotp_size": N} (AutoTP training, planner/tensor_parallel.h): read by
+  // deepspeed.initialize (runtime/tensor_parallel/config.py TPTrainingConfig; 0 = off). The batch
+  // arithmetic is unchanged by it (the config counts TP ranks as replicas: planner/parallel.h
+  // deepspeed_batch_world). The workload's --tp stands when the file has no such key.
+  void tensor_parallel() {
+    r_.tensor_parallel = std::max(1, w_.train.tensor_parallel);
+    const json* v = find(cfg_, {"tensor_parallel", "autotp_size"});
+    if (v == nullptr || is_auto(v)) return;
+    if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > 1'000'000) {
+      add(Severity::Error, "tensor_parallel.autotp_size",
+          fmt::format("{} is not a non-negative integer", v->dump()),
+          "write the tensor-parallel size, e.g. 2 (0 or 1: off)");
+      return;
+    }
+    const int tp = static_cast<int>(v->get<int64_t>());
+    if (tp <= 1) {
+      r_.tensor_parallel = 1;
+      return;
+    }
+    const std::vector<std::string> why = layout::validate(w_.cluster.nodes, w_.cluster.gpus_per_node,
+                                                          {tp, std::max(1, r_.sequence_parallel), 1},
+                                                          planner::layout_facts(w_), /*modelled_tp=*/true);
+    if (!why.empty()) {
+      add(Severity::Error, "tensor_parallel.autotp_size", why.front(), "choose a size the rule allows");
+      return;
+    }
+    planner::Workload probe = w_;
+    probe.train.sequence_parallel = r_.sequence_parallel;
+    if (const std::string refused = planner::tensor_parallel_refusal(probe, tp); !refused.empty()) {
+      add(Severity::Warning, "tensor_parallel.autotp_size",
+          refused + "; predicted without tensor parallelism", "");
+      return;
+    }
+    r_.tensor_parallel = tp;
   }
 
   // zero_optimization / fp16 / bf16 values as DeepSpeed's pydantic models coerce them.
@@ -1113,6 +1151,16 @@ planner::Workload workload_for_config(const planner::Workload& w, const ReadConf
   wc.train.global_batch = r.train_batch_size;
   wc.train.checkpointing = r.zero.checkpointing;
   wc.train.sequence_parallel = r.sequence_parallel;
+  if (wc.train.tensor_parallel != r.tensor_parallel) {  // AutoTP: one TP rank's shard of the model as given
+    const models::ModelSpec full = wc.full_model();
+    wc.model = full;
+    wc.unsharded.reset();
+    planner::apply_tensor_parallel(wc, r.tensor_parallel);
+  }
+  // train_batch_size counts every TP rank as a replica (planner/parallel.h deepspeed_batch_world); the
+  // planner's global batch is distinct sequences.
+  if (wc.train.global_batch && r.tensor_parallel > 1)
+    wc.train.global_batch = *wc.train.global_batch / r.tensor_parallel;
   if (w.train.deepspeed_checkpointing) {  // the config's activation_checkpointing acts (Reader above)
     wc.train.checkpoint_offload =
         r.cpu_checkpointing ? planner::CheckpointOffload::Cpu : planner::CheckpointOffload::None;

@@ -42,6 +42,8 @@ struct ReadConfig {
   // "sequence_parallel_size" (Ulysses SP; runtime/config.py reads it for the batch arithmetic), when
   // zeroplan models it (planner/sequence_parallel.h); 1 otherwise.
   int sequence_parallel = 1;
+  // "tensor_parallel.autotp_size" (AutoTP, planner/tensor_parallel.h) when zeroplan models it; 1 otherwise.
+  int tensor_parallel = 1;
 };
 
 // Which DeepSpeed and which launcher the config is judged for.

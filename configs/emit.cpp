@@ -72,7 +72,9 @@ int64_t largest_param_numel(const planner::Workload& w) {
 // exceed the largest parameter's partition ceil(numel / N). Keep the default when it does; otherwise
 // round up to the next multiple of 1e7 elements above it.
 int64_t nvme_param_buffer_size(const planner::Workload& w) {
-  const int64_t part = ceil_div(largest_param_numel(w), w.cluster.world_size());
+  // Partitioned over the ZeRO group: world / tp under AutoTP (planner/tensor_parallel.h).
+  const int64_t part =
+      ceil_div(largest_param_numel(w), w.cluster.world_size() / std::max(1, w.train.tensor_parallel));
   if (part < kParamNvmeBufferSize) return kParamNvmeBufferSize;
   constexpr int64_t step = 10'000'000;
   return (part / step + 1) * step;
@@ -112,9 +114,11 @@ std::string plan_summary(const planner::Workload& w, const planner::Plan& p) {
       "seq {}{}, checkpointing {}",
       w.model.name, w.cluster.nodes, w.cluster.gpus_per_node, w.cluster.gpu.name, z.stage, off,
       planner::to_string(p.precision), z.micro_batch, z.grad_accum, planner::data_parallel_size(w),
-      p.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs",
+      p.sequence_parallel > 1 || p.tensor_parallel > 1 ? "data-parallel ranks" : "GPUs",
       z.micro_batch * z.grad_accum * planner::data_parallel_size(w), p.seq_len,
-      p.sequence_parallel > 1 ? fmt::format(" over Ulysses sp {}", p.sequence_parallel) : std::string(),
+      p.sequence_parallel > 1 ? fmt::format(" over Ulysses sp {}", p.sequence_parallel)
+      : p.tensor_parallel > 1 ? fmt::format(" over AutoTP tp {}", p.tensor_parallel)
+                              : std::string(),
       planner::to_string(z.checkpointing));
 }
 
@@ -167,9 +171,10 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
 
   json c = json::object();
   // DeepSpeed asserts train_batch_size == micro * accum * world (runtime/config.py _batch_assertion),
-  // where world is the data-parallel size: GPUs / sequence_parallel_size under Ulysses SP.
+  // where world is GPUs / sequence_parallel_size; AutoTP ranks count as replicas there
+  // (planner/parallel.h deepspeed_batch_world).
   c["train_batch_size"] =
-      auto_or(checked_mul(checked_mul(z.micro_batch, z.grad_accum), planner::data_parallel_size(w)));
+      auto_or(checked_mul(checked_mul(z.micro_batch, z.grad_accum), planner::deepspeed_batch_world(w)));
   c["train_micro_batch_size_per_gpu"] = auto_or(z.micro_batch);
   c["gradient_accumulation_steps"] = auto_or(z.grad_accum);
   c["gradient_clipping"] = auto_or(kGradientClipping);
@@ -242,6 +247,9 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
   // UlyssesSPAttentionHF.register_with_transformers); the groups come from that mpu or from
   // accelerate's ParallelismConfig (the snippets).
   if (p.sequence_parallel > 1) c["sequence_parallel_size"] = p.sequence_parallel;
+  // AutoTP (planner/tensor_parallel.h): deepspeed.initialize reads tensor_parallel.autotp_size, makes the
+  // TP groups and shards the HF model by its tp_plan (engine.py _configure_tensor_parallel).
+  if (p.tensor_parallel > 1) c["tensor_parallel"] = {{"autotp_size", p.tensor_parallel}};
   if (json ac = activation_checkpointing_section(w, z); !ac.is_null())
     c["activation_checkpointing"] = std::move(ac);
 

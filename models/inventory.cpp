@@ -439,7 +439,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
 
   if (!tie_word_embeddings) {
     GroupBuilder g("lm_head", "", false);
-    g.linear(n.lm_head, vocab_size, embed_dim, lm_head_bias);
+    g.linear(n.lm_head, lm_head_rows > 0 ? lm_head_rows : vocab_size, embed_dim, lm_head_bias);
     out.push_back(g.take());
   }
   return out;

@@ -146,6 +146,9 @@ struct ModelSpec {
   bool attention_sinks = false;  // gpt-oss: self_attn.sinks, one learned logit per head
   bool mlp_c_names = false;      // Starcoder2: plain MLP named mlp.c_fc / mlp.c_proj
   bool lm_head_bias = false;     // Phi-1/2: lm_head Linear(bias=True)
+  // The lm_head's output rows when they differ from vocab_size: one AutoTP rank's vocabulary shard
+  // (planner/tensor_parallel.h). 0 = vocab_size.
+  int64_t lm_head_rows = 0;
   std::string text_config_of;    // vision-language wrapper whose text_config this is ("gemma3", ...)
 
   Layout layout = Layout::Llama;

@@ -97,7 +97,7 @@ struct Key {
   const void* stats = nullptr;
   int64_t total_params = 0, trainable_params = 0;
   size_t model_hash = 0, cluster_hash = 0;
-  int world = 0, nodes = 0, stage = 0, ep = 1, sp = 1;
+  int world = 0, nodes = 0, stage = 0, ep = 1, sp = 1, tp = 1;
   int64_t rbs = 0, prefetch = 0, thr = 0, max_live = 0, reuse = 0, sub_group = 0, lora_rank = 0;
   int flags = 0;
   bool operator==(const Key&) const = default;
@@ -123,6 +123,7 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
   k.stage = z.stage;
   k.ep = z.ep_size;
   k.sp = w.train.sequence_parallel;  // Ulysses SP: fp32 gradient reductions, stage 0's SP-group scalars
+  k.tp = w.train.tensor_parallel;    // AutoTP: ZeRO's calls in world / tp ranks
   k.rbs = z.reduce_bucket_size;
   k.prefetch = z.prefetch_bucket_size;
   k.thr = z.param_persistence_threshold;

@@ -68,6 +68,14 @@ CommTopology topology_of(const hw::ClusterSpec& c) {
   return t;
 }
 
+CommTopology data_parallel_topology(const hw::ClusterSpec& c, int tp) {
+  CommTopology t = topology_of(c);
+  if (tp <= 1) return t;
+  t.ranks = std::max(1, c.world_size() / tp);
+  t.nic_sharers = tp;
+  return t;
+}
+
 CommTopology contiguous_group_topology(const hw::ClusterSpec& c, int ranks) {
   CommTopology t = topology_of(c);
   t.ranks = ranks;
@@ -84,7 +92,8 @@ double collective_busbw_GBps(const CommTopology& t, int64_t s) {
   if (t.inter != nullptr) {
     // Each of the k rings carries S/k bytes over its own NIC.
     const double k = static_cast<double>(t.nics_per_node);
-    const double net = t.inter->busbw.busbw_at(static_cast<int64_t>(static_cast<double>(s) / k)) * k;
+    const double net = t.inter->busbw.busbw_at(static_cast<int64_t>(static_cast<double>(s) / k)) * k /
+                       static_cast<double>(std::max(1, t.nic_sharers));
     bw = intra_used ? std::min(bw, net) : net;  // slowest tier bounds the ring
   }
   return bw;

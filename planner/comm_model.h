@@ -36,8 +36,15 @@ struct CommTopology {
   const hw::LinkProfile* intra = nullptr;
   const hw::LinkProfile* inter = nullptr;  // null on one node
   int nics_per_node = 1;
+  // Groups of this kind on a node that cross the network at the same time and share its NICs: tp for
+  // the data-parallel groups of AutoTP (data_parallel_topology); 1 otherwise.
+  int nic_sharers = 1;
 };
 CommTopology topology_of(const hw::ClusterSpec& c);
+// The group ZeRO's collectives run in under AutoTP of `tp`: world / tp ranks of one TP index, strided by
+// tp (layout/parallel_layout.h), on every node; the tp such groups run at once and share each node's
+// NICs. tp = 1: topology_of(c).
+CommTopology data_parallel_topology(const hw::ClusterSpec& c, int tp);
 // A group of `ranks` contiguous ranks (AutoEP's expert groups, Ulysses SP groups: layout/parallel_layout.h
 // builds both as consecutive ranks): on one node's link while it fits a node, else across the network.
 CommTopology contiguous_group_topology(const hw::ClusterSpec& c, int ranks);

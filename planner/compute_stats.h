@@ -66,6 +66,7 @@ struct CommCacheKey {
   std::string intra, inter;  // link names
   double intra_latency_us = 0, inter_latency_us = 0;
   size_t intra_points = 0, inter_points = 0;  // busbw curve sizes (a calibrated curve differs)
+  int tp = 1;                                 // AutoTP size: the ZeRO collectives run in world / tp ranks
 };
 struct CommCache {
   bool valid = false;

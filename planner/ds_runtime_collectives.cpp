@@ -582,10 +582,12 @@ void CallListBuilder::engine_allreduce() {
   // FP16_Optimizer.step all-reduces its overflow flag (CheckOverflow.has_overflow, uint8) and gradient
   // norm (get_flattened_grad_norm, fp32) over it (recorded: 1 and 4 bytes in the group of sp ranks;
   // without an mpu neither call is made).
-  const int sp = std::max(1, w.train.sequence_parallel);
-  if (path.wrapper == OptimizerWrapper::FP16Optimizer && sp > 1) {
-    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 1, 1, sp, "CheckOverflow.has_overflow"});
-    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 4, 4, sp, "get_flattened_grad_norm"});
+  // Under AutoTP the mpu is deepspeed.utils.groups, whose model-parallel group is the TP group (recorded
+  // in fixtures-tp: the same two calls in the group of tp ranks).
+  const int mp = std::max({1, w.train.sequence_parallel, w.train.tensor_parallel});
+  if (path.wrapper == OptimizerWrapper::FP16Optimizer && mp > 1) {
+    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 1, 1, mp, "CheckOverflow.has_overflow"});
+    out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, 4, 4, mp, "get_flattened_grad_norm"});
   }
   if (path.wrapper == OptimizerWrapper::BF16Optimizer) {
     // bf16_optimizer.py step -> update_lp_params -> all_gather_dp_groups of the bf16 partitions.
@@ -710,9 +712,21 @@ void CallListBuilder::zero12() {
   // has_overflow's 1-byte all_reduce only in 16-bit training (recorded: absent in the fp32 runs).
   // Only in 0.19.8 (recorded: tests/deepspeed/fixtures-other-versions/0.16.9 and 0.18.9 issue the norm
   // all-reduce alone).
-  if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8)
+  // Under AutoTP the engine's mpu is deepspeed.utils.groups (engine.py _configure_tensor_parallel_states),
+  // and both scalars are then all-reduced again over its model-parallel group, the TP group
+  // (stage_1_and_2.py _model_parallel_all_reduce; recorded in fixtures-tp).
+  const int tp = std::max(1, w.train.tensor_parallel);
+  const auto tp_scalar = [&](int64_t bytes) {
+    if (tp > 1)
+      out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, bytes, bytes, tp,
+                                   "DeepSpeedZeroOptimizer._model_parallel_all_reduce"});
+  };
+  if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
     add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
+    tp_scalar(1);
+  }
   add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
+  tp_scalar(4);
   // utils.py all_gather_into_tensor_dp_groups: `if dp_world_size == 1: continue`.
   if (N > 1) add(kStep, CollectiveKind::AllGather, part * comm, comm, "all_gather_into_tensor_dp_groups");
 }
@@ -857,10 +871,17 @@ void CallListBuilder::stage3_step() {
       }
     }
     const int64_t nb = off_opt ? 4 : 8;
-    for (int64_t g = 0; g < groups; ++g)
+    // Under AutoTP each norm is all-reduced again over the TP group (stage3.py _model_parallel_all_reduce
+    // with the engine's mpu = deepspeed.utils.groups; recorded in fixtures-tp).
+    const int tp = std::max(1, w.train.tensor_parallel);
+    for (int64_t g = 0; g < groups; ++g) {
       add(kStep, CollectiveKind::AllReduce, nb, nb,
           off_opt ? "DeepSpeedZeroOptimizer_Stage3.complete_grad_norm_calculation_for_cpu_offload"
                   : "DeepSpeedZeroOptimizer_Stage3.get_grad_norm_direct");
+      if (tp > 1)
+        out.push_back(CollectiveCall{kStep, CollectiveKind::AllReduce, nb, nb, tp,
+                                     "DeepSpeedZeroOptimizer_Stage3._model_parallel_all_reduce"});
+    }
   }
   // _post_step: persistent parameters, one all_gather each (in module order).
   for (int64_t g : all)

@@ -28,6 +28,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
 #include "planner/tiled_mlp.h"
 #include "planner/zero3_leaf.h"
 
@@ -1140,6 +1141,7 @@ MemoryBreakdown estimate_memory(const Workload& w, const ModelStats& stats, cons
   apply_expert_parallel_memory(w, stats, z, out);    // z.ep_size > 1 only (planner/expert_parallel.h)
   apply_sequence_parallel_memory(w, stats, z, out);  // --sp > 1 only (planner/sequence_parallel.h)
   apply_tiled_mlp_memory(w, stats, z, out);          // --kernels tiled-mlp only (planner/tiled_mlp.h)
+  apply_tensor_parallel_memory(w, stats, z, out);    // --tp > 1 only (planner/tensor_parallel.h)
   out.finalize(ranks_per_node);
   out.nvme_per_node = checked_mul(nvme_rank, ranks_per_node);
   return out;

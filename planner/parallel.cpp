@@ -7,10 +7,11 @@ namespace zeroplan::planner {
 
 layout::LayoutFacts layout_facts(const Workload& w) {
   layout::LayoutFacts f;
-  if (!w.model.params_only) {
-    f.attention_heads = w.model.num_heads;
-    f.kv_heads = w.model.num_kv_heads;
-    f.routed_experts = w.model.num_experts;
+  const models::ModelSpec& m = w.full_model();  // the heads as given, not one TP rank's share
+  if (!m.params_only) {
+    f.attention_heads = m.num_heads;
+    f.kv_heads = m.num_kv_heads;
+    f.routed_experts = m.num_experts;
   }
   f.seq_len = w.train.seq_len;
   return f;
@@ -19,12 +20,18 @@ layout::LayoutFacts layout_facts(const Workload& w) {
 layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z) {
   // Expert parallelism is validated with the model's facts by planner/expert_parallel.h, whose
   // refusals name DeepSpeed's own rules; the layout only needs the group sizes here.
-  return layout::ParallelLayout(std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
-                                {1, std::max(1, w.train.sequence_parallel), std::max(1, z.ep_size)},
-                                layout::LayoutFacts{});
+  return layout::ParallelLayout(
+      std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
+      {std::max(1, w.train.tensor_parallel), std::max(1, w.train.sequence_parallel), std::max(1, z.ep_size)},
+      layout::LayoutFacts{});
 }
 
 int64_t data_parallel_size(const Workload& w) {
+  return w.cluster.world_size() / std::max(1, w.train.sequence_parallel) /
+         std::max(1, w.train.tensor_parallel);
+}
+
+int64_t deepspeed_batch_world(const Workload& w) {
   return w.cluster.world_size() / std::max(1, w.train.sequence_parallel);
 }
 

@@ -17,9 +17,15 @@ layout::LayoutFacts layout_facts(const Workload& w);
 // proposes valid ones).
 layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z);
 
-// The data-parallel size DeepSpeed's batch arithmetic uses: the GPUs over the sequence-parallel size
-// (runtime/config.py _configure_train_batch_size: world_size = world / sequence_parallel_size), so
-// train_batch_size = micro x accum x this. Distinct sequences per micro-step = micro x this.
+// The data-parallel size: ranks that see distinct sequences, the GPUs over the sequence- and
+// tensor-parallel sizes. Distinct sequences per step = micro x accum x this (the plan's global batch).
 int64_t data_parallel_size(const Workload& w);
+
+// The world DeepSpeed's batch arithmetic divides by (runtime/config.py DeepSpeedConfig: world_size =
+// world / sequence_parallel_size without an mpu), so its train_batch_size = micro x accum x this.
+// AutoTP ranks are counted as replicas: the config is built before deepspeed.initialize makes the TP
+// groups (recorded: train_batch_size 8 for micro 2 at TP 2 x DP 2 on 4 ranks, fixtures-tp). Equal to
+// data_parallel_size without TP.
+int64_t deepspeed_batch_world(const Workload& w);
 
 }  // namespace zeroplan::planner

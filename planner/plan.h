@@ -17,6 +17,7 @@ struct Plan {
   Precision precision = Precision::BF16;
   int64_t seq_len = 0;
   int sequence_parallel = 1;  // Ulysses SP size (TrainingSpec::sequence_parallel)
+  int tensor_parallel = 1;    // AutoTP size (TrainingSpec::tensor_parallel)
   int64_t global_batch = 0;   // sequences per step: micro_batch * grad_accum * data-parallel ranks
   // Tokens of each sequence one rank processes (Ulysses SP splits the sequence).
   int64_t rank_seq_len() const { return seq_len / (sequence_parallel > 1 ? sequence_parallel : 1); }

@@ -209,6 +209,7 @@ Plan evaluate_plan(const Workload& w, const ModelStats& s, const ZeroConfig& z, 
   p.precision = w.train.precision;
   p.seq_len = w.train.seq_len;
   p.sequence_parallel = std::max(1, w.train.sequence_parallel);
+  p.tensor_parallel = std::max(1, w.train.tensor_parallel);
   const int64_t world = w.cluster.world_size();
   p.global_batch = z.micro_batch * z.grad_accum * data_parallel_size(w);  // sequences per step
   p.memory = estimate_memory(w, s, z);

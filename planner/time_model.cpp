@@ -80,6 +80,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/op_model.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::planner {
@@ -316,13 +317,13 @@ void add_model_flops(const Workload& w, const ComputeStats& s, const ZeroConfig&
 // Forward and backward fetch passes of stage 3 for one micro-step (rules in the header comment).
 Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpec& cluster,
                                      int64_t persistence_threshold, int64_t max_reuse_distance,
-                                     int64_t elem_bytes) {
+                                     int64_t elem_bytes, int tp) {
   Stage3Fetches out;
   out.valid = true;
   out.persistence_threshold = persistence_threshold;
   out.max_reuse_distance = max_reuse_distance;
   out.elem_bytes = elem_bytes;
-  const CommTopology topo = topology_of(cluster);
+  const CommTopology topo = data_parallel_topology(cluster, tp);
   const int64_t n = topo.ranks;
   // Elements of the groups after group i in forward order, for the reuse-distance rule.
   int64_t after = 0;
@@ -353,8 +354,8 @@ Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpe
   return out;
 }
 
-bool comm_cache_matches(const CommCacheKey& k, const hw::ClusterSpec& c) {
-  return k.ranks == c.world_size() && k.nodes == c.nodes && k.nics == c.nics_per_node &&
+bool comm_cache_matches(const CommCacheKey& k, const hw::ClusterSpec& c, int tp) {
+  return k.ranks == c.world_size() && k.tp == tp && k.nodes == c.nodes && k.nics == c.nics_per_node &&
          k.intra_latency_us == c.intra_node.latency_us && k.inter_latency_us == c.inter_node.latency_us &&
          k.intra_points == c.intra_node.busbw.points.size() &&
          k.inter_points == c.inter_node.busbw.points.size() && k.intra == c.intra_node.name &&
@@ -374,7 +375,9 @@ void fill_comm_cache(ComputeStats& s, const Workload& w) {
                        cl.inter_node.latency_us,
                        cl.intra_node.busbw.points.size(),
                        cl.inter_node.busbw.points.size()};
-  const CommTopology topo = topology_of(cl);
+  const int tp = std::max(1, w.train.tensor_parallel);
+  c.key.tp = tp;
+  const CommTopology topo = data_parallel_topology(cl, tp);
   auto add = [&](CollectiveKind k, int64_t bytes) {
     if (c.size >= CommCache::kMaxEntries || bytes <= 0) return;
     for (int i = 0; i < c.size; ++i)
@@ -385,7 +388,7 @@ void fill_comm_cache(ComputeStats& s, const Workload& w) {
     ++c.size;
   };
   const int64_t elem = act_bytes(w.train.precision);
-  const int64_t n = cl.world_size();
+  const int64_t n = topo.ranks;
   for (int64_t bucket : kSearchBucketSizes) {
     const Buckets b = buckets_of(s.trainable_params, bucket, elem);
     for (CollectiveKind k : {CollectiveKind::AllReduce, CollectiveKind::ReduceScatter}) {
@@ -398,7 +401,8 @@ void fill_comm_cache(ComputeStats& s, const Workload& w) {
   }
   add(CollectiveKind::AllGather, (s.trainable_params + n - 1) / n * n * elem);
   const ZeroConfig d = ZeroConfig::deepspeed_defaults(3);
-  c.stage3_default = compute_stage3_fetches(s, cl, d.param_persistence_threshold, d.max_reuse_distance, elem);
+  c.stage3_default =
+      compute_stage3_fetches(s, cl, d.param_persistence_threshold, d.max_reuse_distance, elem, tp);
   c.valid = true;
 }
 
@@ -490,7 +494,7 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
 }  // namespace
 
 OpTable step_operator_table(const Workload& w, const ComputeStats& s, const ZeroConfig& z) {
-  const int64_t n = topology_of(w.cluster).ranks;
+  const int64_t n = data_parallel_topology(w.cluster, w.train.tensor_parallel).ranks;
   return step_ops(w, s, z, optimizer_share(w, s, z, n), n);
 }
 
@@ -634,7 +638,7 @@ Stage3Fetches stage3_fetch_passes(const StepComm& c) {
                                     per_micro(c.fam[kStage3BackwardGathers])}
          : use_default ? d
                        : compute_stage3_fetches(s, c.w.cluster, z.param_persistence_threshold,
-                                                z.max_reuse_distance, grad_bytes);
+                                                z.max_reuse_distance, grad_bytes, c.w.train.tensor_parallel);
 }
 
 // The backward's exposed communication per stage-3 micro-step: re-gathers are hidden by prefetch
@@ -784,11 +788,11 @@ void StepComm::stage3_after_step_comm(double& exposed, const FetchPass& pf, cons
 StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig& z) {
   const ComputeStats& s = ms.compute;
   const hw::GpuProfile& g = w.cluster.gpu;
-  const CommTopology topo = topology_of(w.cluster);
+  const CommTopology topo = data_parallel_topology(w.cluster, w.train.tensor_parallel);  // ZeRO's group
   const int n = topo.ranks;
   const int64_t accum = std::max<int64_t>(1, z.grad_accum);
   const int64_t grad_bytes = act_bytes(w.train.precision);  // 16-bit grads/params; fp32 training 4
-  const bool cached = s.comm.valid && comm_cache_matches(s.comm.key, w.cluster);
+  const bool cached = s.comm.valid && comm_cache_matches(s.comm.key, w.cluster, w.train.tensor_parallel);
   const Timer timer{topo, cached ? &s.comm : nullptr};
   StepTime st;
 
@@ -858,6 +862,7 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   st.offload_s = offload;
   apply_expert_parallel_time(w, ms, z, st);    // z.ep_size > 1 only (planner/expert_parallel.h)
   apply_sequence_parallel_time(w, ms, z, st);  // --sp > 1 only (planner/sequence_parallel.h)
+  apply_tensor_parallel_time(w, ms, z, st);    // --tp > 1 only (planner/tensor_parallel.h)
   // Compute that runs beside NCCL kernels is slowed by them (SMs and HBM shared): the hidden part of
   // the communication, bounded by the compute it hides behind, costs nccl_overlap_slowdown of itself
   // (planner/data/time_model.json "nccl_overlap").

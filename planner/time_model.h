@@ -25,10 +25,11 @@ inline constexpr std::array<int64_t, 3> kSearchBucketSizes = {50'000'000, 200'00
 // Fills s.comm: collective times on w.cluster for the messages the search issues. Called by
 // compute_compute_stats; estimate_time falls back to computing when the cluster differs.
 void fill_comm_cache(ComputeStats& s, const Workload& w);
-bool comm_cache_matches(const CommCacheKey& k, const hw::ClusterSpec& c);
+bool comm_cache_matches(const CommCacheKey& k, const hw::ClusterSpec& c, int tp = 1);
 
+// tp: AutoTP's size; the gathers run in the data-parallel group (comm_model.h data_parallel_topology).
 Stage3Fetches compute_stage3_fetches(const ComputeStats& s, const hw::ClusterSpec& cluster,
                                      int64_t persistence_threshold, int64_t max_reuse_distance,
-                                     int64_t elem_bytes);
+                                     int64_t elem_bytes, int tp = 1);
 
 }  // namespace zeroplan::planner

@@ -2,6 +2,7 @@
 // TrainingSpec: what the user trains (precision, method, batch, sequence, checkpointing) and
 // Workload = ModelSpec x TrainingSpec x ClusterSpec, the planner's input.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ struct TrainingSpec {
   // sequences everywhere except inside attention, where all-to-alls give it the whole sequence for
   // heads / sequence_parallel heads. 1 = none.
   int sequence_parallel = 1;
+  // --tp: DeepSpeed AutoTP's tensor_parallel.autotp_size (planner/tensor_parallel.h). Under TP > 1 the
+  // Workload's model is one TP rank's shard and Workload::unsharded the model as given. 1 = none.
+  int tensor_parallel = 1;
   // The tokens of each sequence one rank processes outside attention: what every per-token size (saved
   // activations, logits, GEMM rows) is counted over.
   int64_t rank_seq_len() const { return seq_len / (sequence_parallel > 1 ? sequence_parallel : 1); }
@@ -144,6 +148,10 @@ struct Workload {
   models::ModelSpec model;
   TrainingSpec train;
   hw::ClusterSpec cluster;
+  // Under AutoTP (train.tensor_parallel > 1): the model as the user gave it; `model` is then rank 0's
+  // shard (planner/tensor_parallel.h apply_tensor_parallel). Null without TP.
+  std::shared_ptr<const models::ModelSpec> unsharded;
+  const models::ModelSpec& full_model() const { return unsharded ? *unsharded : model; }
 };
 
 }  // namespace zeroplan::planner

@@ -43,7 +43,7 @@ MoeLeafSide side_of(const Workload& w, const ModelStats& s, const ZeroConfig& z)
       ++out.reduce_calls;
     }
   }
-  out.comm_time_s = collectives_time_s(topology_of(w.cluster), calls);
+  out.comm_time_s = collectives_time_s(data_parallel_topology(w.cluster, w.train.tensor_parallel), calls);
   out.peak_bytes = estimate_memory(w, s, z).peak;
   return out;
 }

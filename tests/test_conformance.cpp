@@ -37,8 +37,10 @@
 #include "planner/ds_runtime_collectives.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
+#include "planner/parallel.h"
 #include "planner/save_phase.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
 #include "planner/time_model.h"
 
 namespace zeroplan::planner {
@@ -55,6 +57,8 @@ const fs::path kOtherVersions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed
 const fs::path kSequenceParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-sp";
 // TiledMLP (planner/tiled_mlp.h; docs/conformance-tiled.md).
 const fs::path kTiled = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-tiled";
+// AutoTP training (planner/tensor_parallel.h; docs/conformance-tp.md).
+const fs::path kTensorParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-tp";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
@@ -62,7 +66,7 @@ const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/kn
 // Paths relative to tests/deepspeed/ ("fixtures/0.19.8/x.json", "fixtures-other-versions/0.16.9/x.json").
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;
-  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel, kTiled}) {
+  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel, kTiled, kTensorParallel}) {
     if (!fs::exists(root)) continue;
     for (const auto& dir : fs::directory_iterator(root)) {
       if (!dir.is_directory()) continue;
@@ -120,6 +124,14 @@ std::string exception_for(const std::string& fixture, const std::string& check) 
 bool ulysses_call(const json& x) {
   const std::string caller = x.value("caller", "");
   return caller == "_dim_zero_all_to_all_op" || caller == "UlyssesSPAttentionHF.forward";
+}
+
+// The calls AutoTP's layers issue in the TP group (module_inject/layers.py), compared on their own against
+// planner::tensor_parallel_calls, with their group size.
+bool autotp_call(const json& x) {
+  const std::string caller = x.value("caller", "");
+  return caller == "RowParallel.forward" || caller == "ColumnParallel.backward" ||
+         caller == "GatherFromTensorParallelRegion.forward" || caller == "_VocabParallelCrossEntropy.forward";
 }
 
 // "fixtures/0.19.8/x.json" -> 0.19.8
@@ -222,12 +234,24 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   // Parameter count: the planner's inventory against the HF model DeepSpeed trained.
   // Under LoRA the recorded count is the PEFT model's (base + adapters).
   const int64_t adapters = c.w.train.method == Method::Full ? 0 : stats.mem.lora_params;
+  // Under AutoTP the recorded count is the model's before sharding (the planner's stats are one TP
+  // rank's: compared below with the harness's per-rank elements).
   const int64_t recorded = fx["model"]["parameters"].get<int64_t>();
-  EXPECT_TRUE(stats.mem.total_params == recorded || stats.mem.total_params + adapters == recorded)
-      << fixture_name << ": planner " << stats.mem.total_params << " + " << adapters << ", recorded "
-      << recorded;
+  const int64_t total =
+      c.w.train.tensor_parallel > 1 ? c.w.full_model().num_parameters() : stats.mem.total_params;
+  EXPECT_TRUE(total == recorded || total + adapters == recorded)
+      << fixture_name << ": planner " << total << " + " << adapters << ", recorded " << recorded;
+  if (fx.contains("tensor_parallel") && fx["tensor_parallel"].contains("local_parameter_elements")) {
+    EXPECT_EQ(c.w.train.tensor_parallel, fx["tensor_parallel"]["autotp_size"].get<int>()) << fixture_name;
+    CONFORM("tensor_parallel.local_parameters",
+            stats.mem.total_params == fx["tensor_parallel"]["local_parameter_elements"].get<int64_t>(),
+            "DeepSpeed " << fx["tensor_parallel"]["local_parameter_elements"] << ", planner "
+                         << stats.mem.total_params);
+  }
   if (fx["model"].contains("trainable_parameters")) {
-    EXPECT_EQ(stats.mem.trainable_params, fx["model"]["trainable_parameters"].get<int64_t>()) << fixture_name;
+    // (Under AutoTP: the whole model's, every parameter trainable, against the rank's count above.)
+    const int64_t trainable = c.w.train.tensor_parallel > 1 ? total : stats.mem.trainable_params;
+    EXPECT_EQ(trainable, fx["model"]["trainable_parameters"].get<int64_t>()) << fixture_name;
   }
 
   // ---- the runtime path
@@ -314,15 +338,22 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
       for (const auto& e : list) s += e + " ";
       return s.empty() ? std::string("(none)") : s;
     };
-    // ZeRO's calls against deepspeed_collectives, Ulysses SP's against sequence_parallel_calls (with the
-    // group size: they run in the SP group, ZeRO's in the ZeRO group).
-    for (const bool sp : {false, true}) {
-      const std::vector<CollectiveCall> calls =
-          sp ? sequence_parallel_calls(c.w, c.z) : deepspeed_collectives(c.w, stats, c.z);
+    // ZeRO's calls against deepspeed_collectives, Ulysses SP's against sequence_parallel_calls and
+    // AutoTP's against tensor_parallel_calls (with the group size: they run in the SP or TP group, ZeRO's
+    // in the ZeRO group).
+    enum Kind { Zero, Ulysses, AutoTp };
+    const auto kind_of = [](const json& x) {
+      return ulysses_call(x) ? Ulysses : autotp_call(x) ? AutoTp : Zero;
+    };
+    for (const Kind kind : {Zero, Ulysses, AutoTp}) {
+      const bool sp = kind != Zero;  // compared with group sizes
+      const std::vector<CollectiveCall> calls = kind == Ulysses  ? sequence_parallel_calls(c.w, c.z)
+                                                : kind == AutoTp ? tensor_parallel_calls(c.w, c.z)
+                                                                 : deepspeed_collectives(c.w, stats, c.z);
       for (const char* ph : {"forward", "backward", "step"}) {
         std::vector<std::string> ds, zp;
         for (const auto& x : fx["collectives"]) {
-          if (x["phase"] != ph || ulysses_call(x) != sp) continue;
+          if (x["phase"] != ph || kind_of(x) != kind) continue;
           if (ignored.contains(x.value("caller", ""))) continue;
           ds.push_back(x["op"].get<std::string>() + ":" + std::to_string(x["bytes"].get<int64_t>()) +
                        (sp ? "/" + std::to_string(x["group_size"].get<int>()) : std::string()));
@@ -332,7 +363,10 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
             zp.push_back(std::string(call_op_name(k)) + ":" + std::to_string(k.bytes) +
                          (sp ? "/" + std::to_string(k.group_size) : std::string()));
         if (sp && ds.empty() && zp.empty()) continue;
-        const std::string check = std::string(sp ? "collectives.ulysses." : "collectives.") + ph;
+        const std::string check = std::string(kind == Ulysses  ? "collectives.ulysses."
+                                              : kind == AutoTp ? "collectives.autotp."
+                                                               : "collectives.") +
+                                  ph;
         CONFORM(check.c_str(), ds == zp,
                 "DeepSpeed " << ds.size() << " calls: " << join(ds) << "\n  planner " << zp.size()
                              << " calls: " << join(zp));
@@ -343,12 +377,13 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
   // ---- the collectives `check --json` and `--json` report (issue 23 items 7-9): the time model's
   // families (planner/collective_families.h), priced on a real cluster of the fixture's size, must
   // count the calls DeepSpeed made, per kind. The time model prices no collective on one rank.
-  if (fx.contains("collectives") && c.w.cluster.world_size() > 1) {
+  // (Under AutoTP, a ZeRO group of one rank: DeepSpeed still calls, the time model prices none.)
+  if (fx.contains("collectives") && layout_of(c.w, c.z).zero() > 1) {
     const json& ignored = exceptions().value("ignored_callers", json::object());
     std::map<std::string, int64_t> ds_calls, zp_calls;
     for (const auto& x : fx["collectives"]) {
-      if (ignored.contains(x.value("caller", "")) || ulysses_call(x))
-        continue;  // Ulysses: one AllToAll entry
+      if (ignored.contains(x.value("caller", "")) || ulysses_call(x) || autotp_call(x))
+        continue;  // Ulysses: one AllToAll entry; AutoTP: one entry of its own (counted below)
       std::string op = x["op"].get<std::string>();
       if (op == "reduce") op = "all_reduce";  // dist.reduce to the owner: the all-reduce family's calls
       if (op == "all_reduce" || op == "reduce_scatter" || op == "all_gather") ++ds_calls[op];
@@ -358,7 +393,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const StepTime t = estimate_time(priced, stats, c.z);
     for (int i = 0; i < t.num_collectives; ++i) {
       const CollectiveCost& cc = t.collectives[static_cast<size_t>(i)];
-      if (cc.kind == CollectiveKind::AllToAll) continue;
+      // Ulysses' all-to-alls and AutoTP's TP-group calls are entries of their own, compared above.
+      if (cc.kind == CollectiveKind::AllToAll || std::string(cc.name).rfind("AutoTP", 0) == 0) continue;
       zp_calls[collective_name(cc.kind)] += cc.count;
     }
     std::ostringstream a, b;

@@ -204,6 +204,8 @@ class Plan(Record):
     expert_parallel_size: int = 1
     # Ulysses sequence_parallel_size (--sp) and the data-parallel ranks global_batch counts (GPUs / sp)
     sequence_parallel_size: int = 1
+    # DeepSpeed AutoTP tensor_parallel.autotp_size (--tp); global_batch then counts GPUs / (sp x tp) ranks
+    tensor_parallel_size: int = 1
     data_parallel_size: int = 0
     offload_optimizer: str = "none"
     offload_param: str = "none"

@@ -30,6 +30,15 @@ FAMILIES = {
                   "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB, "max_position_embeddings": 256,
                   "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
                   "router_aux_loss_coef": 0.0, "tie_word_embeddings": False},
+    # Llama with 4 KV heads (multi-head attention): llama-gqa with num_key_value_heads 4 (the AutoTP set's TP 4 case,
+    # docs/conformance-tp.md).
+    "llama-mha": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "vocab_size": VOCAB,
+                  "max_position_embeddings": 256, "tie_word_embeddings": False, "rms_norm_eps": 1e-5},
+    # llama-gqa with tied input/output embeddings (the AutoTP set, docs/conformance-tp.md).
+    "llama-tied": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
+                   "max_position_embeddings": 256, "tie_word_embeddings": True, "rms_norm_eps": 1e-5},
     # Qwen2: q/k/v biases, GQA.
     "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -197,14 +206,16 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
               seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False, sp=1,
-              position_ids=False, sp_loss=None, tiled_mlp_shards=0):
+              position_ids=False, sp_loss=None, tiled_mlp_shards=0, tp=0):
     """sp > 1: Ulysses sequence parallelism (ds_config "sequence_parallel_size", harness.py
     rank_main_sp_setup); seq is the global sequence, each rank gets seq/sp tokens. position_ids: pass
     explicit position ids of shape (micro_batch, seq) as an SP data collator does (SP cases always do).
     sp_loss: how the shard losses are combined over the SP group (harness.py _SPLoss; default all_reduce).
     tiled_mlp_shards > 0: DeepSpeed's TiledMLP (ulysses_sp.py) with that fixed shard count, patched into
     LlamaMLP.forward before the model is built (harness.py install_tiled_mlp); the name gets the suffix
-    _tiledmlp<N> (in place of the tag "default")."""
+    _tiledmlp<N> (in place of the tag "default").
+    tp > 0: DeepSpeed AutoTP training (ds_config "tensor_parallel": {"autotp_size": tp}, harness.py); tp 1 leaves the
+    ds_config without it (a TP 1 comparison case of the AutoTP set) but records the tensor_parallel block."""
     if tiled_mlp_shards:
         tag = f"tiledmlp{tiled_mlp_shards}" if tag == "default" else f"{tag}_tiledmlp{tiled_mlp_shards}"
     name = f"{family}_s{stage}_n{world}_{precision}_{tag}"
@@ -222,6 +233,10 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         extra_keys["sp_loss"] = sp_loss
     if tiled_mlp_shards:
         extra_keys["tiled_mlp_shards"] = tiled_mlp_shards
+    if tp > 1:
+        extra = dict(extra or {}, tensor_parallel={"autotp_size": tp})
+    if tp:
+        extra_keys["autotp_size"] = tp
     return name, dict({
         "name": name,
         "family": family,
@@ -456,11 +471,49 @@ def _build_tiled():
     return out
 
 
+def _build_tp():
+    """DeepSpeed AutoTP training (ds_config "tensor_parallel": {"autotp_size": N}; runtime/engine.py
+    _configure_tensor_parallel, module_inject/auto_tp.py, module_inject/layers.py), recorded into
+    tests/deepspeed/fixtures-tp/<ds>/ (run_matrix.py --set tp; docs/conformance-tp.md). Not in ORDER. bf16,
+    micro-batch 2, seq 64; TP groups of consecutive ranks, DP over the rest (utils/groups.py _init_tp_mesh_device).
+    The tp1 cases are the TP 1 comparisons for the families the default set does not have at 4 ranks."""
+    out = []
+    add = lambda **kw: out.append(make_case(**kw))
+    # 1. llama-gqa (4 heads, 2 KV heads), TP 2 x DP 2, ZeRO 0-3
+    for stage in (0, 1, 2, 3):
+        add(stage=stage, world=4, tp=2, tag="tp2")
+    # 2. TP 4 > 2 KV heads
+    for stage in (1, 2):
+        add(stage=stage, world=4, tp=4, tag="tp4")
+    # 3. 4 KV heads: TP 4 x DP 1 and TP 2 x DP 2, and TP 1 for comparison
+    for tp in (4, 2):
+        for stage in (1, 2):
+            add(family="llama-mha", stage=stage, world=4, tp=tp, tag=f"tp{tp}")
+    for stage in (1, 2):
+        add(family="llama-mha", stage=stage, world=4, tp=1, tag="tp1")
+    # 4. qwen2 (q/k/v biases)
+    for stage in (1, 2):
+        add(family="qwen2", stage=stage, world=4, tp=2, tag="tp2")
+    # 5. tied embeddings, and TP 1 for comparison
+    add(family="llama-tied", stage=2, world=4, tp=2, tag="tp2")
+    add(family="llama-tied", stage=2, world=4, tp=1, tag="tp1")
+    # 6. gradient checkpointing; gradient accumulation 2
+    add(stage=2, world=4, tp=2, gc=True, tag="tp2_gc")
+    add(stage=2, world=4, tp=2, grad_accum=2, tag="tp2_ga2")
+    # 7. TP 2 on 2 ranks (DP 1)
+    add(stage=1, world=2, tp=2, tag="tp2")
+    # 8. fp32, for the loss check without bf16 rounding (TP 1: fixtures/<ds>/llama-gqa_s2_n4_fp32_default)
+    add(stage=2, world=4, precision="fp32", tp=2, tag="tp2")
+    return out
+
+
 _built = _build()
 _built_sp = _build_sp()
 _built_tiled = _build_tiled()
-CASES = dict(_built + _built_sp + _built_tiled)
-assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled), "duplicate case names"
+_built_tp = _build_tp()
+CASES = dict(_built + _built_sp + _built_tiled + _built_tp)
+assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp), "duplicate case names"
 ORDER = [n for n, _ in _built]
 SP_ORDER = [n for n, _ in _built_sp]
 TILED_ORDER = [n for n, _ in _built_tiled]
+TP_ORDER = [n for n, _ in _built_tp]

@@ -73,6 +73,7 @@ class Recorder:
         self.buffers_before_step = None
         self.engine = None
         self.micro = 0
+        self.record_group_ranks = False  # AutoTP cases: each collective also gets group_ranks
 
 
 REC = Recorder()
@@ -249,6 +250,15 @@ def _group_size_of(g):
         return None
 
 
+def _group_ranks_of(g):
+    """The global ranks of a collective's group (AutoTP cases only: TP and DP groups can have the same size)."""
+    import torch.distributed as tdist
+    try:
+        return list(tdist.get_process_group_ranks(g if g is not None else tdist.group.WORLD))
+    except Exception:
+        return None
+
+
 def make_wrapper(api, fn, layer):
     def wrapper(*args, **kwargs):
         if REC.depth > 0 and REC.active and REC.group_pending is not None and "group" in kwargs:
@@ -256,6 +266,8 @@ def make_wrapper(api, fn, layer):
             gs = _group_size_of(kwargs["group"])
             if gs is not None:
                 REC.group_pending["group_size"] = gs
+                if REC.record_group_ranks:
+                    REC.group_pending["group_ranks"] = _group_ranks_of(kwargs["group"])
             REC.group_pending = None
         if REC.depth > 0 or not REC.active:
             REC.depth += 1
@@ -278,6 +290,8 @@ def make_wrapper(api, fn, layer):
         gs = _group_size_of(grp)
         if gs is not None:
             rec["group_size"] = gs
+            if REC.record_group_ranks:
+                rec["group_ranks"] = _group_ranks_of(grp)
         REC.group_pending = None if found else rec
         caller, cfile, chain = _caller()
         if caller:
@@ -708,7 +722,16 @@ def rank_main(rank, case, port, result_path):
     wrap_phase(engine, "backward", "backward")
     wrap_phase(engine, "step", "step")
 
-    g = torch.Generator().manual_seed(100 + rank)
+    tp = int(case.get("autotp_size", 0))
+    data_rank = rank
+    REC.record_group_ranks = tp > 0
+    if tp > 1:
+        # ranks of one TP group must feed the same batch (engine.py _configure_tensor_parallel_states checks it on
+        # the first forward): the data-parallel rank of DeepSpeed's TP mesh (utils/groups.py _init_tp_mesh_device,
+        # mesh (dp, tp): TP groups are consecutive ranks, dp rank = rank // tp)
+        from deepspeed.utils import groups as _groups
+        data_rank = int(_groups.get_data_parallel_rank())
+    g = torch.Generator().manual_seed(100 + data_rank)
     batches = [torch.randint(0, config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
     sp_loss = None
     if sp > 1:
@@ -901,6 +924,8 @@ def rank_main(rank, case, port, result_path):
                 spi["core_attn_implementation"] = case["attn_implementation"]
                 spi["batches"] = "UlyssesSPDataLoaderAdapter (sharded before the warm-up)"
             result["sequence_parallel"] = spi
+        if tp:
+            result["tensor_parallel"] = tensor_parallel_block(engine, case, tp, rank, data_rank)
         if case.get("tiled_mlp_shards"):
             # (+) DeepSpeed TiledMLP (install_tiled_mlp): the shard count and each call in the measured step
             result["tiled_mlp"] = {"shards": int(case["tiled_mlp_shards"]), "patched": "LlamaMLP.forward",
@@ -912,6 +937,69 @@ def rank_main(rank, case, port, result_path):
             json.dump(result, f)
     torch.distributed.barrier()
     deepspeed.comm.destroy_process_group() if hasattr(deepspeed.comm, "destroy_process_group") else None
+
+
+def tensor_parallel_block(engine, case, tp, rank, data_rank):
+    """(+) AutoTP as the engine set it up (engine.py _configure_tensor_parallel_states / _apply_autotp_partitioning,
+    utils/groups.py _init_tp_mesh_device), and rank 0's parameters after AutoTP: name -> [local shape, "column" (a
+    module_inject/layers.py LinearLayer, VocabParallelLinear included: weight and bias split on the output dim), "row"
+    (LinearAllreduce: weight split on the input dim, bias replicated), "vocab" (VocabParallelEmbedding: split on the
+    vocabulary dim) or "replicated"]. Local shape: p.ds_shape at stage 3 (the TP-local shape before ZeRO
+    partitioning). partition_sizes: each TP layer's split over the TP ranks (_partition_sizes, all ranks)."""
+    import deepspeed
+
+    def _gsize(gr):
+        try:
+            return int(torch.distributed.get_world_size(group=gr)) if gr is not None else None
+        except Exception:
+            return None
+
+    zg = getattr(engine.optimizer, "dp_process_group", None)
+    if zg is None:
+        zg = getattr(engine.optimizer, "ds_param_process_group", None)  # stage 3 (partition group)
+    info = {"autotp_size": tp, "data_parallel_rank_for_batches": data_rank,
+            "engine_autotp_size": int(engine.autotp_size()),
+            "zero_dp_process_group_size": _gsize(zg),
+            "engine_dp_world_size": getattr(engine, "dp_world_size", None),
+            "engine_seq_dp_world_size": getattr(engine, "seq_dp_world_size", None),
+            "engine_data_parallel_group_size": _gsize(getattr(engine, "data_parallel_group", None)),
+            "engine_seq_data_parallel_group_size": _gsize(getattr(engine, "seq_data_parallel_group", None)),
+            "config_world_size": getattr(engine._config, "world_size", None),
+            "train_batch_size": int(engine.train_batch_size()),
+            "train_micro_batch_size_per_gpu": int(engine.train_micro_batch_size_per_gpu()),
+            "gradient_accumulation_steps": int(engine.gradient_accumulation_steps())}
+    if tp > 1:
+        from deepspeed.utils import groups
+        info["tensor_model_parallel_group_size"] = int(groups.get_tensor_model_parallel_world_size())
+        info["data_parallel_group_size"] = int(groups.get_data_parallel_world_size())
+        info["tensor_model_parallel_rank"] = int(groups.get_tensor_model_parallel_rank())
+    from deepspeed.module_inject.layers import LinearAllreduce, LinearLayer, VocabParallelEmbedding
+    params, classes, splits = {}, {}, {}
+    for mname, mod in engine.module.named_modules():
+        own = list(mod.named_parameters(recurse=False, remove_duplicate=False))
+        if not own:
+            continue
+        if isinstance(mod, LinearAllreduce):
+            kind = "row"
+        elif isinstance(mod, LinearLayer):
+            kind = "column"
+        elif isinstance(mod, VocabParallelEmbedding):
+            kind = "vocab"
+        else:
+            kind = "replicated"
+        if kind != "replicated" or type(mod).__module__.startswith("deepspeed"):
+            classes[mname] = type(mod).__name__
+        if getattr(mod, "_partition_sizes", None) is not None:
+            splits[mname] = [int(x) for x in mod._partition_sizes]
+        for pname, p in own:
+            shape = list(getattr(p, "ds_shape", None) or p.shape)
+            params[f"{mname}.{pname}" if mname else pname] = [shape, kind]
+    info["parameters"] = dict(sorted(params.items()))
+    info["module_classes"] = dict(sorted(classes.items()))
+    info["partition_sizes"] = dict(sorted(splits.items()))
+    info["local_parameter_elements"] = sum(
+        int(torch.Size(getattr(p, "ds_shape", None) or p.shape).numel()) for p in engine.module.parameters())
+    return info
 
 
 def _child(rank, case, port, result_path, err_dir):
@@ -1078,7 +1166,7 @@ def main():
         return self_test()
     import cases
     if args.list:
-        print("\n".join(cases.ORDER + cases.SP_ORDER + cases.TILED_ORDER))
+        print("\n".join(cases.ORDER + cases.SP_ORDER + cases.TILED_ORDER + cases.TP_ORDER))
         return 0
     if not args.case or args.case not in cases.CASES:
         print(f"unknown case {args.case!r} (--list shows them)", file=sys.stderr)
