@@ -32,6 +32,7 @@
 #include "planner/parallel.h"
 #include "planner/reasons.h"
 #include "planner/search.h"
+#include "planner/tensor_parallel.h"
 
 namespace zeroplan::cli {
 namespace {
@@ -56,9 +57,11 @@ std::string describe(const planner::Workload& w, const planner::Plan& p) {
   return fmt::format(
       "ZeRO-{}, {}, micro-batch {} x grad-accum {} x {} {} = global batch {}, seq {}{}, checkpointing {}, {}",
       z.stage, precision, z.micro_batch, z.grad_accum, planner::data_parallel_size(w),
-      p.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs",
+      p.sequence_parallel > 1 || p.tensor_parallel > 1 ? "data-parallel ranks" : "GPUs",
       z.micro_batch * z.grad_accum * planner::data_parallel_size(w), p.seq_len,
-      p.sequence_parallel > 1 ? fmt::format(" over Ulysses sp {}", p.sequence_parallel) : std::string(),
+      p.sequence_parallel > 1   ? fmt::format(" over Ulysses sp {}", p.sequence_parallel)
+      : p.tensor_parallel > 1 ? fmt::format(" over AutoTP tp {}", p.tensor_parallel)
+                              : std::string(),
       planner::to_string(z.checkpointing), off);
 }
 
@@ -243,6 +246,14 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
   a.ws.train.grad_accum.reset();
   a.ws.train.global_batch = rc.train_batch_size;
   a.ws.train.sequence_parallel = rc.sequence_parallel;  // the same Ulysses group: same sequences per step
+  // The same AutoTP size too (the planner's global batch counts distinct sequences: train_batch_size / tp).
+  if (a.ws.train.tensor_parallel != rc.tensor_parallel) {
+    const models::ModelSpec full = a.ws.full_model();
+    a.ws.model = full;
+    a.ws.unsharded.reset();
+    planner::apply_tensor_parallel(a.ws, rc.tensor_parallel);
+  }
+  if (a.ws.train.global_batch && rc.tensor_parallel > 1) a.ws.train.global_batch = *a.ws.train.global_batch / rc.tensor_parallel;
   a.sr = planner::search(a.ws, opts);
   if (a.sr.recommendation)
     a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation, &a.ws);
@@ -349,8 +360,10 @@ std::string advice_text(const configs::ReadConfig& rc, const CheckAnswer& a) {
         "changes:\n",
         rc.train_batch_size, gb(rec.memory.peak), rec.time.step_s, rec.tokens_per_s);
     for (const auto& c : a.changes) s += "  " + configs::format_change(c) + "\n";
-    s += "  (write it with: zeroplan --model ... --gpus ... --global-batch " +
-         std::to_string(rc.train_batch_size) + " --emit ds_config.json)\n";
+    // --global-batch counts distinct sequences: train_batch_size / tp under AutoTP (planner/parallel.h).
+    const int tp = std::max(1, rc.tensor_parallel);
+    s += "  (write it with: zeroplan --model ... --gpus ... " + (tp > 1 ? fmt::format("--tp {} ", tp) : std::string()) +
+         "--global-batch " + std::to_string(rc.train_batch_size / tp) + " --emit ds_config.json)\n";
   }
   return s;
 }

@@ -129,6 +129,32 @@ TEST(TensorParallelCli, PlanAndEmitCarryTheLayout) {
   EXPECT_NE(r.out.find("\"train_batch_size\": 8"), std::string::npos);
 }
 
+// The emitted config, read back by check: the same layout, the batch as DeepSpeed counts it.
+TEST(TensorParallelCli, CheckReadsTheEmittedConfig) {
+  const std::string path = ::testing::TempDir() + "zp_tp_check.json";
+  const auto e = testing::run_cli({"--model", "llama-3.1-8b", "--gpus", "4xA100-80GB", "--tp", "2", "--stage", "2",
+                                   "--micro-batch", "1", "--grad-accum", "2", "--emit", path, "--force"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  const auto c = testing::run_cli({"check", path, "--model", "llama-3.1-8b", "--gpus", "4xA100-80GB"});
+  EXPECT_EQ(c.exit_code, 0) << c.err;
+  EXPECT_NE(c.out.find("micro-batch 1 x grad-accum 2 x 2 data-parallel ranks = global batch 4"), std::string::npos)
+      << c.out;
+  EXPECT_NE(c.out.find("over AutoTP tp 2"), std::string::npos) << c.out;
+  // A size the layout refuses is an error naming the key.
+  const std::string bad = ::testing::TempDir() + "zp_tp_bad.json";
+  {
+    std::FILE* f = std::fopen(bad.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+                   "bf16": {"enabled": true}, "zero_optimization": {"stage": 2},
+                   "tensor_parallel": {"autotp_size": 3}})",
+               f);
+    std::fclose(f);
+  }
+  const auto b = testing::run_cli({"check", bad, "--model", "llama-3.1-8b", "--gpus", "4xA100-80GB"});
+  EXPECT_NE(b.out.find("tensor_parallel.autotp_size"), std::string::npos) << b.out << b.err;
+}
+
 TEST(TensorParallelCli, RefusalsExitTwo) {
   const auto moe = testing::run_cli({"--model", "mixtral-8x7b", "--gpus", "8xH100", "--tp", "2"});
   EXPECT_EQ(moe.exit_code, 2);
