@@ -16,6 +16,7 @@
 #include "planner/explain.h"
 #include "planner/report.h"
 #include "planner/search.h"
+#include "planner/tensor_parallel_choice.h"
 
 namespace zeroplan::cli {
 
@@ -28,10 +29,24 @@ CommandResult run_plan(const PlanFlags& flags) {
   if (flags.hf_auto && flags.emit.empty()) throw UserError("--hf-auto only applies with --emit PATH");
   if (flags.emit_optimizer && flags.emit.empty())
     throw UserError("--emit-optimizer only applies with --emit PATH");
-  const planner::Workload w = build_workload(flags);
-  if (flags.max_seq) return run_max_seq(flags, opts, w);
+  planner::Workload w = build_workload(flags);
+  if (flags.max_seq) {
+    if (flags.tp == "auto") throw UserError("--tp auto with --max-seq is not searched yet; give --tp N");
+    return run_max_seq(flags, opts, w);
+  }
 
-  const planner::SearchResult r = planner::search(w, opts);
+  planner::SearchResult r;
+  if (flags.tp == "auto") {
+    // --tp auto: every AutoTP size the layout and the TP model allow, the fastest that fits kept.
+    std::vector<planner::TensorParallelOption> options = planner::search_tensor_parallel(w, opts);
+    const size_t best = planner::best_tensor_parallel(options);
+    const std::string why = planner::tensor_parallel_choice_sentence(options, best);
+    w = std::move(options[best].w);
+    r = std::move(options[best].r);
+    r.reasons.insert(r.reasons.begin(), why);
+  } else {
+    r = planner::search(w, opts);
+  }
   const planner::Plan* chosen = r.recommendation ? &*r.recommendation : nullptr;
 
   std::string emitted;

@@ -474,7 +474,8 @@ planner::Workload build_workload(const PlanFlags& f) {
     if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
     return std::stoi(v);
   };
-  layout::LayoutSizes sizes{size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
+  // --tp auto: planned at tp 1 here; the plan command searches the sizes (planner/tensor_parallel_choice.h).
+  layout::LayoutSizes sizes{f.tp == "auto" ? 1 : size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
 
   const std::vector<std::string> why = layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes,
                                                         planner::layout_facts(w), /*modelled_tp=*/true);

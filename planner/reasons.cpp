@@ -13,9 +13,12 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/cpu_optimizer.h"
 #include "planner/expert_parallel.h"
+#include "planner/memory_model.h"
 #include "planner/parallel.h"
 #include "planner/search.h"
 #include "planner/sequence_parallel.h"
+#include "planner/tensor_parallel.h"
+#include "planner/tensor_parallel_choice.h"
 #include "planner/tiled_mlp.h"
 #include "planner/time_model.h"
 #include "planner/zero3_leaf.h"
@@ -286,7 +289,9 @@ namespace {
 // The smallest Ulysses SP size (planner/sequence_parallel.h) under which a plan fits on the same GPUs, as
 // "--sp N: plan (tokens/s)", or "" (already SP, expert parallelism asked, or none fits).
 std::string fit_with_sequence_parallel(const Workload& w, const SearchOptions& opts) {
-  if (w.train.sequence_parallel > 1 || w.model.params_only || (opts.ep && *opts.ep > 1)) return "";
+  if (w.train.sequence_parallel > 1 || w.train.tensor_parallel > 1 || w.model.params_only ||
+      (opts.ep && *opts.ep > 1))
+    return "";
   for (int sp = 2; sp <= w.cluster.world_size(); sp *= 2) {
     Workload v = w;
     v.train.sequence_parallel = sp;
@@ -299,6 +304,24 @@ std::string fit_with_sequence_parallel(const Workload& w, const SearchOptions& o
       return fmt::format("--sp {} (Ulysses: each GPU holds {} of the {} tokens): {} ({})", sp,
                          v.train.rank_seq_len(), w.train.seq_len, describe_config(fr.recommendation->zero),
                          tps(fr.recommendation->tokens_per_s));
+  }
+  return "";
+}
+
+// The smallest AutoTP size (planner/tensor_parallel.h) inside a node under which a plan fits on the same
+// GPUs, as "--tp N: plan (tokens/s)", or "" (already TP or SP, expert parallelism asked, a model the TP
+// model does not cover, or none fits).
+std::string fit_with_tensor_parallel(const Workload& w, const SearchOptions& opts) {
+  for (int tp : tensor_parallel_sizes(w, opts)) {
+    if (tp == 1) continue;
+    Workload v = w;
+    apply_tensor_parallel(v, tp);
+    const SearchResult fr = search_plans(v, compute_model_stats(v), opts);
+    if (fr.recommendation)
+      return fmt::format(
+          "--tp {} (AutoTP: each GPU holds 1/{} of every layer's projections; ZeRO over {} ranks): {} ({})",
+          tp, tp, data_parallel_size(v), describe_config(fr.recommendation->zero),
+          tps(fr.recommendation->tokens_per_s));
   }
   return "";
 }
@@ -353,6 +376,7 @@ std::vector<std::string> what_would_fit(const Workload& w, const ModelStats& s, 
   }
   if (std::string c = fit_with_checkpoint_offload(w, s, opts); !c.empty()) would.push_back(std::move(c));
   if (std::string c = fit_with_sequence_parallel(w, opts); !c.empty()) would.push_back(std::move(c));
+  if (std::string c = fit_with_tensor_parallel(w, opts); !c.empty()) would.push_back(std::move(c));
   // More GPUs of the same kind.
   for (int factor = 2; factor <= 64; factor *= 2) {
     // Fill nodes up to the GPU class's typical server size, then add nodes.
@@ -571,6 +595,71 @@ std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, c
       w.cluster.world_size(), data_parallel_size(w), rec.global_batch);
 }
 
+// AutoTP (planner/tensor_parallel.h): what the shard saves against the same plan at tp 1 on the same GPUs,
+// component by component, and why it saves no more (DeepSpeed#7684: ZeRO already divided the optimizer
+// states over every GPU; the residual stream stays whole on every rank), then what its calls cost.
+std::string tensor_parallel_sentence(const Workload& w, const ModelStats& s, const Plan& rec) {
+  const int tp = w.train.tensor_parallel;
+  if (tp <= 1 || w.model.params_only) return "";
+  const TensorParallelCosts c = tensor_parallel_costs(w, s, rec.zero);
+  Workload one = w;
+  one.model = w.full_model();
+  one.unsharded.reset();
+  one.train.tensor_parallel = 1;
+  const ModelStats s1 = compute_model_stats(one);
+  const MemoryBreakdown m1 = estimate_memory(one, s1, rec.zero);
+  // Each component at its largest over the phases: the GPU buffers of the category alive in it.
+  const auto at = [](const MemoryBreakdown& m, Category k) {
+    int64_t most = 0;
+    for (uint8_t phase : {uint8_t(kForward), uint8_t(kBackward), uint8_t(kStep)}) {
+      int64_t sum = 0;
+      for (int i = 0; i < m.num_gpu; ++i) {
+        const Buffer& b = m.gpu[static_cast<size_t>(i)];
+        if (b.category == k && (b.phases & phase)) sum += b.bytes;
+      }
+      most = std::max(most, sum);
+    }
+    return most;
+  };
+  const std::string states =
+      fmt::format("parameters {} -> {}, gradients {} -> {}, optimizer states {} -> {}",
+                  gb(at(m1, Category::Parameters)), gb(at(rec.memory, Category::Parameters)),
+                  gb(at(m1, Category::Gradients)), gb(at(rec.memory, Category::Gradients)),
+                  gb(at(m1, Category::OptimizerStates)), gb(at(rec.memory, Category::OptimizerStates)));
+  // ZeRO already divided the optimizer states over every GPU at tp 1; at tp the rank's 1/tp of the layers
+  // goes over world/tp ranks (the same share) and its whole embeddings and norms over fewer ranks.
+  const int64_t o1 = at(m1, Category::OptimizerStates), ot = at(rec.memory, Category::OptimizerStates);
+  const std::string opt_trend =
+      ot > o1 + o1 / 50   ? "grow (the whole embeddings and norms are partitioned over fewer ranks)"
+      : ot + o1 / 50 < o1 ? "shrink (ZeRO did not divide them over every GPU at tp 1)"
+                          : "stay the same (ZeRO had already divided them over every GPU)";
+  const int64_t kv = w.full_model().num_kv_heads > 0 ? w.full_model().num_kv_heads : w.full_model().num_heads;
+  const std::string idle =
+      tp > kv ? fmt::format(
+                    " With {} KV heads, GPUs {}-{} of each TP group hold no attention shard (DeepSpeed "
+                    "warns and goes on): attention does not speed up past tp {}.",
+                    kv, kv, tp - 1, kv)
+              : std::string();
+  return fmt::format(
+      "Tensor parallelism: AutoTP tp {} (tensor_parallel.autotp_size) splits q/k/v, gate/up (rows) and "
+      "o_proj, down_proj (columns) and the {} over each group of {} GPUs; embeddings and norms stay whole. "
+      "Against the same ZeRO-{} plan and micro-batch at tp 1 (peak {}), this one peaks at {}: {}; ZeRO now "
+      "partitions the rank's shard over "
+      "{} ranks instead of the whole model over {}, so the optimizer states {}. "
+      "Saved activations {} -> {}: the residual stream (norm inputs, residuals, the linears' inputs) stays "
+      "whole on every rank; only the attention and MLP inner tensors split. Its {} calls per step in the TP "
+      "group move {} per GPU and take {}, all exposed (synchronous all-reduces: tp_overlap_comm is off), and "
+      "the global batch is {} sequences over {} data-parallel ranks.{}",
+      tp,
+      w.full_model().tie_word_embeddings ? "tied vocabulary (embedding and lm_head share one shard)"
+                                         : "lm_head's vocabulary",
+      tp, rec.zero.stage, gb(m1.peak), gb(rec.memory.peak), states, layout_of(w, rec.zero).zero(),
+      w.cluster.world_size(), opt_trend, gb(m1.saved_activation_bytes()),
+      gb(rec.memory.saved_activation_bytes()),
+      c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step,
+      gb(c.bytes_per_rank_per_step), ms(c.time_s), rec.global_batch, data_parallel_size(w), idle);
+}
+
 std::string bf16_master_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
                                  const Plan& rec) {
   SearchOptions o = opts;
@@ -767,6 +856,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
   if (const std::string q = sequence_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
+  if (const std::string q = tensor_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
   if (const std::string t = tiled_mlp_sentence(w, rec); !t.empty()) r.reasons.push_back(t);
   if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
   if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);

@@ -4,6 +4,7 @@
 // meta-llama/Llama-3.1-8B: hidden 4096, 32 layers, 32 heads, 8 KV heads, head_dim 128, intermediate
 // 14336, vocab 128256, untied). The recorded runs of real DeepSpeed (tests/deepspeed/fixtures-tp) are
 // test_conformance's; the CLI's are below.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -16,6 +17,7 @@
 #include "planner/model_stats.h"
 #include "planner/parallel.h"
 #include "planner/tensor_parallel.h"
+#include "planner/tensor_parallel_choice.h"
 #include "planner/time_model.h"
 #include "tests/cli_runner.h"
 #include "tests/model_specs.h"
@@ -153,6 +155,30 @@ TEST(TensorParallelCli, CheckReadsTheEmittedConfig) {
   }
   const auto b = testing::run_cli({"check", bad, "--model", "llama-3.1-8b", "--gpus", "4xA100-80GB"});
   EXPECT_NE(b.out.find("tensor_parallel.autotp_size"), std::string::npos) << b.out << b.err;
+}
+
+// --tp auto searches 1, 2, 4, 8 on one 8-GPU node and keeps the fastest that fits; its reason lists each.
+TEST(TensorParallelCli, AutoSearchesTheSizesOfANode) {
+  const auto r = testing::run_cli({"--model", "llama-3.1-8b", "--gpus", "8xH100", "--tp", "auto", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* tp : {"tp 1:", "tp 2:", "tp 4:", "tp 8:"})
+    EXPECT_NE(r.out.find(tp), std::string::npos) << tp;
+  // The sizes, each searched on its own, give the same best plans as --tp N.
+  const std::vector<TensorParallelOption> o = [] {
+    Workload w;
+    w.model = testing::llama31_8b_spec();
+    w.cluster = hw::parse_cluster("8xH100");
+    return search_tensor_parallel(w, SearchOptions{});
+  }();
+  ASSERT_EQ(o.size(), 4u);
+  const size_t best = best_tensor_parallel(o);
+  for (size_t i = 0; i < o.size(); ++i)
+    if (o[i].r.recommendation && o[best].r.recommendation)
+      EXPECT_LE(o[i].r.recommendation->tokens_per_s, o[best].r.recommendation->tokens_per_s);
+  EXPECT_NE(r.out.find(fmt::format("\"tensor_parallel_size\": {}", o[best].tp)), std::string::npos);
+  // A MoE model: only tp 1 applies.
+  const auto moe = testing::run_cli({"--model", "mixtral-8x7b", "--gpus", "8xH100", "--tp", "auto"});
+  EXPECT_NE(moe.out.find("only tp 1 applies"), std::string::npos) << moe.out << moe.err;
 }
 
 TEST(TensorParallelCli, RefusalsExitTwo) {
