@@ -55,12 +55,15 @@ json checkpoint_offload_json(const planner::Workload& w, const planner::Plan& p)
 }
 
 // The plan's collectives per step, as the report's table lists them.
-json collectives_json(const planner::StepTime& t) {
+// zero_group: the ZeRO group's size (planner::layout_of(...).zero()), the group of every entry without one.
+json collectives_json(const planner::StepTime& t, int zero_group) {
   json collectives = json::array();
   for (int i = 0; i < t.num_collectives; ++i) {
     const auto& c = t.collectives[static_cast<size_t>(i)];
     collectives.push_back({{"name", c.name},
                            {"kind", planner::collective_name(c.kind)},
+                           {"group", c.group != nullptr ? c.group : "zero"},
+                           {"group_size", c.group != nullptr ? c.group_size : zero_group},
                            {"calls_per_step", c.count},
                            {"message_bytes", c.message_bytes},
                            {"bytes_per_rank", c.bytes_per_rank},
@@ -85,7 +88,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
               {"peak_phase", std::string(planner::phase_name(mem.peak_phase))},
               {"capacity", w.cluster.gpu.memory_bytes},
               {"usable", p.capacity_bytes}};
-  const json collectives = collectives_json(p.time);
+  const json collectives = collectives_json(p.time, planner::layout_of(w, p.zero).zero());
   const auto& z = p.zero;
   json out =
       json{{"zero_stage", z.stage},
@@ -98,6 +101,8 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            // The ranks DeepSpeed's batch arithmetic counts (planner/parallel.h data_parallel_size):
            // global_batch = micro_batch x grad_accum x this.
            {"data_parallel_size", planner::data_parallel_size(w)},
+           // The ranks ZeRO partitions dense parameters over: data-parallel x sequence-parallel (world / tp).
+           {"zero_group_size", planner::layout_of(w, z).zero()},
            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
            {"offload_param", planner::to_string(z.offload_param)},
            {"micro_batch", z.micro_batch},

@@ -178,6 +178,8 @@ void apply_expert_parallel_time(const Workload& w, const ModelStats& s, const Ze
   }
   if (t.num_collectives < kMaxCollectives) {
     CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
+    a.group = "expert_parallel";
+    a.group_size = c.ep;
     a.name = "expert all-to-all dispatch + combine (AutoEP)";
     a.kind = CollectiveKind::AllToAll;
     a.count = c.a2a_calls_per_step + c.count_calls_per_step;

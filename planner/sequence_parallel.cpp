@@ -185,6 +185,8 @@ void apply_sequence_parallel_time(const Workload& w, const ModelStats& s, const 
   const SequenceParallelCosts c = sequence_parallel_costs(w, s, z);
   if (c.sp <= 1 || t.num_collectives >= kMaxCollectives) return;
   CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
+    a.group = "sequence_parallel";
+    a.group_size = c.sp;
   a.name = "Ulysses all-to-alls (q,k,v,out) + position gathers";
   a.kind = CollectiveKind::AllToAll;
   a.count = c.a2a_calls_per_step + c.gather_calls_per_step;

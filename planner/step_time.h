@@ -18,6 +18,11 @@ struct CollectiveCost {
   int64_t bytes_per_rank = 0;  // bytes each rank sends per step (S * bus factor * count)
   double time_s = 0;           // total time of these calls per step
   double exposed_s = 0;        // part not hidden behind compute
+  // The process group the calls run in (layout/parallel_layout.h): "tensor_parallel", "sequence_parallel",
+  // "expert_parallel", or null for ZeRO's own calls, which run in the ZeRO group (world / tp ranks; the
+  // step's overflow and norm scalars also repeat in the TP or SP group, ds_runtime_collectives.cpp).
+  const char* group = nullptr;
+  int group_size = 0;  // its ranks; 0 with a null group
 };
 
 inline constexpr int kMaxCollectives = 12;

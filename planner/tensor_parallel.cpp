@@ -183,6 +183,8 @@ void apply_tensor_parallel_time(const Workload& w, const ModelStats& s, const Ze
   const TensorParallelCosts c = tensor_parallel_costs(w, s, z);
   if (c.tp <= 1 || t.num_collectives >= kMaxCollectives) return;
   CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
+    a.group = "tensor_parallel";
+    a.group_size = c.tp;
   a.name = "AutoTP all-reduces (row outputs, column input grads) + logits gather";
   a.kind = CollectiveKind::AllReduce;
   a.count = c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step;

@@ -161,6 +161,10 @@ class StepTime(Record):
 class Collective(Record):
     name: str = ""
     kind: str = ""
+    # the process group: "zero" (ZeRO's own, world / tp ranks), "tensor_parallel", "sequence_parallel",
+    # "expert_parallel"; group_size its ranks
+    group: str = "zero"
+    group_size: int = 0
     calls_per_step: int = 0
     message_bytes: int = 0
     bytes_per_rank: int = 0
@@ -207,6 +211,8 @@ class Plan(Record):
     # DeepSpeed AutoTP tensor_parallel.autotp_size (--tp); global_batch then counts GPUs / (sp x tp) ranks
     tensor_parallel_size: int = 1
     data_parallel_size: int = 0
+    # the ranks ZeRO partitions dense parameters over (data-parallel x sequence-parallel)
+    zero_group_size: int = 0
     offload_optimizer: str = "none"
     offload_param: str = "none"
     micro_batch: int = 0
