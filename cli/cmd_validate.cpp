@@ -125,6 +125,13 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
     throw UserError(
         "the executor offloads the optimizer to host memory only; use --offload-optimizer none|cpu and "
         "--offload-param none");
+  // The engine runs AutoTP (executor/engine.h RunConfig::parallel, tests/test_executor_tensor_parallel.cpp),
+  // but validate's comparison and admission are sized for data parallelism only.
+  if (w.train.tensor_parallel > 1)
+    throw_user_error(
+        "validate --tp {}: the executor runs AutoTP in its tests, but validate does not compare it "
+        "with the plan yet; validate with --tp 1",
+        w.train.tensor_parallel);
   exec::RunConfig c = exec::engine_run_config(w, z, steps);
   c.export_params = false;  // validate reports memory, time and traffic, not the trained values
   exec::check_run_config(c, w.cluster.world_size());

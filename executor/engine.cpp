@@ -65,6 +65,13 @@ struct Param {
   bool lora_b = false;      // LoRA B: starts at zero (PEFT reset_lora_parameters)
   int init_id = 0;          // seeds its initial values: a model weight's index in the full model's
                             // layout, so LoRA's frozen weights start equal to full fine-tuning's
+  // Tensor parallelism (AutoTP, deepspeed/module_inject/layers.py): what this rank holds of the full
+  // weight [out, in]. Whole: replicated (embeddings, norms; always with tp = 1); Rows: rows
+  // [t*out/tp, (t+1)*out/tp) (LinearLayer, column-parallel: q/k/v/gate/up_proj, lm_head); Cols:
+  // columns [t*in/tp, (t+1)*in/tp) (LinearAllreduce, row-parallel: o_proj, down_proj).
+  enum class Shard : uint8_t { Whole, Rows, Cols } shard = Shard::Whole;
+  int64_t full_in = 0;      // Cols: the full weight's in_features
+  int64_t full_offset = 0;  // offset in the flat layout of the whole (tp = 1) model
 };
 
 struct Layout {
@@ -78,12 +85,30 @@ struct Layout {
   bool qk_norm = false;         // Qwen3: per-head RMSNorm of q and k before rotary
   std::vector<bool> moe;        // per layer: a sparse MoE block instead of the dense MLP
   int embed = 0, final_norm = 0, lm_head = 0;
+  // Tensor parallelism: tp ranks, this rank's slot t, and the sizes above are this rank's shard
+  // (Hq, Hkv, I: heads and intermediate per rank). V stays the full vocabulary (embeddings are
+  // replicated, the loss sees gathered logits); Vl is lm_head's rows on this rank.
+  int64_t tp = 1, tp_rank = 0, Vl = 0;
+  int64_t full_total = 0;  // elements of the whole (tp = 1) model's trainable layout
   int64_t lora_rank = 0;
   float lora_scale = 0;                                  // alpha / r
   std::vector<std::array<int, kNumLayerParams>> layers;  // param id of each layer's weights
   std::vector<int> lora_a, lora_b;                       // per base param: its adapter ids, or -1
   int layer(int64_t l, LayerParam p) const { return layers[static_cast<size_t>(l)][p]; }
   bool frozen(int pid) const { return params[static_cast<size_t>(pid)].frozen; }
+  // Index in the whole (tp = 1) weight of element j of this rank's shard of `p`.
+  int64_t global_index(const Param& p, int64_t j) const {
+    switch (p.shard) {
+      case Param::Shard::Rows:
+        return tp_rank * p.numel + j;  // contiguous block of rows
+      case Param::Shard::Cols: {
+        const int64_t in_l = p.full_in / tp;
+        return (j / in_l) * p.full_in + tp_rank * in_l + j % in_l;
+      }
+      default:
+        return j;
+    }
+  }
 };
 
 // True when `module` (q_proj ... down_proj) is a LoRA target of `lora`.
@@ -95,15 +120,22 @@ bool lora_targets_module(const LoraSettings& lora, const std::string& module) {
   return false;
 }
 
-Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
+// `tp` > 1: the shard of TP rank `t` (AutoTP, deepspeed/module_inject/auto_tp.py + layers.py): q/k/v
+// split by KV-head groups (kv/tp KV heads and heads/tp query heads per rank, contiguous), gate/up by
+// rows, o/down by columns, lm_head by vocabulary rows; embeddings and norms whole. check_run_config
+// ensures tp divides what it splits.
+Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora, int64_t tp = 1, int64_t t = 0) {
   Layout lo;
+  lo.tp = tp;
+  lo.tp_rank = t;
   lo.C = m.hidden_size;
   lo.L = m.num_layers;
-  lo.Hq = m.num_heads;
-  lo.Hkv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
+  lo.Hq = m.num_heads / tp;
+  lo.Hkv = (m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads) / tp;
   lo.D = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
-  lo.I = m.intermediate_size;
+  lo.I = m.intermediate_size / tp;
   lo.V = m.vocab_size;
+  lo.Vl = m.vocab_size / tp;
   lo.E = m.num_experts;
   lo.K = m.experts_per_token;
   lo.F = m.moe_intermediate_size > 0 ? m.moe_intermediate_size : m.intermediate_size;
@@ -125,7 +157,15 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
   // ModuleDicts, registered in that order (named_parameters order).
   auto add_linear = [&](const std::string& prefix, const std::string& module, int mod, int64_t out,
                         int64_t in) {
-    if (!lora_targets_module(lora, module)) return add(prefix + module + ".weight", mod, out * in);
+    if (!lora_targets_module(lora, module)) {
+      const int w = add(prefix + module + ".weight", mod, out * in);
+      if (tp > 1) {  // q/k/v/gate/up: `out` is already this rank's rows; o/down: `in` its columns
+        const bool row_parallel = module == "o_proj" || module == "down_proj";
+        lo.params[static_cast<size_t>(w)].shard = row_parallel ? Param::Shard::Cols : Param::Shard::Rows;
+        lo.params[static_cast<size_t>(w)].full_in = row_parallel ? in * tp : in;
+      }
+      return w;
+    }
     const int w = add(prefix + module + ".base_layer.weight", mod, out * in);
     const int a = add(prefix + module + ".lora_A.default.weight", mod, lora.rank * in);
     const int b = add(prefix + module + ".lora_B.default.weight", mod, out * lora.rank);
@@ -170,11 +210,20 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora) {
     lo.layers.push_back(ids);
   }
   lo.final_norm = add("model.norm.weight", static_cast<int>(lo.L) + 1, lo.C);
-  lo.lm_head = add("lm_head.weight", static_cast<int>(lo.L) + 2, lo.V * lo.C);
+  lo.lm_head = add("lm_head.weight", static_cast<int>(lo.L) + 2, lo.Vl * lo.C);
+  if (tp > 1) {
+    lo.params[static_cast<size_t>(lo.lm_head)].shard = Param::Shard::Rows;
+    lo.params[static_cast<size_t>(lo.lm_head)].full_in = lo.C;
+  }
   for (auto& p : lo.params) {
     int64_t& space = p.frozen ? lo.frozen_total : lo.total;
     p.flat_offset = space;
     space += p.numel;
+    // The whole model's layout (trainable parameters; LoRA is refused with tp > 1).
+    if (!p.frozen) {
+      p.full_offset = lo.full_total;
+      lo.full_total += p.shard == Param::Shard::Whole ? p.numel : p.numel * tp;
+    }
   }
   return lo;
 }
@@ -274,11 +323,14 @@ struct LayerActs {
 // ---------------------------------------------------------------------------------------------
 class RankEngine {
  public:
-  RankEngine(const RunConfig& cfg, const Layout& lo, Backend& be, Communicator& comm)
+  // `tp`: the rank's tensor-parallel group (nullptr with tp = 1); `comm` is its data-parallel group.
+  RankEngine(const RunConfig& cfg, const Layout& lo, Backend& be, Communicator& comm,
+             Communicator* tp = nullptr)
       : cfg_(cfg),
         lo_(lo),
         be_(be),
         comm_(comm),
+        tp_comm_(tp),
         N_(comm.world_size()),
         r_(comm.rank()),
         act_(cfg.mixed_precision ? DType::BF16 : DType::F32),
@@ -341,6 +393,15 @@ class RankEngine {
       acc.bytes_sent[k] += now.bytes_sent[k] - comm_mark_.bytes_sent[k];
     }
     comm_mark_ = now;
+    if (tp_comm_ != nullptr) {
+      const CommCounters& tnow = tp_comm_->counters();
+      CommCounters& tacc = tp_comm_by_phase_[static_cast<size_t>(tracker_.phase())];
+      for (size_t k = 0; k < tnow.calls.size(); ++k) {
+        tacc.calls[k] += tnow.calls[k] - tp_mark_.calls[k];
+        tacc.bytes_sent[k] += tnow.bytes_sent[k] - tp_mark_.bytes_sent[k];
+      }
+      tp_mark_ = tnow;
+    }
     tracker_.set_phase(p);
   }
   void forward(int micro_index_global, int step, double& loss);
@@ -377,6 +438,7 @@ class RankEngine {
   const Layout& lo_;
   Backend& be_;
   Communicator& comm_;
+  Communicator* tp_comm_;  // tensor parallelism (AutoTP): the TP group's collectives; nullptr with tp = 1
   const int N_, r_;
   const DType act_;
   const int stage_;
@@ -426,6 +488,8 @@ class RankEngine {
   int64_t scalar_comm_bytes_ = 0;
   std::array<CommCounters, kNumStepPhases> comm_by_phase_{};
   CommCounters comm_mark_{};
+  std::array<CommCounters, kNumStepPhases> tp_comm_by_phase_{};
+  CommCounters tp_mark_{};
   bool comm_pending_ = false;  // work issued on Comm that Compute has not waited for
   // Buffers that work on Comm still reads or writes: they go back to the pool only once Compute
   // waited for Comm (what torch's record_stream does for DeepSpeed's side-stream tensors).
@@ -458,10 +522,13 @@ void RankEngine::setup() {
   const auto& P = lo_.params;
   std::vector<char> is_norm(P.size());
   for (size_t pid = 0; pid < P.size(); ++pid) is_norm[pid] = P[pid].name.find("norm") != std::string::npos;
+  // Element i of this rank's tensor is element global_index(i) of the whole model's (tensor
+  // parallelism: a shard starts as the slice of the tp = 1 model's initial weight).
   auto value = [&](size_t pid, int64_t i) {
+    const int64_t gi = lo_.global_index(P[pid], i);
     if (cfg_.initial_params != nullptr && !P[pid].frozen)
-      return (*cfg_.initial_params)[static_cast<size_t>(P[pid].flat_offset + i)];
-    return init_value(cfg_.seed, P[pid], i, is_norm[pid] != 0);
+      return (*cfg_.initial_params)[static_cast<size_t>(P[pid].full_offset + gi)];
+    return init_value(cfg_.seed, P[pid], gi, is_norm[pid] != 0);
   };
   std::vector<float> host;  // initial values of what this rank holds (rounded to the 16-bit type)
   // LoRA's frozen weights: replicated module parameters in stages 0-2; in stage 3 zero.Init
@@ -945,7 +1012,16 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   be_.attention_forward(a.att.data(), a.lse.as<float>(), a.q.data(), a.k.data(), a.v.data(), B(), T(), lo_.Hq,
                         lo_.Hkv, lo_.D, act_);
   be_.copy(a.xmid.data(), x_in, n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
-  linear(kO, a.att.data(), a.xmid.data(), C, qd, 1);  // xmid = x + att Wo^T
+  if (tp_comm_ != nullptr) {
+    // Row-parallel o_proj (AutoTP LinearAllreduce.forward, deepspeed/module_inject/layers.py): each
+    // rank's partial att_t Wo_t^T is all-reduced in the TP group, then added to the residual.
+    DeviceBuffer part = buf(MemCategory::Activations, n * C, act_);
+    linear(kO, a.att.data(), part.data(), C, qd, 0);
+    tp_comm_->all_reduce(part.data(), n * C, act_);
+    be_.add(a.xmid.data(), act_, part.data(), act_, n * C, 1.0f);
+  } else {
+    linear(kO, a.att.data(), a.xmid.data(), C, qd, 1);  // xmid = x + att Wo^T
+  }
   use(id(kLn2));
   be_.rmsnorm_forward(a.ln2.data(), a.rstd2.as<float>(), a.xmid.data(), W(id(kLn2)), n, C, cfg_.rms_eps,
                       act_);
@@ -959,7 +1035,14 @@ void RankEngine::layer_forward(int64_t l, const void* x_in, void* x_out, LayerAc
   linear(kUp, a.ln2.data(), a.up.data(), I, C, 0);
   be_.swiglu_forward(a.act.data(), a.gate.data(), a.up.data(), n, I, act_);
   be_.copy(x_out, a.xmid.data(), n * C * dtype_bytes(act_), CopyKind::DeviceToDevice);
-  linear(kDown, a.act.data(), x_out, C, I, 1);  // x_out = xmid + act Wd^T
+  if (tp_comm_ != nullptr) {  // row-parallel down_proj, as o_proj above
+    DeviceBuffer part = buf(MemCategory::Activations, n * C, act_);
+    linear(kDown, a.act.data(), part.data(), C, I, 0);
+    tp_comm_->all_reduce(part.data(), n * C, act_);
+    be_.add(x_out, act_, part.data(), act_, n * C, 1.0f);
+  } else {
+    linear(kDown, a.act.data(), x_out, C, I, 1);  // x_out = xmid + act Wd^T
+  }
 }
 
 // The sparse MoE block, as transformers 5.x MixtralSparseMoeBlock computes it: router logits
@@ -1079,7 +1162,19 @@ void RankEngine::layer_backward(int64_t l, const void* x_in, LayerActs& a) {
       be_.gemm(out, in, n, dy, true, x, false, act_, g, act_, 1, 1);
       grad_ready(w);
     }
-    be_.gemm(n, in, out, dy, false, W(w), false, act_, dx, act_, 1, beta);
+    if (tp_comm_ != nullptr && (p == kQ || p == kK || p == kV || p == kGate || p == kUp)) {
+      // Column-parallel (AutoTP LinearLayer, deepspeed/module_inject/layers.py ColumnParallel.backward):
+      // this layer's input gradient dy_t W_t is all-reduced in the TP group, one call per layer.
+      DeviceBuffer part = buf(A, n * in, act_);
+      be_.gemm(n, in, out, dy, false, W(w), false, act_, part.data(), act_, 1, 0);
+      tp_comm_->all_reduce(part.data(), n * in, act_);
+      if (beta == 0)
+        be_.copy(dx, part.data(), n * in * dtype_bytes(act_), CopyKind::DeviceToDevice);
+      else
+        be_.add(dx, act_, part.data(), act_, n * in, 1.0f);
+    } else {
+      be_.gemm(n, in, out, dy, false, W(w), false, act_, dx, act_, 1, beta);
+    }
     done(w);
   };
   auto norm_bwd = [&](LayerParam p, const void* dy, const void* x, const float* rstd) {
@@ -1282,7 +1377,22 @@ void RankEngine::forward(int g, int step, double& loss) {
   done(lo_.final_norm);
   logits_ = buf(A, n * V, act_);  // [N, V]; the loss gradient overwrites it in place
   use(lo_.lm_head);
-  be_.gemm(n, V, C, lnf_.data(), false, W(lo_.lm_head), true, act_, logits_.data(), act_, 1, 0);
+  if (tp_comm_ != nullptr) {
+    // lm_head column-parallel over the vocabulary (AutoTP LmHeadLinearAllreduce's sibling for an
+    // untied head, deepspeed/module_inject/layers.py LinearLayer + gather_output): each rank's logits
+    // [N, V/tp] are all-gathered in the TP group (rank-major) and laid out as [N, V] for the loss.
+    const int64_t Vl = lo_.Vl, tp = lo_.tp, eb = dtype_bytes(act_);
+    DeviceBuffer part = buf(A, n * Vl, act_);
+    be_.gemm(n, Vl, C, lnf_.data(), false, W(lo_.lm_head), true, act_, part.data(), act_, 1, 0);
+    DeviceBuffer all = buf(A, tp * n * Vl, act_);
+    tp_comm_->all_gather(part.data(), all.data(), n * Vl, act_);
+    part.reset();
+    for (int64_t s = 0; s < tp; ++s)
+      for (int64_t row = 0; row < n; ++row)
+        be_.copy(logits_.at(row * V + s * Vl), all.at((s * n + row) * Vl), Vl * eb, CopyKind::DeviceToDevice);
+  } else {
+    be_.gemm(n, V, C, lnf_.data(), false, W(lo_.lm_head), true, act_, logits_.data(), act_, 1, 0);
+  }
   done(lo_.lm_head);
   losses_ = buf(A, n, DType::F32);
   be_.cross_entropy_forward(losses_.as<float>(), logits_.data(), tok_tgt_.as<int32_t>(), n, V, act_);
@@ -1323,13 +1433,27 @@ void RankEngine::backward(bool boundary_step) {
   be_.cross_entropy_backward(logits_.data(), logits_.data(), tok_tgt_.as<int32_t>(), dloss, n, V, act_);
   DeviceBuffer dln = buf(A, n * C, act_);
   use(lo_.lm_head);
-  if (!lo_.frozen(lo_.lm_head)) {
+  if (tp_comm_ != nullptr) {
+    // Column-parallel lm_head: this rank's vocabulary columns of dlogits, dW and dx from them, and
+    // the input gradient all-reduced in the TP group (ColumnParallel.backward).
+    const int64_t Vl = lo_.Vl, eb = dtype_bytes(act_);
+    DeviceBuffer dl = buf(A, n * Vl, act_);
+    for (int64_t row = 0; row < n; ++row)
+      be_.copy(dl.at(row * Vl), logits_.at(row * V + lo_.tp_rank * Vl), Vl * eb, CopyKind::DeviceToDevice);
     void* g = grad_slot(lo_.lm_head);
-    be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1,
-             1);  // dWlm += dlogits^T lnf
+    be_.gemm(Vl, C, n, dl.data(), true, lnf_.data(), false, act_, g, act_, 1, 1);
     grad_ready(lo_.lm_head);
+    be_.gemm(n, C, Vl, dl.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
+    tp_comm_->all_reduce(dln.data(), n * C, act_);
+  } else {
+    if (!lo_.frozen(lo_.lm_head)) {
+      void* g = grad_slot(lo_.lm_head);
+      be_.gemm(V, C, n, logits_.data(), true, lnf_.data(), false, act_, g, act_, 1,
+               1);  // dWlm += dlogits^T lnf
+      grad_ready(lo_.lm_head);
+    }
+    be_.gemm(n, C, V, logits_.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
   }
-  be_.gemm(n, C, V, logits_.data(), false, W(lo_.lm_head), false, act_, dln.data(), act_, 1, 0);
   done(lo_.lm_head);
   logits_.reset();
   dres_ = buf(A, n * C, act_);  // dL/d(residual stream) [N, C]
@@ -1598,6 +1722,7 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
     if (step == cfg_.steps - 1) {
       enter_phase(StepPhase::Forward);
       comm_by_phase_ = {};
+      tp_comm_by_phase_ = {};
       tracker_.reset_peaks();
       gathered_peak_bytes_ = gathered_live_bytes_;
       at_last = comm_.counters();
@@ -1620,6 +1745,15 @@ void RankEngine::run(RankMeasurement& meas, std::vector<double>& micro_losses, s
   }
   enter_phase(StepPhase::Forward);  // attribute the step's collectives
   meas.comm_by_phase = comm_by_phase_;
+  if (tp_comm_ != nullptr) {
+    meas.tp_comm_by_phase = tp_comm_by_phase_;
+    for (const auto& ph : tp_comm_by_phase_)
+      for (size_t k = 0; k < ph.calls.size(); ++k) {
+        meas.tp_comm.calls[k] += ph.calls[k];
+        meas.tp_comm.bytes_sent[k] += ph.bytes_sent[k];
+      }
+  }
+  meas.num_parameters = lo_.total;
   meas.rank = r_;
   meas.device = tracker_.device();
   meas.host = tracker_.host();
@@ -1742,13 +1876,44 @@ void check_run_config(const RunConfig& cfg, int world_size) {
         "the executor's parallel layout needs tp, sp >= 1 with tp x sp dividing the {} ranks and ep = 1 (got "
         "tp {}, sp {}, ep {})",
         world_size, pl.tp, pl.sp, pl.ep);
+  if (pl.tp > 1) {
+    // AutoTP as the engine runs it (RankEngine, tp_comm_): what it splits must divide by tp.
+    const int64_t tp = pl.tp;
+    if (m.is_moe())
+      throw_user_error(
+          "the executor runs tensor parallelism on dense models only; model '{}' is MoE (drop --tp)", m.name);
+    if (cfg.lora.rank > 0)
+      throw_user_error("the executor has no LoRA with tensor parallelism; drop --tp or LoRA");
+    if (pl.sp > 1)
+      throw_user_error("the executor does not combine tensor and sequence parallelism (tp {}, sp {})", pl.tp,
+                       pl.sp);
+    if (m.qk_norm != models::QkNorm::None)
+      throw_user_error(
+          "the executor has no tensor parallelism for per-head q/k norms (their weights' gradients would be "
+          "partial per TP rank); model '{}' has them",
+          m.name);
+    if (cfg.gradient_clipping > 0)
+      throw_user_error(
+          "the executor's gradient clipping does not yet sum the norm over the TP group; drop "
+          "gradient clipping or --tp");
+    if (m.num_heads % tp != 0 || kv % tp != 0 || m.intermediate_size % tp != 0 || m.vocab_size % tp != 0)
+      throw_user_error(
+          "tensor parallelism {} must divide the heads ({}), KV heads ({}), intermediate size ({}) and "
+          "vocabulary ({}) of model '{}'",
+          tp, m.num_heads, kv, m.intermediate_size, m.vocab_size, m.name);
+  }
   if (cfg.capture_first_grads && (world_size != 1 || cfg.zero.stage != 0))
     throw_user_error("gradient capture needs one rank at stage 0");
 }
 
 RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   check_run_config(cfg, rt.world_size());
-  const Layout lo = make_layout(cfg.model, cfg.lora);
+  const int64_t tp = cfg.parallel.tp;
+  // One layout per TP slot (the same sizes; different slices of the whole weights).
+  std::vector<Layout> tp_layouts;
+  for (int64_t t = 0; t < tp; ++t) tp_layouts.push_back(make_layout(cfg.model, cfg.lora, tp, t));
+  const Layout& lo = tp_layouts.front();
+  std::vector<int> tp_rank_of(rt.local_ranks().size(), 0);
   const auto ranks = rt.local_ranks();
   if (cfg.model.is_moe())
     for (int r : ranks)
@@ -1765,7 +1930,7 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   std::vector<std::thread> threads;
   for (size_t i = 0; i < ranks.size(); ++i) {
     threads.emplace_back([&, i] {
-      std::unique_ptr<Communicator> dp_group;
+      std::unique_ptr<Communicator> dp_group, tp_group;
       try {
         // The rank's DP group: the whole world when tp = sp = 1 (no split, so backends without groups,
         // the one-GPU emulation, run as before); else the ranks sharing its TP and SP slot, ordered by
@@ -1774,8 +1939,16 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
         if (cfg.parallel.tp * cfg.parallel.sp > 1) {
           const layout::ParallelLayout pl(1, rt.world_size(), cfg.parallel, layout::LayoutFacts{});
           dp_group = world.split(pl.group(layout::GroupKind::DataParallel, ranks[i]).ranks.front(), ranks[i]);
+          // Tensor parallelism: the rank's TP group (contiguous ranks), ordered by global rank; its
+          // rank there is the rank's TP slot.
+          if (tp > 1)
+            tp_group =
+                world.split(pl.group(layout::GroupKind::TensorParallel, ranks[i]).ranks.front(), ranks[i]);
         }
-        RankEngine eng(cfg, lo, rt.backend(ranks[i]), dp_group ? *dp_group : world);
+        const int t = tp_group ? tp_group->rank() : 0;
+        tp_rank_of[i] = t;
+        RankEngine eng(cfg, tp_layouts[static_cast<size_t>(t)], rt.backend(ranks[i]),
+                       dp_group ? *dp_group : world, tp_group.get());
         try {
           eng.run(res.ranks[i], losses[i], params[i], grads);
           res.ranks[i].rank = ranks[i];  // the global rank (the engine knows its DP rank)
@@ -1786,6 +1959,7 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
         }
       } catch (...) {
         errors[i] = std::current_exception();
+        if (tp_group) tp_group->abort();
         if (dp_group) dp_group->abort();    // release its group's ranks waiting for this one...
         rt.communicator(ranks[i]).abort();  // ...and the world's (a split in progress)
       }
@@ -1814,23 +1988,39 @@ RunResult run_training(const RunConfig& cfg, Runtime& rt) {
   for (const auto& l : losses)
     for (size_t k = 0; k < l.size(); ++k) res.loss_per_step[k / static_cast<size_t>(ga)] += l[k];
   for (auto& v : res.loss_per_step) v /= static_cast<double>(ga * static_cast<int64_t>(ranks.size()));
-  if (cfg.export_params) res.final_params.assign(static_cast<size_t>(lo.total), std::nanf(""));
-  for (const auto& p : params)
-    for (size_t i = 0; i < p.size(); ++i)
-      if (!std::isnan(p[i])) res.final_params[i] = p[i];
+  if (cfg.export_params) res.final_params.assign(static_cast<size_t>(lo.full_total), std::nanf(""));
+  for (size_t r = 0; r < params.size(); ++r) {
+    const auto& p = params[r];
+    if (p.empty()) continue;
+    if (tp == 1) {
+      for (size_t i = 0; i < p.size(); ++i)
+        if (!std::isnan(p[i])) res.final_params[i] = p[i];
+      continue;
+    }
+    // A TP shard: each element back to its place in the whole weight (replicated ones agree).
+    const Layout& tl = tp_layouts[static_cast<size_t>(tp_rank_of[r])];
+    for (const auto& prm : tl.params)
+      for (int64_t j = 0; j < prm.numel; ++j) {
+        const float v = p[static_cast<size_t>(prm.flat_offset + j)];
+        if (!std::isnan(v))
+          res.final_params[static_cast<size_t>(prm.full_offset + tl.global_index(prm, j))] = v;
+      }
+  }
   res.first_grads = std::move(grads);
-  res.num_parameters = lo.total;
+  res.num_parameters = lo.full_total;
   res.num_frozen_parameters = lo.frozen_total;
   for (const auto& p : lo.params) {
     if (p.frozen) continue;
     res.param_names.push_back(p.name);
-    res.param_offsets.push_back(p.flat_offset);
+    res.param_offsets.push_back(p.full_offset);
   }
   return res;
 }
 
 LayoutSizes layout_sizes(const RunConfig& cfg) {
-  const Layout lo = make_layout(cfg.model, cfg.lora);
+  // tp > 1: one rank's shard (every TP slot holds the same sizes).
+  const int64_t tp = cfg.parallel.tp > 1 ? cfg.parallel.tp : 1;
+  const Layout lo = make_layout(cfg.model, cfg.lora, tp, 0);
   LayoutSizes s;
   s.total = lo.total;
   s.frozen_total = lo.frozen_total;

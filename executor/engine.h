@@ -63,9 +63,12 @@ struct RunConfig {
   int steps = 2;
   // The parallel layout (layout/parallel_layout.h, issue 25): the engine runs its data-parallel
   // collectives (gradient reduction, ZeRO partitions, parameter gathers) in the rank's DP group, made by
-  // Communicator::split. TP and SP shard nothing in the engine yet (the AutoTP and Ulysses issues), so
-  // with tp or sp above 1 each DP group trains its own replica; the CLI refuses them until then. ep
-  // must stay 1 (the engine's MoE layers are not expert-parallel).
+  // Communicator::split. tp > 1 is DeepSpeed AutoTP (issue 26; docs/executor.md "Tensor
+  // parallelism"): q/k/v/gate/up_proj and lm_head column-parallel, o/down_proj row-parallel,
+  // embeddings and norms replicated, activation collectives in the rank's TP group (a second split),
+  // ZeRO over the DP group on each rank's shard; dense models without LoRA, clipping or sp > 1. SP
+  // shards nothing yet (the Ulysses issue): with sp above 1 each DP group trains its own replica; the
+  // CLI refuses it. ep must stay 1 (the engine's MoE layers are not expert-parallel).
   layout::LayoutSizes parallel;
   bool fixed_batch = false;  // every step trains on the same global batch
   float lr = 1e-3f;
@@ -103,7 +106,12 @@ struct RankMeasurement {
   int64_t comm_bytes = 0;         // bytes this rank sent in the last step, excluding scalar_comm_bytes
   int64_t scalar_comm_bytes = 0;  // the gradient-norm scalar all-reduce (clipping), reported apart
   std::array<CommCounters, kNumStepPhases> comm_by_phase{};  // the last step's collectives by phase
-  PhaseSeconds seconds;                                      // wall time per phase in the last step
+  // Tensor parallelism (tp > 1): the last step's collectives in the rank's TP group (AutoTP's
+  // activation all-reduces and the logits all-gather), total and by phase; not in comm / comm_bytes.
+  CommCounters tp_comm;
+  std::array<CommCounters, kNumStepPhases> tp_comm_by_phase{};
+  int64_t num_parameters = 0;  // trainable elements this rank holds before ZeRO: its TP shard
+  PhaseSeconds seconds;        // wall time per phase in the last step
   // Named buffers of the engine's own account, for line-by-line comparison:
   int64_t gradient_bucket_bytes = 0;       // one reduce bucket (reduce_bucket_size x 16-bit)
   int num_gradient_buckets = 0;            // 2 with overlap_comm in stages 1/2
@@ -118,8 +126,9 @@ struct RunResult {
   std::vector<RankMeasurement> ranks;
   std::vector<double> loss_per_step;     // global mean loss of each step (before its update)
   std::vector<float> final_params;       // fp32 master (or fp32 params), flat model order, unpadded
+                                         // (tp > 1: the TP shards put back into the whole weights)
   std::vector<float> first_grads;        // when capture_first_grads
-  int64_t num_parameters = 0;            // the engine's own count of trainable parameters
+  int64_t num_parameters = 0;            // the engine's own count of trainable parameters (whole model)
   int64_t num_frozen_parameters = 0;     // LoRA: the frozen base weights, norms, embeddings, lm_head
   std::vector<std::string> param_names;  // trainable parameters
   std::vector<int64_t> param_offsets;    // into final_params

@@ -141,8 +141,8 @@ TEST(CommunicatorSplit, StreamCheckingRuntimeWrapsTheGroup) {
   EXPECT_EQ(sum, (std::vector<float>{3, 3}));
 }
 
-// The engine in DP groups (RunConfig::parallel): 4 thread ranks with tp 2 run two DP groups of 2
-// ({0, 2} and {1, 3}); TP shards nothing in the engine yet, so each group trains its own replica on
+// The engine in DP groups (RunConfig::parallel): 4 thread ranks with sp 2 run two DP groups of 2
+// ({0, 2} and {1, 3}); SP shards nothing in the engine yet, so each group trains its own replica on
 // the data of its DP ranks, exactly what a 2-rank run trains: the same losses, parameters and bytes
 // per rank (rank 0 and 2 of the 4 are DP ranks 0 and 1, as are 1 and 3), at every ZeRO stage.
 TEST(CommunicatorSplit, EngineRunsItsCollectivesInTheDpGroup) {
@@ -157,7 +157,9 @@ TEST(CommunicatorSplit, EngineRunsItsCollectivesInTheDpGroup) {
     c.zero.param_persistence_threshold = 100;
     auto two = make_cpu_runtime(2);
     const RunResult a = run_training(c, *two);
-    c.parallel.tp = 2;
+    // Ulysses SP shards nothing in the engine yet, so each DP group trains its own replica (AutoTP does
+    // shard: tests/test_executor_tensor_parallel.cpp).
+    c.parallel.sp = 2;
     auto four = make_cpu_runtime(4);
     const RunResult b = run_training(c, *four);
     EXPECT_EQ(b.loss_per_step, a.loss_per_step) << "stage " << stage;
