@@ -486,8 +486,18 @@ std::optional<Cause> low_busbw_cause(const RuleContext& x) {
   const bool gpu_backend =
       !log.cpu_accelerator && log.backend != "gloo" && !(d.workload && d.workload->cluster.cpu_backend);
   if (d.workload && !log.comms.empty()) {
-    const auto topo = planner::topology_of(d.workload->cluster);
-    const int n = d.workload->cluster.world_size();
+    // Under AutoTP (--tp, planner/tensor_parallel.h) ZeRO's collectives run in the data-parallel group of
+    // world / tp ranks and AutoTP's all-reduces of one micro-batch's hidden states (micro x seq x hidden,
+    // module_inject/layers.py RowParallel / ColumnParallel) in the TP group of tp consecutive GPUs.
+    const int tp = std::max(1, d.workload->train.tensor_parallel);
+    const auto topo = planner::data_parallel_topology(d.workload->cluster, tp);
+    const auto tp_topo = planner::contiguous_group_topology(d.workload->cluster, tp);
+    const int n = topo.ranks;
+    int64_t tp_bytes = -1, tp_calls = 0;
+    if (tp > 1 && d.predicted && !d.workload->model.params_only)
+      tp_bytes = d.predicted->zero.micro_batch * d.workload->train.rank_seq_len() *
+                 d.workload->full_model().hidden_size *
+                 (d.workload->train.precision == planner::Precision::FP32 ? 4 : 2);
     const CollectiveCheck* worst = nullptr;
     for (const auto& r : log.comms) {
       const auto k = kind_of(r.op);
@@ -497,13 +507,35 @@ std::optional<Cause> low_busbw_cause(const RuleContext& x) {
       cc.message_bytes = r.message_bytes;
       cc.count = r.count;
       cc.measured_busbw_GBps = r.busbw_gbps / 8.0;  // comms_logging reports Gbps (bits)
+      const bool in_tp = *k == planner::CollectiveKind::AllReduce && r.message_bytes == tp_bytes;
+      cc.group = in_tp ? "tensor_parallel" : "zero";
+      cc.group_size = in_tp ? tp : n;
+      if (in_tp) tp_calls += r.count;
       // The logger's size is one rank's part for all-gather/reduce-scatter (calc_bw_log multiplies by n).
       const int64_t full =
           (*k == planner::CollectiveKind::AllGather || *k == planner::CollectiveKind::ReduceScatter)
               ? r.message_bytes * n
               : r.message_bytes;
-      cc.model_busbw_GBps = planner::collective_busbw_GBps(topo, full);
+      cc.model_busbw_GBps = planner::collective_busbw_GBps(in_tp ? tp_topo : topo, full);
       d.collectives.push_back(cc);
+    }
+    if (tp_bytes > 0) {
+      int64_t planned = 0;
+      for (int i = 0; i < d.predicted->time.num_collectives; ++i) {
+        const auto& c = d.predicted->time.collectives[static_cast<size_t>(i)];
+        if (c.group != nullptr && std::string(c.group) == "tensor_parallel") planned = c.count;
+      }
+      d.observations.push_back(
+          tp_calls > 0
+              ? fmt::format("AutoTP: the comms logger shows {} all-reduces of {} (one micro-batch's hidden "
+                            "states: row-parallel outputs and column-parallel input gradients) in {} logged "
+                            "step(s), {:.0f} per step; the plan expects {} TP-group calls per step (its "
+                            "logits gather included)",
+                            tp_calls, size_str(tp_bytes), steps,
+                            static_cast<double>(tp_calls) / std::max(1, steps), planned)
+              : fmt::format("AutoTP: no all-reduce of {} (micro x seq x hidden) in the comms logger: check "
+                            "that tensor_parallel.autotp_size took effect (the engine logs its TP groups)",
+                            size_str(tp_bytes)));
     }
     double weight = 0;
     for (const auto& cc : d.collectives) {
@@ -795,6 +827,8 @@ json to_json(const RunLog& log, const Diagnosis& d) {
     coll.push_back({{"op", c.op},
                     {"message_bytes", c.message_bytes},
                     {"count", c.count},
+                    {"group", c.group},
+                    {"group_size", c.group_size},
                     {"measured_busbw_GBps", c.measured_busbw_GBps},
                     {"model_busbw_GBps", c.model_busbw_GBps < 0 ? json(nullptr) : json(c.model_busbw_GBps)}});
   auto opt = [](double v) { return v < 0 ? json(nullptr) : json(v); };

@@ -37,6 +37,10 @@ struct CollectiveCheck {
   int64_t count = 0;
   double measured_busbw_GBps = 0;
   double model_busbw_GBps = -1;  // link model for the full message; -1 without a cluster
+  // The process group it ran in, as the plan's layout tells it (planner/step_time.h CollectiveCost::group):
+  // "tensor_parallel" for AutoTP's all-reduces (a message of micro x seq x hidden), else "zero".
+  std::string group = "zero";
+  int group_size = 0;
 };
 
 struct DiagnoseInputs {

@@ -13,6 +13,7 @@
 #include "diagnose/log_parser.h"
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
+#include "planner/tensor_parallel.h"
 
 namespace zeroplan::diagnose {
 namespace {
@@ -323,6 +324,48 @@ TEST(DiagnoseRobust, FileChecks) {
   RunLog log;
   EXPECT_THROW(parse_log_file(kDir + "does-not-exist.log", log), UserError);
   EXPECT_THROW(parse_log_file(kDir, log), UserError);  // a directory
+}
+
+// Under AutoTP (--tp) the comms logger's all-reduces of one micro-batch's hidden states are AutoTP's, in
+// the TP group; the rest are ZeRO's, in the data-parallel group. A comms-logger table written out by hand
+// in DeepSpeed's format (utils/comms_logging.py log_all) for llama-3.1-8b at micro-batch 1 x 2048 tokens
+// on 4 GPUs with tp 2: 1 x 2048 x 4096 x 2 B = 16.0 MB per TP all-reduce, 226 of them over 1 logged step
+// (32 layers x 7 + the lm_head's), and a ZeRO bucket all-reduce of 238.42 MB.
+TEST(DiagnoseCauses, AutoTpAllReducesAreNamedWithTheirGroup) {
+  const std::string text =
+      "Comm. Op            Message Size        Count               Total Latency(ms)   Avg Latency(ms)     "
+      "tput_avg (Gbps)     busbw_avg (Gbps)    \n"
+      "all_reduce\n"
+      "                    16.0 MB             226                 1130.00             5.00                "
+      "26.84               26.84               \n"
+      "                    238.42 MB           9                   900.00              100.00              "
+      "20.00               20.00               \n";
+  RunLog log;
+  parse_log_text(text, "constructed", log);
+  ASSERT_EQ(log.comms.size(), 2u);
+  DiagnoseInputs in;
+  planner::Workload w;
+  w.model = models::load_model("llama-3.1-8b");
+  w.cluster = hw::parse_cluster("4xA100-80GB");
+  w.train.seq_len = 2048;
+  w.train.micro_batch = 1;
+  w.train.grad_accum = 1;
+  planner::apply_tensor_parallel(w, 2);
+  in.workload = w;
+  in.config = nlohmann::json::parse(R"({"train_micro_batch_size_per_gpu": 1, "gradient_accumulation_steps": 1,
+      "bf16": {"enabled": true}, "zero_optimization": {"stage": 2}, "tensor_parallel": {"autotp_size": 2}})");
+  const Diagnosis d = diagnose(log, in);
+  ASSERT_TRUE(d.predicted.has_value());
+  ASSERT_EQ(d.collectives.size(), 2u);
+  EXPECT_EQ(d.collectives[0].group, "tensor_parallel");
+  EXPECT_EQ(d.collectives[0].group_size, 2);
+  EXPECT_EQ(d.collectives[1].group, "zero");
+  EXPECT_EQ(d.collectives[1].group_size, 2);
+  bool named = false;
+  for (const auto& o : d.observations) named |= o.find("AutoTP: the comms logger shows 226 all-reduces") == 0;
+  std::string all;
+  for (const auto& o : d.observations) all += o + "\n";
+  EXPECT_TRUE(named) << all;
 }
 
 }  // namespace
