@@ -23,6 +23,7 @@
 #include "executor/mpi_comm.h"
 #include "planner/checkpoint_offload.h"
 #include "planner/model_stats.h"
+#include "planner/parallel.h"
 #include "planner/search.h"
 #include "planner/zero3_leaf.h"
 #ifdef ZEROPLAN_HAVE_CUDA
@@ -87,7 +88,9 @@ planner::ZeroConfig zero_config(const PlanFlags& f, const ValidateFlags& v, cons
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(*opts.stage);
   z.micro_batch = w.train.micro_batch.value_or(1);
   z.grad_accum = w.train.grad_accum.value_or(1);
-  if (w.train.global_batch) z.grad_accum = *w.train.global_batch / (z.micro_batch * w.cluster.world_size());
+  // Distinct sequences per step over the data-parallel ranks (GPUs / tp under AutoTP, planner/parallel.h).
+  if (w.train.global_batch)
+    z.grad_accum = *w.train.global_batch / (z.micro_batch * planner::data_parallel_size(w));
   z.checkpointing = w.train.checkpointing.value_or(planner::Checkpointing::None);
   z.offload_optimizer = opts.offload_optimizer.value_or(planner::Offload::None);
   z.offload_param = opts.offload_param.value_or(planner::Offload::None);
@@ -125,13 +128,6 @@ exec::RunConfig run_config(const planner::Workload& w, const planner::ZeroConfig
     throw UserError(
         "the executor offloads the optimizer to host memory only; use --offload-optimizer none|cpu and "
         "--offload-param none");
-  // The engine runs AutoTP (executor/engine.h RunConfig::parallel, tests/test_executor_tensor_parallel.cpp),
-  // but validate's comparison and admission are sized for data parallelism only.
-  if (w.train.tensor_parallel > 1)
-    throw_user_error(
-        "validate --tp {}: the executor runs AutoTP in its tests, but validate does not compare it "
-        "with the plan yet; validate with --tp 1",
-        w.train.tensor_parallel);
   exec::RunConfig c = exec::engine_run_config(w, z, steps);
   c.export_params = false;  // validate reports memory, time and traffic, not the trained values
   exec::check_run_config(c, w.cluster.world_size());
@@ -178,6 +174,17 @@ exec::RunResult run_ranks(const exec::RunConfig& rc, exec::Runtime& rt, exec::Mp
   // The global loss: the mean over all ranks, which run_training can only take over its own.
   res.loss_per_step = mpi.mean_over_processes(res.loss_per_step);
   return res;
+}
+
+// The plan's bytes per rank per step in AutoTP's TP group (planner/tensor_parallel.h), which the engine
+// counts apart (RankMeasurement::tp_comm); 0 without TP.
+int64_t predicted_tp_bytes(const planner::Plan& plan) {
+  int64_t b = 0;
+  for (int i = 0; i < plan.time.num_collectives; ++i) {
+    const auto& c = plan.time.collectives[static_cast<size_t>(i)];
+    if (c.group != nullptr && std::string(c.group) == "tensor_parallel") b += c.bytes_per_rank;
+  }
+  return b;
 }
 
 // ---- admission before allocation (issue 16): the run's certain needs, sized by the executor's own
@@ -376,6 +383,7 @@ ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResul
                   {"gradients", m.host.category_peak[1]}}}}},
               {"communication",
                {{"bytes_per_rank_per_step", m.comm_bytes},
+                {"tensor_parallel_bytes_per_rank_per_step", m.tp_comm.total_bytes_sent()},
                 {"gradient_norm_bytes", m.scalar_comm_bytes},
                 {"by_kind", comm_kinds},
                 {"modelled_not_measured", emulated}}},
@@ -406,8 +414,12 @@ ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResul
   if (device_peak) err_gpu["device_peak"] = rel_error(pm.peak, *device_peak);
   r.error = {{"memory", {{"gpu", err_gpu}}},
              {"communication",
-              {{"bytes_per_rank_per_step", rel_error(static_cast<double>(plan.time.comm_bytes_per_rank),
-                                                     static_cast<double>(m.comm_bytes))}}},
+              {{"bytes_per_rank_per_step",
+                rel_error(static_cast<double>(plan.time.comm_bytes_per_rank - predicted_tp_bytes(plan)),
+                          static_cast<double>(m.comm_bytes))},
+               {"tensor_parallel_bytes_per_rank_per_step",
+                rel_error(static_cast<double>(predicted_tp_bytes(plan)),
+                          static_cast<double>(m.tp_comm.total_bytes_sent()))}}},
              {"time",
               {{"step_s", rel_error(pred_engine_step, meas_time)},
                {"predicted_step_s_without_deepspeed_hooks", pred_engine_step},
@@ -475,8 +487,15 @@ void print_validation(const PlanFlags& f, const ValidateFlags& v, const planner:
                mb(m.host.peak), mb(pm.host_per_node));
   fmt::print("\ncommunication per rank per step, bytes   predicted     measured     error{}\n",
              emulated ? "   (emulated: counted, times modelled)" : "");
-  fmt::print("  {:<38} {:>10} {:>12} {:>9}\n", "total (nccl-tests bus bytes)", plan.time.comm_bytes_per_rank,
-             m.comm_bytes, pct(error["communication"]["bytes_per_rank_per_step"]));
+  const int64_t tp_pred = predicted_tp_bytes(plan);
+  fmt::print("  {:<38} {:>10} {:>12} {:>9}\n",
+             tp_pred > 0 ? "ZeRO's (nccl-tests bus bytes)" : "total (nccl-tests bus bytes)",
+             plan.time.comm_bytes_per_rank - tp_pred, m.comm_bytes,
+             pct(error["communication"]["bytes_per_rank_per_step"]));
+  if (tp_pred > 0 || m.tp_comm.total_bytes_sent() > 0)
+    fmt::print("  {:<38} {:>10} {:>12} {:>9}\n", "AutoTP's, in the TP group", tp_pred,
+               m.tp_comm.total_bytes_sent(),
+               pct(error["communication"]["tensor_parallel_bytes_per_rank_per_step"]));
   for (int k = 0; k < 4; ++k)
     if (m.comm.calls[static_cast<size_t>(k)] > 0)
       fmt::print("  measured {:<29} {:>10} {:>12}   ({} calls)\n", kKindNames[k], "",
@@ -539,7 +558,9 @@ CommandResult run_validate_on(const PlanFlags& f, const ValidateFlags& v, exec::
     throw UserError("--emulate-rank runs one process on one GPU; start it without mpirun");
   const int emulate = parse_emulate_rank(v, world);
 
-  const exec::RunNeeds needs = exec::minimum_run_needs(rc, world);
+  // ZeRO partitions over the data-parallel group: world / tp ranks under AutoTP (the layout's sizes are then
+  // one TP rank's shard, executor/engine.h layout_sizes).
+  const exec::RunNeeds needs = exec::minimum_run_needs(rc, world / std::max(1, rc.parallel.tp));
   if (v.backend == "cpu") {
     admit_host(needs, true, w.cluster.gpu.memory_bytes, ranks_on_this_node(multi, world),
                multi ? "processes" : "thread ranks");

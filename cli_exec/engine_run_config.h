@@ -3,6 +3,8 @@
 // config would set them (the engine sizes every buffer from its own tensors). One mapping for
 // `zeroplan validate` (cli/cmd_validate.cpp, which first refuses what the engine cannot run) and the
 // executor-against-planner accounting tests (tests/executor_accounting_util.h).
+#include <algorithm>
+
 #include "executor/engine.h"
 #include "planner/training_spec.h"
 #include "planner/zero3_leaf.h"
@@ -12,7 +14,10 @@ namespace zeroplan::exec {
 
 inline RunConfig engine_run_config(const planner::Workload& w, const planner::ZeroConfig& z, int steps) {
   RunConfig c;
-  c.model = w.model;
+  // The model as given: under AutoTP the engine shards it itself (RunConfig::parallel.tp), from its own
+  // fields, while the planner's w.model is already rank 0's shard (planner/tensor_parallel.h).
+  c.model = w.full_model();
+  c.parallel.tp = std::max(1, w.train.tensor_parallel);
   if (w.train.method == planner::Method::LoRA) {
     c.lora.rank = w.train.lora_rank;
     c.lora.targets = w.train.lora_targets;

@@ -48,8 +48,6 @@ std::string tensor_parallel_refusal(const Workload& w, int tp) {
         "--tp {}: AutoTP training is modelled as DeepSpeed 0.19.8 runs it (HF tp_plan sharding, recorded in "
         "tests/deepspeed/fixtures-tp); use --deepspeed-version 0.19.8",
         tp);
-  if (w.train.implementation == Implementation::ZeroplanEngine)
-    return fmt::format("--tp {}: the executor runs data parallelism only; validate with --tp 1", tp);
   if (w.train.sequence_parallel > 1)
     return fmt::format("--tp {} with --sp {}: tensor and sequence parallelism together are not modelled yet",
                        tp, w.train.sequence_parallel);

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -179,6 +180,22 @@ TEST(TensorParallelCli, AutoSearchesTheSizesOfANode) {
   // A MoE model: only tp 1 applies.
   const auto moe = testing::run_cli({"--model", "mixtral-8x7b", "--gpus", "8xH100", "--tp", "auto"});
   EXPECT_NE(moe.out.find("only tp 1 applies"), std::string::npos) << moe.out << moe.err;
+}
+
+// validate --tp 2 runs the executor's AutoTP (its own sharding, executor/engine.cpp) against the plan's
+// (planner/tensor_parallel.h), two independent accounts: the TP group's bytes, ZeRO's bytes and the model
+// states agree exactly on tiny-llama-micro, TP 2 x DP 2 at ZeRO-1.
+TEST(TensorParallelCli, ValidateComparesTheTpGroupsBytes) {
+  const auto r =
+      testing::run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "4xCPU",
+                        "--tp", "2", "--stage", "1", "--seq-len", "32", "--micro-batch", "2", "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["error"]["communication"]["tensor_parallel_bytes_per_rank_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(j["error"]["communication"]["bytes_per_rank_per_step"].get<double>(), 0.0);
+  EXPECT_GT(j["measured"]["communication"]["tensor_parallel_bytes_per_rank_per_step"].get<int64_t>(), 0);
+  EXPECT_EQ(j["error"]["memory"]["gpu"]["parameters"].get<double>(), 0.0);
+  EXPECT_EQ(j["error"]["memory"]["gpu"]["optimizer_states"].get<double>(), 0.0);
 }
 
 TEST(TensorParallelCli, RefusalsExitTwo) {
