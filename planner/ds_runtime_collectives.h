@@ -31,6 +31,20 @@ struct CollectiveCall {
   int micro_step = -1;
 };
 
+// One call of a model-parallel group (Ulysses SP's, AutoTP's), issued in micro-step `micro_step`.
+inline CollectiveCall group_call(Phase phase, CollectiveKind kind, int64_t bytes, int64_t elem_bytes,
+                                 int group_size, const char* caller, int micro_step) {
+  CollectiveCall c;
+  c.phase = phase;
+  c.kind = kind;
+  c.bytes = bytes;
+  c.elem_bytes = elem_bytes;
+  c.group_size = group_size;
+  c.caller = caller;
+  c.micro_step = micro_step;
+  return c;
+}
+
 // The op name the conformance harness records: "all_reduce", "reduce", "reduce_scatter", "all_gather".
 const char* call_op_name(const CollectiveCall& c);
 

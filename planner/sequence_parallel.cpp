@@ -211,15 +211,7 @@ std::vector<CollectiveCall> sequence_parallel_calls(const Workload& w, const Zer
   const int64_t q = tokens * heads * d * elem;
   const int64_t kv = tokens * std::max<int64_t>(kv_heads_of(m), sp) * d * elem;
   auto add = [&](Phase ph, CollectiveKind k, int64_t bytes, int64_t eb, const char* caller, int mi) {
-    CollectiveCall c;
-    c.phase = ph;
-    c.kind = k;
-    c.bytes = bytes;
-    c.elem_bytes = eb;
-    c.group_size = sp;
-    c.caller = caller;
-    c.micro_step = mi;
-    out.push_back(c);
+    out.push_back(group_call(ph, k, bytes, eb, sp, caller, mi));
   };
   const int64_t layers = std::max<int64_t>(1, m.num_layers);
   for (int64_t mi = 0; mi < std::max<int64_t>(1, z.grad_accum); ++mi) {

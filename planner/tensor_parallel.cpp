@@ -205,15 +205,7 @@ std::vector<CollectiveCall> tensor_parallel_calls(const Workload& w, const ZeroC
   const int64_t hidden = tokens * full.hidden_size * elem;
   const int64_t shard = tokens * near_even_rank0(full.vocab_size, tp) * elem;
   auto add = [&](Phase ph, CollectiveKind k, int64_t bytes, const char* caller, int mi) {
-    CollectiveCall c;
-    c.phase = ph;
-    c.kind = k;
-    c.bytes = bytes;
-    c.elem_bytes = elem;
-    c.group_size = tp;
-    c.caller = caller;
-    c.micro_step = mi;
-    out.push_back(c);
+    out.push_back(group_call(ph, k, bytes, elem, tp, caller, mi));
   };
   const int64_t layers = std::max<int64_t>(1, full.num_layers);
   const bool tied = full.tie_word_embeddings;

@@ -663,6 +663,22 @@ def sp_batches_and_loss(batches, sp, mode):
     return out, loss
 
 
+def _group_size(gr):
+    """The size of a torch.distributed group, or None (no group, or one this rank is not in)."""
+    try:
+        return int(torch.distributed.get_world_size(group=gr)) if gr is not None else None
+    except Exception:
+        return None
+
+
+def _zero_partition_group(engine):
+    """The group ZeRO partitions over: the optimizer's dp_process_group, or stage 3's ds_param_process_group."""
+    zg = getattr(engine.optimizer, "dp_process_group", None)
+    if zg is None:
+        zg = getattr(engine.optimizer, "ds_param_process_group", None)  # stage 3 (partition group)
+    return zg
+
+
 def rank_main(rank, case, port, result_path):
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(case["world_size"]),
                        "LOCAL_WORLD_SIZE": str(case["world_size"]), "MASTER_ADDR": "127.0.0.1",
@@ -900,15 +916,8 @@ def rank_main(rank, case, port, result_path):
         if sp > 1 or case.get("position_ids"):
             # (+) topology as the engine saw it (engine.py _configure_distributed_model: dp/seq-dp groups;
             # config.py: train_batch_size from the world size divided by the SP size)
-            def _gsize(gr):
-                try:
-                    return int(torch.distributed.get_world_size(group=gr)) if gr is not None else None
-                except Exception:
-                    return None
-
-            zg = getattr(engine.optimizer, "dp_process_group", None)
-            if zg is None:
-                zg = getattr(engine.optimizer, "ds_param_process_group", None)  # stage 3 (partition group)
+            _gsize = _group_size
+            zg = _zero_partition_group(engine)
             spi = {"size": sp, "local_seq_len": s // sp, "position_ids": True,
                    "engine_dp_world_size": engine.dp_world_size,
                    "engine_seq_dp_world_size": getattr(engine, "seq_dp_world_size", None),
@@ -948,15 +957,8 @@ def tensor_parallel_block(engine, case, tp, rank, data_rank):
     partitioning). partition_sizes: each TP layer's split over the TP ranks (_partition_sizes, all ranks)."""
     import deepspeed
 
-    def _gsize(gr):
-        try:
-            return int(torch.distributed.get_world_size(group=gr)) if gr is not None else None
-        except Exception:
-            return None
-
-    zg = getattr(engine.optimizer, "dp_process_group", None)
-    if zg is None:
-        zg = getattr(engine.optimizer, "ds_param_process_group", None)  # stage 3 (partition group)
+    _gsize = _group_size
+    zg = _zero_partition_group(engine)
     info = {"autotp_size": tp, "data_parallel_rank_for_batches": data_rank,
             "engine_autotp_size": int(engine.autotp_size()),
             "zero_dp_process_group_size": _gsize(zg),
