@@ -58,6 +58,8 @@ int max_seq_sp(const PlanFlags& flags, const planner::Workload& w) {
     return sp;
   }
   int best = 1;
+  // Under --tp no SP is tried: AutoTP with Ulysses is not modelled (planner/tensor_parallel.h).
+  if (w.train.tensor_parallel > 1) return best;
   for (int sp = 2; sp <= w.cluster.world_size() && kStep % sp == 0; sp *= 2) {
     planner::Workload v = w;
     v.train.sequence_parallel = sp;

@@ -198,6 +198,14 @@ TEST(TensorParallelCli, ValidateComparesTheTpGroupsBytes) {
   EXPECT_EQ(j["error"]["memory"]["gpu"]["optimizer_states"].get<double>(), 0.0);
 }
 
+// --max-seq with --tp plans the TP shard without Ulysses (AutoTP with SP is not modelled); it used to pick
+// sp 8 beside tp 2 and refuse its own layout.
+TEST(TensorParallelCli, MaxSeqKeepsTheTpLayout) {
+  const auto r = testing::run_cli({"--model", "llama-3.1-8b", "--gpus", "8xH100", "--max-seq", "--tp", "2"});
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("Longest sequence that fits"), std::string::npos) << r.out;
+}
+
 TEST(TensorParallelCli, RefusalsExitTwo) {
   const auto moe = testing::run_cli({"--model", "mixtral-8x7b", "--gpus", "8xH100", "--tp", "2"});
   EXPECT_EQ(moe.exit_code, 2);
