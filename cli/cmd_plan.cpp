@@ -26,6 +26,9 @@ CommandResult run_plan(const PlanFlags& flags) {
   if (!flags.compare.empty() && to_lower(flags.compare) != "deepspeed")
     throw_user_error("--compare '{}' is not known; the only estimator to compare with is 'deepspeed'",
                      flags.compare);
+  if (!flags.compare.empty() && !flags.tp.empty() && flags.tp != "1")
+    throw UserError(
+        "--compare deepspeed with --tp: DeepSpeed's memory estimators know no tensor parallelism");
   if (flags.hf_auto && flags.emit.empty()) throw UserError("--hf-auto only applies with --emit PATH");
   if (flags.emit_optimizer && flags.emit.empty())
     throw UserError("--emit-optimizer only applies with --emit PATH");

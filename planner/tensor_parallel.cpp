@@ -54,6 +54,14 @@ std::string tensor_parallel_refusal(const Workload& w, int tp) {
   if (w.train.method != Method::Full)
     return fmt::format("--tp {} with --method lora/qlora is not modelled yet; use --method full", tp);
   if (w.train.tiled_mlp) return fmt::format("--tp {} with --kernels tiled-mlp is not modelled yet", tp);
+  // Liger's fused linear cross-entropy reads the lm_head's weight directly, which AutoTP splits by
+  // vocabulary; DeepSpeed's own Liger path needs a vocabulary-parallel head (TPTrainingConfig
+  // vocab_parallel_ce_backend "liger"), which is not modelled.
+  if (w.train.liger)
+    return fmt::format(
+        "--tp {} with --kernels liger: Liger's fused loss reads the lm_head weight, which AutoTP splits by "
+        "vocabulary (DeepSpeed's vocab_parallel_ce_backend \"liger\" is not modelled); drop liger",
+        tp);
   if (m.from_checkpoint())
     return fmt::format("--tp {} with a checkpoint's own tensors is not modelled yet; pass its config.json",
                        tp);

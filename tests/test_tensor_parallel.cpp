@@ -212,6 +212,16 @@ TEST(TensorParallelCli, RefusalsExitTwo) {
   EXPECT_NE(moe.err.find("--tp 2"), std::string::npos) << moe.err;
   const auto wide = testing::run_cli({"--model", "llama-3.1-8b", "--gpus", "2x4xH100", "--tp", "8"});
   EXPECT_EQ(wide.exit_code, 2);
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--kernels", "liger"},
+                                                {"--compare", "deepspeed"},
+                                                {"--sp", "2"},
+                                                {"--method", "lora"}}) {
+    std::vector<std::string> args{"--model", "llama-3.1-8b", "--gpus", "8xH100", "--tp", "2"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const auto r = testing::run_cli(args);
+    EXPECT_EQ(r.exit_code, 2) << extra.front();
+    EXPECT_EQ(r.stderr_lines(), 1) << r.err;
+  }
 }
 
 }  // namespace
