@@ -73,6 +73,18 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(sorted(p.zero_stage for p in r.plans), [0, 1, 2, 3])
         self.assertIn(f"ZeRO-{rec.zero_stage}", str(rec))
 
+    def test_tensor_parallel_layout_and_groups(self):
+        # AutoTP (--tp): the plan carries the layout and each collective its group (README contract).
+        r = zeroplan.plan(model="llama-3.1-8b", gpus="4xA100-80GB", tp=2, stage=2)
+        rec = r.recommended
+        self.assertEqual(rec.tensor_parallel_size, 2)
+        self.assertEqual(rec.data_parallel_size, 2)
+        self.assertEqual(rec.zero_group_size, 2)
+        groups = {c.group: c.group_size for c in rec.communication.collectives}
+        self.assertEqual(groups.get("tensor_parallel"), 2)
+        self.assertEqual(groups.get("zero"), 2)
+        self.assertEqual(rec.deepspeed_config["tensor_parallel"], {"autotp_size": 2})
+
     def test_hf_config_dict_and_object(self):
         path = os.path.join(SRC, "models", "zoo", "llama-2-7b.json")
         with open(path) as f:
