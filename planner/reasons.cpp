@@ -656,7 +656,8 @@ std::string tensor_parallel_sentence(const Workload& w, const ModelStats& s, con
       tp, rec.zero.stage, gb(m1.peak), gb(rec.memory.peak), states, layout_of(w, rec.zero).zero(),
       w.cluster.world_size(), opt_trend, gb(m1.saved_activation_bytes()),
       gb(rec.memory.saved_activation_bytes()),
-      c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step,
+      c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step +
+          c.norm_grad_calls_per_step,
       gb(c.bytes_per_rank_per_step), ms(c.time_s), rec.global_batch, data_parallel_size(w), idle);
 }
 

@@ -35,6 +35,18 @@ int64_t row_allreduces_per_layer(const Workload& w, const ZeroConfig& z) {
   return w.train.checkpoint_reentrant || w.train.deepspeed_checkpointing ? 4 : 3;
 }
 
+// Per-head q_norm / k_norm (Qwen3, Gemma-3): the HF tp_plan marks them "replicated_with_grad_allreduce",
+// so AutoTP registers a hook that all-reduces each one's gradient in the TP group as the backward computes
+// it (auto_tp.py register_replicated_grad_hooks; recorded in fixtures-tp qwen3: 2 per layer of head_dim x
+// 2 B, k_norm's before k_proj's input-gradient all-reduce, q_norm's before q_proj's).
+bool qk_norm_grad_hooks(const models::ModelSpec& m) {
+  return m.qk_norm == models::QkNorm::PerHead;
+}
+
+int64_t head_dim_of(const models::ModelSpec& m) {
+  return m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+}
+
 }  // namespace
 
 std::string tensor_parallel_refusal(const Workload& w, int tp) {
@@ -141,6 +153,8 @@ TensorParallelCosts tensor_parallel_costs(const Workload& w, const ModelStats& s
   c.allreduce_calls_per_step = checked_mul(per_micro, accum);
   c.gather_calls_per_step = tied ? 0 : accum;
   c.loss_allreduce_calls_per_step = tied ? checked_mul(3, accum) : 0;
+  c.norm_grad_calls_per_step = qk_norm_grad_hooks(full) ? checked_mul(checked_mul(2, c.layers), accum) : 0;
+  c.norm_grad_bytes = checked_mul(head_dim_of(full), elem);
   c.loss_scalar_bytes = checked_mul(
       checked_mul(std::max<int64_t>(1, z.micro_batch), std::max<int64_t>(1, w.train.rank_seq_len() - 1)), 4);
   const CommTopology t = contiguous_group_topology(w.cluster, tp);
@@ -150,14 +164,18 @@ TensorParallelCosts tensor_parallel_costs(const Workload& w, const ModelStats& s
              static_cast<double>(c.gather_calls_per_step) *
                  collective_time_s(t, CollectiveKind::AllGather, gathered) +
              static_cast<double>(c.loss_allreduce_calls_per_step) *
-                 collective_time_s(t, CollectiveKind::AllReduce, c.loss_scalar_bytes);
+                 collective_time_s(t, CollectiveKind::AllReduce, c.loss_scalar_bytes) +
+             static_cast<double>(c.norm_grad_calls_per_step) *
+                 collective_time_s(t, CollectiveKind::AllReduce, c.norm_grad_bytes);
   c.bytes_per_rank_per_step = checked_add(
       checked_add(
           checked_mul(c.allreduce_calls_per_step,
                       bus_bytes_per_rank(CollectiveKind::AllReduce, tp, c.hidden_bytes)),
           checked_mul(c.gather_calls_per_step, bus_bytes_per_rank(CollectiveKind::AllGather, tp, gathered))),
-      checked_mul(c.loss_allreduce_calls_per_step,
-                  bus_bytes_per_rank(CollectiveKind::AllReduce, tp, c.loss_scalar_bytes)));
+      checked_add(checked_mul(c.loss_allreduce_calls_per_step,
+                              bus_bytes_per_rank(CollectiveKind::AllReduce, tp, c.loss_scalar_bytes)),
+                  checked_mul(c.norm_grad_calls_per_step,
+                              bus_bytes_per_rank(CollectiveKind::AllReduce, tp, c.norm_grad_bytes))));
   return c;
 }
 
@@ -193,7 +211,8 @@ void apply_tensor_parallel_time(const Workload& w, const ModelStats& s, const Ze
     a.group_size = c.tp;
   a.name = "AutoTP all-reduces (row outputs, column input grads) + logits gather";
   a.kind = CollectiveKind::AllReduce;
-  a.count = c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step;
+  a.count = c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step +
+            c.norm_grad_calls_per_step;
   a.message_bytes = c.hidden_bytes;
   a.bytes_per_rank = c.bytes_per_rank_per_step;
   a.time_s = c.time_s;
@@ -217,6 +236,8 @@ std::vector<CollectiveCall> tensor_parallel_calls(const Workload& w, const ZeroC
   };
   const int64_t layers = std::max<int64_t>(1, full.num_layers);
   const bool tied = full.tie_word_embeddings;
+  const bool qk_hooks = qk_norm_grad_hooks(full);
+  const int64_t norm_grad = head_dim_of(full) * elem;
   const int64_t loss_scalars =
       std::max<int64_t>(1, z.micro_batch) * std::max<int64_t>(1, w.train.rank_seq_len() - 1) * 4;
   for (int64_t mi = 0; mi < std::max<int64_t>(1, z.grad_accum); ++mi) {
@@ -245,10 +266,17 @@ std::vector<CollectiveCall> tensor_parallel_calls(const Workload& w, const ZeroC
       if (row_allreduces_per_layer(w, z) > 3)
         add(kBackward, CollectiveKind::AllReduce, hidden, "RowParallel.forward (down_proj, recompute)",
             micro);
-      for (const char* who : {"ColumnParallel.backward (up_proj)", "ColumnParallel.backward (gate_proj)",
-                              "ColumnParallel.backward (v_proj)", "ColumnParallel.backward (k_proj)",
-                              "ColumnParallel.backward (q_proj)"})
-        add(kBackward, CollectiveKind::AllReduce, hidden, who, micro);
+      add(kBackward, CollectiveKind::AllReduce, hidden, "ColumnParallel.backward (up_proj)", micro);
+      add(kBackward, CollectiveKind::AllReduce, hidden, "ColumnParallel.backward (gate_proj)", micro);
+      add(kBackward, CollectiveKind::AllReduce, hidden, "ColumnParallel.backward (v_proj)", micro);
+      if (qk_hooks)
+        add(kBackward, CollectiveKind::AllReduce, norm_grad, "register_replicated_grad_hooks (k_norm)",
+            micro);
+      add(kBackward, CollectiveKind::AllReduce, hidden, "ColumnParallel.backward (k_proj)", micro);
+      if (qk_hooks)
+        add(kBackward, CollectiveKind::AllReduce, norm_grad, "register_replicated_grad_hooks (q_norm)",
+            micro);
+      add(kBackward, CollectiveKind::AllReduce, hidden, "ColumnParallel.backward (q_proj)", micro);
     }
   }
   return out;

@@ -13,6 +13,8 @@
 //  - lm_head "colwise_gather_output": LinearLayer(gather_output=True), the vocabulary split; its forward
 //    gathers the logits (GatherFromTensorParallelRegion: all_gather_into_tensor of the padded shards,
 //    then torch.cat), its backward all-reduces the input gradient (ColumnParallel);
+//  - per-head q_norm / k_norm (Qwen3, Gemma-3) "replicated_with_grad_allreduce": whole on every rank,
+//    their gradients all-reduced in the TP group by a hook (auto_tp.py register_replicated_grad_hooks);
 //  - everything else (embeddings, norms) replicated; except a tied embedding, which becomes
 //    vocabulary-parallel with the lm_head sharing its shard (recorded, fixtures-tp llama-tied): its
 //    output all-reduced in the forward, no logits gather, and a vocabulary-parallel cross-entropy
@@ -63,6 +65,8 @@ struct TensorParallelCosts {
   int64_t gather_calls_per_step = 0;
   int64_t loss_allreduce_calls_per_step = 0;  // tied models: the vocabulary-parallel loss's scalars
   int64_t loss_scalar_bytes = 0;              // one of them: micro * (seq - 1) fp32
+  int64_t norm_grad_calls_per_step = 0;       // per-head q/k norms' gradient all-reduces (Qwen3, Gemma-3)
+  int64_t norm_grad_bytes = 0;                // one of them: head_dim x element
   int64_t bytes_per_rank_per_step = 0;        // bus bytes (nccl-tests factors)
   double time_s = 0;                          // all of them per step, exposed
 };

@@ -131,7 +131,9 @@ bool ulysses_call(const json& x) {
 bool autotp_call(const json& x) {
   const std::string caller = x.value("caller", "");
   return caller == "RowParallel.forward" || caller == "ColumnParallel.backward" ||
-         caller == "GatherFromTensorParallelRegion.forward" || caller == "_VocabParallelCrossEntropy.forward";
+         caller == "GatherFromTensorParallelRegion.forward" ||
+         caller == "_VocabParallelCrossEntropy.forward" ||
+         caller.rfind("AutoTP.register_replicated_grad_hooks", 0) == 0;
 }
 
 // "fixtures/0.19.8/x.json" -> 0.19.8

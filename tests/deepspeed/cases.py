@@ -39,6 +39,10 @@ FAMILIES = {
     "llama-tied": {"model_type": "llama", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
                    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
                    "max_position_embeddings": 256, "tie_word_embeddings": True, "rms_norm_eps": 1e-5},
+    # dense Qwen3: per-head q_norm / k_norm, which its HF tp_plan marks replicated_with_grad_allreduce (AutoTP)
+    "qwen3": {"model_type": "qwen3", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "vocab_size": VOCAB,
+              "max_position_embeddings": 256, "tie_word_embeddings": False, "rms_norm_eps": 1e-6},
     # Qwen2: q/k/v biases, GQA.
     "qwen2": {"model_type": "qwen2", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -504,6 +508,9 @@ def _build_tp():
     add(stage=1, world=2, tp=2, tag="tp2")
     # 8. fp32, for the loss check without bf16 rounding (TP 1: fixtures/<ds>/llama-gqa_s2_n4_fp32_default)
     add(stage=2, world=4, precision="fp32", tp=2, tag="tp2")
+    # 9. dense Qwen3 (per-head q/k norms with a TP-group gradient all-reduce), and TP 1 for comparison
+    add(family="qwen3", stage=2, world=4, tp=2, tag="tp2")
+    add(family="qwen3", stage=2, world=4, tp=1, tag="tp1")
     return out
 
 
