@@ -151,8 +151,8 @@ void add_training_flags(CLI::App& app, PlanFlags& f) {
                  "Expert-parallel size (DeepSpeed AutoEP, MoE models; 1 = none; searched when absent)")
       ->group(t);
   app.add_option("--tp", f.tp,
-                 "Tensor-parallel size (DeepSpeed AutoTP training, tensor_parallel.autotp_size; 1 = none): "
-                 "Llama-layout dense models, TP inside a node, ZeRO over GPUs / N")
+                 "Tensor-parallel size (DeepSpeed AutoTP training, tensor_parallel.autotp_size; 1 = none; auto = "
+                 "search 1, 2, 4, 8 inside a node): Llama-layout dense models, ZeRO over GPUs / N")
       ->group(t);
   app.add_option(
          "--sp", f.sp,
