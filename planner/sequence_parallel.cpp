@@ -183,20 +183,16 @@ void apply_sequence_parallel_memory(const Workload& w, const ModelStats& s, cons
 void apply_sequence_parallel_time(const Workload& w, const ModelStats& s, const ZeroConfig& z, StepTime& t) {
   if (w.train.sequence_parallel <= 1) return;
   const SequenceParallelCosts c = sequence_parallel_costs(w, s, z);
-  if (c.sp <= 1 || t.num_collectives >= kMaxCollectives) return;
-  CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
-    a.group = "sequence_parallel";
-    a.group_size = c.sp;
-  a.name = "Ulysses all-to-alls (q,k,v,out) + position gathers";
-  a.kind = CollectiveKind::AllToAll;
-  a.count = c.a2a_calls_per_step + c.gather_calls_per_step;
-  a.message_bytes = c.q_bytes;
-  a.bytes_per_rank = c.a2a_bytes_per_step;
-  a.time_s = c.time_s;
-  a.exposed_s = c.time_s;  // synchronous all_to_all_single on the compute stream
-  t.communication_s += a.time_s;
-  t.exposed_communication_s += a.exposed_s;
-  t.comm_bytes_per_rank = checked_add(t.comm_bytes_per_rank, a.bytes_per_rank);
+  if (c.sp <= 1) return;
+  // Synchronous all_to_all_single on the compute stream: exposed in full.
+  append_exposed_collective(t, CollectiveCost{.name = "Ulysses all-to-alls (q,k,v,out) + position gathers",
+                                              .kind = CollectiveKind::AllToAll,
+                                              .count = c.a2a_calls_per_step + c.gather_calls_per_step,
+                                              .message_bytes = c.q_bytes,
+                                              .bytes_per_rank = c.a2a_bytes_per_step,
+                                              .time_s = c.time_s,
+                                              .group = "sequence_parallel",
+                                              .group_size = c.sp});
 }
 
 std::vector<CollectiveCall> sequence_parallel_calls(const Workload& w, const ZeroConfig& z) {

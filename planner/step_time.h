@@ -3,6 +3,8 @@
 #include <array>
 #include <cstdint>
 
+#include "common/checked.h"
+
 namespace zeroplan::planner {
 
 // AllToAll: expert parallelism's token dispatch/combine (planner/expert_parallel.h).
@@ -64,5 +66,17 @@ struct StepTime {
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;
 };
+
+// Appends a model-parallel group's calls (Ulysses', AutoTP's) as one entry that is exposed in full
+// (synchronous on the compute stream) and adds it to the step's totals; nothing when the table is full.
+inline void append_exposed_collective(StepTime& t, const CollectiveCost& c) {
+  if (t.num_collectives >= kMaxCollectives) return;
+  CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
+  a = c;
+  a.exposed_s = c.time_s;
+  t.communication_s += a.time_s;
+  t.exposed_communication_s += a.exposed_s;
+  t.comm_bytes_per_rank = checked_add(t.comm_bytes_per_rank, a.bytes_per_rank);
+}
 
 }  // namespace zeroplan::planner

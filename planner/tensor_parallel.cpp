@@ -205,21 +205,18 @@ void apply_tensor_parallel_memory(const Workload& w, const ModelStats& s, const 
 void apply_tensor_parallel_time(const Workload& w, const ModelStats& s, const ZeroConfig& z, StepTime& t) {
   if (w.train.tensor_parallel <= 1) return;
   const TensorParallelCosts c = tensor_parallel_costs(w, s, z);
-  if (c.tp <= 1 || t.num_collectives >= kMaxCollectives) return;
-  CollectiveCost& a = t.collectives[static_cast<size_t>(t.num_collectives++)];
-    a.group = "tensor_parallel";
-    a.group_size = c.tp;
-  a.name = "AutoTP all-reduces (row outputs, column input grads) + logits gather";
-  a.kind = CollectiveKind::AllReduce;
-  a.count = c.allreduce_calls_per_step + c.gather_calls_per_step + c.loss_allreduce_calls_per_step +
-            c.norm_grad_calls_per_step;
-  a.message_bytes = c.hidden_bytes;
-  a.bytes_per_rank = c.bytes_per_rank_per_step;
-  a.time_s = c.time_s;
-  a.exposed_s = c.time_s;  // dist.all_reduce without async_op on the compute stream (tp_overlap_comm false)
-  t.communication_s += a.time_s;
-  t.exposed_communication_s += a.exposed_s;
-  t.comm_bytes_per_rank = checked_add(t.comm_bytes_per_rank, a.bytes_per_rank);
+  if (c.tp <= 1) return;
+  // dist.all_reduce without async_op on the compute stream (tp_overlap_comm false): exposed in full.
+  append_exposed_collective(
+      t, CollectiveCost{.name = "AutoTP all-reduces (row outputs, column input grads) + logits gather",
+                        .kind = CollectiveKind::AllReduce,
+                        .count = c.allreduce_calls_per_step + c.gather_calls_per_step +
+                                 c.loss_allreduce_calls_per_step + c.norm_grad_calls_per_step,
+                        .message_bytes = c.hidden_bytes,
+                        .bytes_per_rank = c.bytes_per_rank_per_step,
+                        .time_s = c.time_s,
+                        .group = "tensor_parallel",
+                        .group_size = c.tp});
 }
 
 std::vector<CollectiveCall> tensor_parallel_calls(const Workload& w, const ZeroConfig& z) {
