@@ -254,7 +254,10 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
     planner::apply_tensor_parallel(a.ws, rc.tensor_parallel);
   }
   if (a.ws.train.global_batch && rc.tensor_parallel > 1) a.ws.train.global_batch = *a.ws.train.global_batch / rc.tensor_parallel;
-  a.sr = planner::search(a.ws, opts);
+  // The config's ZeRO++ hpZ size is searched beside hpZ off, so the recommendation says whether it pays.
+  planner::SearchOptions o = opts;
+  if (rc.zero.hpz_partition_size > 1 && !o.hpz_auto) o.hpz_choices = {1, rc.zero.hpz_partition_size};
+  a.sr = planner::search(a.ws, o);
   if (a.sr.recommendation)
     a.changes = configs::diff_plans(a.wc, config, a.predicted, *a.sr.recommendation, &a.ws);
   // A recommendation is only worth proposing when the config does not fit or it is faster.
@@ -374,11 +377,14 @@ std::string check_text(const std::string& path, const planner::Workload& w, cons
   s += "As DeepSpeed will run it:\n  " + describe(a.wc, a.predicted) + "\n";
   const auto& z = a.predicted.zero;
   if (z.stage >= 1)
-    s += fmt::format("  reduce_bucket_size {}, overlap_comm {}{}\n", z.reduce_bucket_size, z.overlap_comm,
-                     z.stage == 3 ? fmt::format(", prefetch {}, persistence threshold {}, max live {}",
-                                                z.prefetch_bucket_size, z.param_persistence_threshold,
-                                                z.max_live_parameters)
-                                  : fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size));
+    s += fmt::format(
+        "  reduce_bucket_size {}, overlap_comm {}{}\n", z.reduce_bucket_size, z.overlap_comm,
+        z.stage == 3
+            ? fmt::format(", prefetch {}, persistence threshold {}, max live {}{}", z.prefetch_bucket_size,
+                          z.param_persistence_threshold, z.max_live_parameters,
+                          z.hpz_partition_size > 1 ? fmt::format(", ZeRO++ hpZ {}", z.hpz_partition_size)
+                                                   : std::string())
+            : fmt::format(", allgather_bucket_size {}", z.allgather_bucket_size));
   s += issues_text(rc.issues);
   s += prediction_text(w, a);
   s += advice_text(rc, a);

@@ -11,6 +11,7 @@
 #include "models/model_spec.h"
 #include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
+#include "planner/hpz.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
@@ -153,6 +154,12 @@ void add_training_flags(CLI::App& app, PlanFlags& f) {
   app.add_option("--tp", f.tp,
                  "Tensor-parallel size (DeepSpeed AutoTP training, tensor_parallel.autotp_size; 1 = none; auto = "
                  "search 1, 2, 4, 8 inside a node): Llama-layout dense models, ZeRO over GPUs / N")
+      ->group(t);
+  app.add_option(
+         "--hpz", f.hpz,
+         "ZeRO++ hierarchical partitioning at stage 3 (zero_hpz_partition_size): each parameter also "
+         "kept split over N consecutive GPUs, so the backward's gathers stay inside them; N must divide "
+         "the GPUs (1 = none; auto = also try the GPUs per node on several nodes)")
       ->group(t);
   app.add_option(
          "--sp", f.sp,
@@ -494,6 +501,18 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
     throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
                      sizes.sp, f.ep);
+  // ZeRO++ hpZ (planner/hpz.h): its layout rules now, its model's limits next.
+  if (!f.hpz.empty() && f.hpz != "auto" && f.hpz != "1") {
+    layout::LayoutSizes with_hpz = sizes;
+    with_hpz.ep = f.ep.empty() ? 1 : size_flag(f.ep, "--ep");
+    with_hpz.hpz = size_flag(f.hpz, "--hpz");
+    const std::vector<std::string> hpz_why =
+        layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, with_hpz, layout::LayoutFacts{}, true);
+    if (!hpz_why.empty()) throw UserError(hpz_why.front());
+  }
+  if (!f.hpz.empty() && f.hpz != "1")
+    if (const std::string hpz_why = planner::hpz_refusal(w); !hpz_why.empty())
+      throw_user_error("--hpz {}: {}", f.hpz, hpz_why);
   // DeepSpeed's batch arithmetic counts data-parallel ranks: GPUs / --sp (planner/parallel.h).
   check_global_batch(w.train, planner::data_parallel_size(w));
   return w;
@@ -520,6 +539,21 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
     if (!digits || std::stoi(f.ep) < 1)
       throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
     o.ep = std::stoi(f.ep);
+  }
+  if (f.hpz == "auto") {
+    o.hpz_auto = true;
+  } else if (!f.hpz.empty()) {
+    // The layout rules (divides the GPUs; not beside TP, SP or EP) are checked by build_workload.
+    const bool digits = f.hpz.size() <= 6 && f.hpz.find_first_not_of("0123456789") == std::string::npos;
+    if (!digits || std::stoi(f.hpz) < 1)
+      throw_user_error("--hpz '{}' must be a positive integer or auto (1 = no hierarchical partitioning)",
+                       f.hpz);
+    o.hpz_choices = {std::stoi(f.hpz)};
+    if (o.hpz_choices.front() > 1 && o.stage && *o.stage != 3)
+      throw_user_error(
+          "--hpz {} needs ZeRO stage 3 (DeepSpeed reads zero_hpz_partition_size at stage 3 only); use "
+          "--stage 3",
+          f.hpz);
   }
   char* end = nullptr;
   const double m = std::strtod(f.memory_margin.c_str(), &end);

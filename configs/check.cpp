@@ -17,6 +17,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/hpz.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -151,6 +152,7 @@ class Reader {
     precision();
     zero();
     expert_parallel();
+    hpz();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     activation_checkpointing();
     traps();
@@ -236,6 +238,63 @@ class Reader {
       return;
     }
     r_.zero.ep_size = static_cast<int>(size);
+  }
+
+  // zero_optimization.zero_hpz_partition_size (ZeRO++ hpZ, planner/hpz.h; runtime/zero/config.py int >= 0,
+  // default 1; only values above 1 build the secondary groups: stage3.py `if self.zero_hpz_partition_size >
+  // 1`).
+  void hpz() {
+    const json* zo = find(cfg_, {"zero_optimization"});
+    const json* v = zo && zo->is_object() ? find(*zo, {"zero_hpz_partition_size"}) : nullptr;
+    const std::optional<int64_t> h = zint(v);
+    if (!h || *h <= 1) return;
+    const std::string path = "zero_optimization.zero_hpz_partition_size";
+    const int stage = r_.zero.stage;
+    if (stage != 3) {
+      add(Severity::Warning, path,
+          fmt::format("hpZ partitions stage-3 parameters; at stage {} DeepSpeed accepts it and ignores it",
+                      stage),
+          "remove it, or use stage 3", json{{"op", "remove"}});
+      return;
+    }
+    const int64_t world = w_.cluster.world_size();
+    // utils/groups.py _create_zero_param_parallel_group: min(group_size, world), then
+    // _ensure_divisibility's assertion message.
+    const int64_t eff = std::min<int64_t>(*h, world);
+    if (world % eff != 0) {
+      add(Severity::Error, path, fmt::format("DeepSpeed asserts \"{} is not divisible by {}\"", world, eff),
+          "use a size that divides the GPUs, e.g. the GPUs per node");
+      return;
+    }
+    if (r_.zero.ep_size > 1) {
+      add(Severity::Error, path,
+          fmt::format(
+              "DeepSpeed 0.19.8 refuses it with AutoEP: \"AutoEP with ZeRO Stage 3 does not support hpZeRO "
+              "secondary tensor groups yet (zero_optimization.zero_hpz_partition_size={}).\"",
+              *h),
+          "remove it, or turn AutoEP off");
+      return;
+    }
+    const std::vector<std::string> why = layout::validate(
+        w_.cluster.nodes, w_.cluster.gpus_per_node,
+        {std::max(1, r_.tensor_parallel), std::max(1, r_.sequence_parallel), 1, static_cast<int>(eff)},
+        layout::LayoutFacts{}, /*modelled_tp=*/true);
+    if (!why.empty()) {
+      add(Severity::Warning, path, why.front() + "; predicted without hpZ", "");
+      return;
+    }
+    if (const std::string refused = planner::hpz_refusal(w_); !refused.empty()) {
+      add(Severity::Warning, path, refused + "; predicted without hpZ", "");
+      return;
+    }
+    if (eff > w_.cluster.gpus_per_node)
+      add(Severity::Info, path,
+          fmt::format(
+              "the hpZ group of {} GPUs spans {} nodes, so the backward's gathers still cross the network; "
+              "ZeRO++ sizes it to one node ({} GPUs)",
+              eff, (eff + w_.cluster.gpus_per_node - 1) / w_.cluster.gpus_per_node, w_.cluster.gpus_per_node),
+          "");
+    r_.zero.hpz_partition_size = static_cast<int>(eff);
   }
 
   // "sequence_parallel_size" (Ulysses SP, planner/sequence_parallel.h): DeepSpeed's batch arithmetic

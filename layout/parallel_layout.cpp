@@ -35,6 +35,8 @@ const char* group_name(GroupKind k) {
       return "expert-parallel";
     case GroupKind::ExpertDataParallel:
       return "expert-data-parallel";
+    case GroupKind::ZeroSecondary:
+      return "ZeRO++ hpZ secondary partition";
   }
   return "?";
 }
@@ -43,8 +45,8 @@ std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSize
                                   bool modelled_tp) {
   std::vector<std::string> why;
   const int64_t world = static_cast<int64_t>(nodes) * gpus_per_node;
-  if (s.tp < 1 || s.sp < 1 || s.ep < 1) {
-    why.push_back("--tp, --sp and --ep must be at least 1");
+  if (s.tp < 1 || s.sp < 1 || s.ep < 1 || s.hpz < 1) {
+    why.push_back("--tp, --sp, --ep and --hpz must be at least 1");
     return why;
   }
   // The sizes multiply into the world: DP is what is left.
@@ -97,6 +99,26 @@ std::vector<std::string> validate(int nodes, int gpus_per_node, const LayoutSize
       why.push_back(fmt::format("--ep {} does not divide the {} ranks ZeRO partitions over; valid --ep: {}",
                                 s.ep, zero, divisors(zero)));
   }
+  // ZeRO++ hpZ: utils/groups.py _create_zero_param_parallel_group asserts _ensure_divisibility(world, hpz)
+  // ("{world} is not divisible by {hpz}").
+  if (s.hpz > 1 && world % s.hpz != 0)
+    why.push_back(
+        fmt::format("--hpz {} does not divide the {} GPUs (DeepSpeed asserts it: utils/groups.py "
+                    "_create_zero_param_parallel_group); valid --hpz: {}",
+                    s.hpz, world, divisors(world)));
+  // DeepSpeed 0.19.8 refuses hpZ with AutoEP at stage 3 (engine.py: "AutoEP with ZeRO Stage 3 does not
+  // support hpZeRO secondary tensor groups yet"). Its groups are global rank blocks, not blocks of the ZeRO
+  // group, so beside TP or SP they would mix model-parallel slices; zeroplan does not model that.
+  if (s.hpz > 1 && s.ep > 1)
+    why.push_back(
+        fmt::format("--hpz {} with --ep {}: DeepSpeed 0.19.8 refuses it (\"AutoEP with ZeRO Stage 3 "
+                    "does not support hpZeRO secondary tensor groups yet\")",
+                    s.hpz, s.ep));
+  if (s.hpz > 1 && (s.tp > 1 || s.sp > 1))
+    why.push_back(
+        fmt::format("--hpz {} beside --tp/--sp is not modelled (hpZ's groups are blocks of global "
+                    "ranks, utils/groups.py); use --hpz 1 or --tp 1 --sp 1",
+                    s.hpz));
   if (!modelled_tp && s.tp > 1)
     why.push_back(
         fmt::format("--tp {}: tensor parallelism (DeepSpeed AutoTP) is not modelled yet; use --tp 1", s.tp));
@@ -147,6 +169,11 @@ Group ParallelLayout::group(GroupKind kind, int rank) const {
         for (int b = 0; b < static_cast<int>(zero.size()) / ep; ++b)
           g.ranks.push_back(zero[static_cast<size_t>(b * ep + pos % ep)]);
       }
+      break;
+    }
+    case GroupKind::ZeroSecondary: {
+      const int h = std::max(1, sizes_.hpz);
+      for (int i = 0; i < h; ++i) g.ranks.push_back(rank / h * h + i);
       break;
     }
   }

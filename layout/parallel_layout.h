@@ -37,15 +37,22 @@ struct LayoutSizes {
   int tp = 1;  // tensor parallel (DeepSpeed AutoTP tensor_parallel.autotp_size)
   int sp = 1;  // sequence parallel (Ulysses sequence_parallel_size)
   int ep = 1;  // expert parallel (AutoEP autoep_size)
+  // ZeRO++ hierarchical partitioning (zero_optimization.zero_hpz_partition_size, stage 3 only): ranks that
+  // hold a secondary copy of the parameter partition between them (DeepSpeed clamps it to the world:
+  // utils/groups.py _create_zero_param_parallel_group `min(group_size, world_size)`; the caller does too).
+  int hpz = 1;
 };
 
 enum class GroupKind : uint8_t {
   TensorParallel,
   SequenceParallel,
-  DataParallel,       // ranks holding the same TP and SP slice
-  Zero,               // what ZeRO partitions dense parameters over: SP x DP
-  ExpertParallel,     // contiguous blocks of ep ranks inside the ZeRO group
-  ExpertDataParallel  // the same slot of every EP block: what expert states are partitioned over
+  DataParallel,        // ranks holding the same TP and SP slice
+  Zero,                // what ZeRO partitions dense parameters over: SP x DP
+  ExpertParallel,      // contiguous blocks of ep ranks inside the ZeRO group
+  ExpertDataParallel,  // the same slot of every EP block: what expert states are partitioned over
+  // ZeRO++ hpZ: contiguous blocks of hpz global ranks (utils/groups.py _create_zero_param_parallel_group
+  // builds `range(i * hpz, (i + 1) * hpz)` over the world), which gather from the secondary partition.
+  ZeroSecondary
 };
 const char* group_name(GroupKind k);
 
@@ -70,6 +77,7 @@ class ParallelLayout {
   int tp() const { return sizes_.tp; }
   int sp() const { return sizes_.sp; }
   int ep() const { return sizes_.ep; }
+  int hpz() const { return sizes_.hpz; }
   int dp() const { return world() / (sizes_.tp * sizes_.sp); }
   // The size of the group ZeRO partitions dense parameters, gradients and optimizer states over.
   int zero() const { return dp() * sizes_.sp; }

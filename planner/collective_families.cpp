@@ -26,22 +26,26 @@ CallFamilyId family_of(const CollectiveCall& c) {
   return std::strcmp(c.caller, "all_gather_into_tensor_dp_groups") == 0 ? kStepEndGather : kPersistentGathers;
 }
 
-// The calls of `calls` whose micro_step is `micro` (-1: once per step).
-CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopology& t, int micro) {
+// The calls of `calls` whose micro_step is `micro` (-1: once per step). `t` is the ZeRO group's topology;
+// a call in a smaller group of contiguous ranks (ZeRO++ hpZ's secondary gathers, group size `sec.ranks`)
+// is priced on `sec`.
+CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopology& t,
+                       const CommTopology& sec, int micro) {
   CallFamilies out;
   // A step repeats few distinct sizes (one per layer kind): price each once (busbw interpolation
   // takes a log2 per call).
   struct Priced {
     CollectiveKind kind;
     int64_t size;
+    int group;
     double time;
   };
   std::vector<Priced> seen;
-  const auto time_of = [&](CollectiveKind k, int64_t size) {
+  const auto time_of = [&](CollectiveKind k, int64_t size, int group) {
     for (const Priced& p : seen)
-      if (p.kind == k && p.size == size) return p.time;
-    const double tm = collective_time_s(t, k, size);
-    if (seen.size() < 64) seen.push_back({k, size, tm});
+      if (p.kind == k && p.size == size && p.group == group) return p.time;
+    const double tm = collective_time_s(group == sec.ranks && group != t.ranks ? sec : t, k, size);
+    if (seen.size() < 64) seen.push_back({k, size, group, tm});
     return tm;
   };
   for (const CollectiveCall& c : calls) {
@@ -52,14 +56,16 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopol
     // broadcast of the message (bus factor 1).
     const int64_t size = c.kind == CollectiveKind::AllGather ? checked_mul(c.bytes, c.group_size) : c.bytes;
     const CollectiveKind priced = c.to_one_rank ? CollectiveKind::Broadcast : c.kind;
-    const double time = time_of(priced, size);
+    const double time = time_of(priced, size, c.group_size);
+    const bool secondary = c.group_size == sec.ranks && c.group_size != t.ranks;
     f.kind = c.kind;
+    if (secondary) f.secondary_calls++;
     f.to_owner = f.to_owner || c.to_one_rank;
     if (f.calls == 0) f.first_s = time;
     f.last_s = time;
     ++f.calls;
     f.largest_bytes = std::max(f.largest_bytes, size);
-    f.bus_bytes_per_rank += bus_bytes_per_rank(priced, t.ranks, size);
+    f.bus_bytes_per_rank += bus_bytes_per_rank(priced, secondary ? sec.ranks : t.ranks, size);
     f.input_bytes += c.bytes;
     f.time_s += time;
   }
@@ -82,6 +88,7 @@ CallFamilies combine(const CallFamilies& once, const CallFamilies& first, const 
     o.kind = any.kind;
     o.to_owner = a.to_owner || b.to_owner || c.to_owner;
     o.calls = a.calls + b.calls + k * c.calls;
+    o.secondary_calls = a.secondary_calls + b.secondary_calls + k * c.secondary_calls;
     o.largest_bytes = std::max({a.largest_bytes, b.largest_bytes, k > 0 ? c.largest_bytes : 0});
     o.bus_bytes_per_rank = a.bus_bytes_per_rank + b.bus_bytes_per_rank + k * c.bus_bytes_per_rank;
     o.input_bytes = a.input_bytes + b.input_bytes + k * c.input_bytes;
@@ -97,7 +104,7 @@ struct Key {
   const void* stats = nullptr;
   int64_t total_params = 0, trainable_params = 0;
   size_t model_hash = 0, cluster_hash = 0;
-  int world = 0, nodes = 0, stage = 0, ep = 1, sp = 1, tp = 1;
+  int world = 0, nodes = 0, stage = 0, ep = 1, sp = 1, tp = 1, hpz = 1;
   int64_t rbs = 0, prefetch = 0, thr = 0, max_live = 0, reuse = 0, sub_group = 0, lora_rank = 0;
   int flags = 0;
   bool operator==(const Key&) const = default;
@@ -124,6 +131,7 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
   k.ep = z.ep_size;
   k.sp = w.train.sequence_parallel;  // Ulysses SP: fp32 gradient reductions, stage 0's SP-group scalars
   k.tp = w.train.tensor_parallel;    // AutoTP: ZeRO's calls in world / tp ranks
+  k.hpz = z.hpz(c.world_size());     // ZeRO++ hpZ: the secondary gathers' group
   k.rbs = z.reduce_bucket_size;
   k.prefetch = z.prefetch_bucket_size;
   k.thr = z.param_persistence_threshold;
@@ -165,7 +173,9 @@ Parts parts_for(const Workload& w, const ModelStats& s, const ZeroConfig& z, con
   ZeroConfig two = z;
   two.grad_accum = 2;
   const std::vector<CollectiveCall> calls = deepspeed_collectives(w, s, two);
-  const Parts v{summarize(calls, t, -1), summarize(calls, t, 0), summarize(calls, t, 1)};
+  // ZeRO++ hpZ's group: contiguous ranks (layout/parallel_layout.h GroupKind::ZeroSecondary).
+  const CommTopology sec = contiguous_group_topology(w.cluster, k.hpz);
+  const Parts v{summarize(calls, t, sec, -1), summarize(calls, t, sec, 0), summarize(calls, t, sec, 1)};
   if (cache.size() < kEntries) {
     cache.push_back({k, v});
   } else {

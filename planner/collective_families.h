@@ -31,6 +31,7 @@ struct CallFamily {
   CollectiveKind kind = CollectiveKind::AllReduce;
   bool to_owner = false;           // dist.reduce to the owning rank (use_multi_rank_bucket_allreduce false)
   int64_t calls = 0;               // per step
+  int64_t secondary_calls = 0;     // of them, ZeRO++ hpZ's gathers in the secondary group (its own link)
   int64_t largest_bytes = 0;       // nccl-tests size S of the largest call (all-gather: output)
   int64_t bus_bytes_per_rank = 0;  // per step
   int64_t input_bytes = 0;         // this rank's input payloads per step (all-gather: its partitions)

@@ -526,7 +526,14 @@ struct CallListBuilder {
   void zero12_per_owner_flush(const std::vector<size_t>& members, const std::vector<size_t>& reduce_idx,
                               const std::vector<int64_t>& offset, int64_t part);
   void stage3();
-  void stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available, bool gathers);
+  void stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available, std::vector<bool>& secondary,
+                         bool gathers);
+  // One fetch of `params` (indices into order.numel, the ones not yet available): ZeRO++ hpZ splits it
+  // into the parameters holding a secondary partition, gathered first in the hpZ group, and the rest,
+  // gathered over the ZeRO group (partitioned_param_coordinator.py __all_gather_params_: "some of the
+  // parameters have a valid hpz secondary tensor ... but others do not", one all_gather_coalesced each).
+  void stage3_fetch(Phase ph, const std::vector<size_t>& params, const std::vector<bool>& secondary);
+  int hpz = 1;  // ZeRO++ hpZ group size (zero_config.h ZeroConfig::hpz); 1: no secondary partition
   void stage3_step();
 };
 
@@ -557,6 +564,25 @@ CallListBuilder::CallListBuilder(const Workload& w_, const ModelStats& s_, const
     }
   for (auto it = order.exec.rbegin(); it != order.exec.rend(); ++it)
     if (order.trainable[*it]) backward_idx.push_back(grad_of[*it]);
+  hpz = z.hpz(w.cluster.world_size());
+}
+
+void CallListBuilder::stage3_fetch(Phase ph, const std::vector<size_t>& params,
+                                   const std::vector<bool>& secondary) {
+  const std::vector<int64_t>& all = order.numel;
+  int64_t primary = 0, second = 0;
+  for (size_t p : params) {
+    if (secondary[p])
+      // partition_parameters.py _partition_param_sec: the secondary partition is the padded tensor
+      // (padded to a multiple of N, _aligned_size) over the hpZ group: ceil(numel / N) x N / hpz elements.
+      second += ceil_div(all[p], N) * (N / hpz);
+    else
+      primary += ceil_div(all[p], N);
+  }
+  if (second > 0)
+    out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, second * comm, comm, hpz,
+                                 "_dist_allgather_fn", false, micro_step});
+  if (primary > 0) add(ph, CollectiveKind::AllGather, primary * comm, comm, "_dist_allgather_fn");
 }
 
 // Stage 0 (Basic, FP16_Optimizer, BF16_Optimizer): the engine's allreduce_bucket, then the step's calls.
@@ -733,7 +759,8 @@ void CallListBuilder::zero12() {
 
 // Stage 3: the parameter fetches and gradient reduce-scatters of every micro-step.
 // One micro-step of the coordinator simulation (CallListBuilder::stage3): `available` carries over.
-void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available, bool gathers) {
+void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>& available,
+                                        std::vector<bool>& secondary, bool gathers) {
   const std::vector<int64_t>& all = order.numel;
   const size_t P = all.size();
   const int64_t thr = z.param_persistence_threshold;
@@ -751,14 +778,14 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
   for (size_t step = 0; step < trace.size(); ++step) {
     const Phase ph = step < fwd_len ? kForward : kBackward;
     const auto& params = trace[step];
-    int64_t part = 0;
+    std::vector<size_t> fetched;
     for (size_t p : params)
       if (!available[p]) {
         available[p] = true;
         n_available += all[p];
-        part += ceil_div(all[p], N);
+        fetched.push_back(p);
       }
-    if (part > 0 && gathers) add(ph, CollectiveKind::AllGather, part * comm, comm, "_dist_allgather_fn");
+    if (gathers) stage3_fetch(ph, fetched, secondary);
     // Pop this module's own uses off the queue.
     size_t not_fetched = 0;
     for (size_t p : params) not_fetched += recent[p] < static_cast<int64_t>(step);
@@ -766,18 +793,19 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
       recent[param_trace[queue].param] = param_trace[queue].step;
     if (z.prefetch_bucket_size > 0) {
       const int64_t cap = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
-      int64_t numel = 0, ppart = 0;
+      int64_t numel = 0;
+      std::vector<size_t> prefetched;
       while (queue < param_trace.size() && numel < cap) {
         const InTrace& t = param_trace[queue++];
         recent[t.param] = std::max(recent[t.param], t.step);
         if (!available[t.param]) {
           available[t.param] = true;
           numel += all[t.param];
-          ppart += ceil_div(all[t.param], N);
+          prefetched.push_back(t.param);
         }
       }
       n_available += numel;
-      if (ppart > 0 && gathers) add(ph, CollectiveKind::AllGather, ppart * comm, comm, "_dist_allgather_fn");
+      if (gathers) stage3_fetch(ph, prefetched, secondary);
     }
     // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
     // execution order); a gradient that would overflow a non-empty bucket flushes it first.
@@ -812,6 +840,9 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
       if (reused) continue;
       available[p] = false;
       n_available -= all[p];
+      // Released: Init._partition makes the secondary partition of a parameter that has none
+      // (_partition_param_sec) when hpZ is on.
+      secondary[p] = hpz > 1;
     }
   }
   // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
@@ -839,9 +870,14 @@ void CallListBuilder::stage3() {
   const Stage3Trace t = stage3_trace(order);
   std::vector<bool> available(all.size(), false);
   for (size_t i = 0; i < all.size(); ++i) available[i] = all[i] <= thr;
+  // ZeRO++ hpZ: which parameters hold a secondary partition when the step begins. The previous step's
+  // _post_step ran invalidate_secondary_tensor, which drops those of the optimizer's (trainable)
+  // parameters only; a frozen parameter keeps the one zero.Init made when it partitioned it.
+  std::vector<bool> secondary(all.size(), false);
+  for (size_t i = 0; i < all.size(); ++i) secondary[i] = hpz > 1 && !order.trainable[i];
   for (int64_t micro = 0; micro < accum; ++micro) {
     micro_step = static_cast<int>(micro);
-    stage3_micro_step(t, available, gathers);
+    stage3_micro_step(t, available, secondary, gathers);
   }
 }
 

@@ -450,6 +450,7 @@ struct Stage3Sizes {
 // Stage 3's policies see the plan's context and its partition arithmetic.
 struct Stage3Policy : StatesContext, Stage3Sizes {
   void add_partitions(MemoryBreakdown& out) const;  // parameters, gradient partition, optimizer states, IPG
+  void add_hpz_secondary(MemoryBreakdown& out) const;  // ZeRO++ hpZ's secondary parameter partition
   void add_gathered(MemoryBreakdown& out) const;    // gathered parameters, forward and backward
   int64_t add_offload_host(MemoryBreakdown& out) const;  // host partitions; returns the bytes swapped to NVMe
 };
@@ -516,6 +517,48 @@ Stage3Sizes StatesContext::stage3_sizes() const {
           fetched_are_views};
 }
 
+// ZeRO++ hpZ (zero_optimization.zero_hpz_partition_size = H > 1): every non-persistent parameter that is
+// released keeps a second copy of itself split over H consecutive ranks (partition_parameters.py
+// _partition_param_sec: torch.empty(aligned_size // H) on the remote device, pinned under pin_memory), and
+// the optimizer step's _post_step drops the trainable ones (stage3.py invalidate_secondary_tensor). So
+// during the forward the copies of the modules already run accumulate, and by the backward and the step
+// every such parameter has one: ceil(numel / N) x N / H elements each. Frozen ones keep theirs throughout.
+void Stage3Policy::add_hpz_secondary(MemoryBreakdown& out) const {
+  const int64_t H = z.hpz(w.cluster.world_size());
+  if (H <= 1) return;
+  const int64_t per = N / H;  // H divides the world (layout/parallel_layout.cpp validate)
+  const int64_t t_sec = checked_mul(m.trainable_tensors.partition_numel_above(thr, N), per);
+  const int64_t f_sec = checked_mul(m.frozen_tensors.partition_numel_above(thr, N), per);
+  const char* note = "ZeRO++ hpZ: ceil(numel/N) x N / hpz per released parameter (_partition_param_sec)";
+  if (off_param) {
+    // On the remote device, the host (Init remote_device = offload_param.device).
+    if (t_sec > 0)
+      out.add_host("hpZ secondary parameter partition", Category::Parameters, checked_mul(pe, t_sec), pinned,
+                   note)
+          .after_step = false;
+    if (f_sec > 0)
+      out.add_host("hpZ secondary partition (frozen parameters)", Category::Parameters,
+                   checked_mul(pe, f_sec), pinned, note);
+    return;
+  }
+  if (t_sec > 0)
+    out.add_gpu("hpZ secondary parameter partition", Category::Parameters, checked_mul(pe, t_sec), kAllPhases,
+                note)
+        .after_step = false;
+  if (f_sec > 0)
+    out.add_gpu("hpZ secondary partition (frozen parameters)", Category::Parameters, checked_mul(pe, f_sec),
+                kAllPhases, note);
+  // The persistent parameters get one too, in the step only: step() begins with _partition_all_parameters,
+  // which releases them (making the copy), and _post_step gathers them again over the ZeRO group and then
+  // drops every trainable copy (recorded: +394,496 B in the step of llama-gqa_s3_n4_bf16_hpz2, 13 persistent
+  // parameters of 98,624 partition elements in all, x 4 / 2 x 2 bytes).
+  const int64_t p_sec = checked_mul(m.trainable_tensors.partition_numel_at_or_below(thr, N), per);
+  if (p_sec > 0 && !views_of_partition)
+    out.add_gpu("hpZ secondary partition of persistent parameters (step)", Category::Parameters,
+                checked_mul(pe, p_sec), kStep, note)
+        .after_step = false;
+}
+
 // Stage 3's partitions on the GPU: parameters, persistent parameters, gradient partition, optimizer
 // states, the IPG bucket.
 void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
@@ -531,6 +574,7 @@ void Stage3Policy::add_partitions(MemoryBreakdown& out) const {
               ? "parameters the model builds with requires_grad=False, partitioned, ceil(numel/N) each"
               : "LoRA/QLoRA: frozen weights partitioned by zero.Init, ceil(numel/N) each");
   }
+  add_hpz_secondary(out);
   // Persistent parameters keep their partition on the GPU even with offload_param
   // (partition_parameters.py _partition_param: `if param.ds_persist: device = self.local_device`).
   if (off_param && pers_part > 0)

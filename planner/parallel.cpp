@@ -20,10 +20,10 @@ layout::LayoutFacts layout_facts(const Workload& w) {
 layout::ParallelLayout layout_of(const Workload& w, const ZeroConfig& z) {
   // Expert parallelism is validated with the model's facts by planner/expert_parallel.h, whose
   // refusals name DeepSpeed's own rules; the layout only needs the group sizes here.
-  return layout::ParallelLayout(
-      std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
-      {std::max(1, w.train.tensor_parallel), std::max(1, w.train.sequence_parallel), std::max(1, z.ep_size)},
-      layout::LayoutFacts{});
+  return layout::ParallelLayout(std::max(1, w.cluster.nodes), std::max(1, w.cluster.gpus_per_node),
+                                {std::max(1, w.train.tensor_parallel), std::max(1, w.train.sequence_parallel),
+                                 std::max(1, z.ep_size), z.hpz(w.cluster.world_size())},
+                                layout::LayoutFacts{});
 }
 
 int64_t data_parallel_size(const Workload& w) {

@@ -43,6 +43,10 @@ struct SearchOptions {
   // (ZeroConfig::bf16_master_weights / bf16_optimizer_states) at stages 1-3 with the optimizer on the
   // GPU. They change the numerics (updates rounded to bf16), so never searched unless allowed.
   bool allow_bf16_master = false;
+  // ZeRO++ hpZ sizes tried at stage 3 (ZeroConfig::hpz_partition_size; --hpz N fixes one, --hpz auto tries
+  // 1 and the GPUs per node on several nodes). DeepSpeed reads it at stage 3 only, so stages 0-2 run 1.
+  std::vector<int> hpz_choices = {1};
+  bool hpz_auto = false;  // --hpz auto: hpz_choices becomes planner/hpz.h hpz_candidates(cluster)
 };
 
 struct SearchResult {

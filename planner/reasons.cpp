@@ -13,6 +13,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/cpu_optimizer.h"
 #include "planner/expert_parallel.h"
+#include "planner/hpz.h"
 #include "planner/memory_model.h"
 #include "planner/parallel.h"
 #include "planner/search.h"
@@ -235,6 +236,8 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
     o.stage = rec.zero.stage;
     o.offload_optimizer = rec.zero.offload_optimizer;
     o.offload_param = rec.zero.offload_param;
+    o.hpz_choices = {rec.zero.hpz_partition_size};
+    o.hpz_auto = false;
     const SearchResult r = search_plans(v, s, o);
     if (!r.best_per_stage.empty())
       out.push_back({fmt::format("--checkpointing {} (micro-batch {})",
@@ -249,6 +252,8 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
     v.train.micro_batch.reset();
     SearchOptions o = opts;
     o.stage = rec.zero.stage;
+    o.hpz_choices = {rec.zero.hpz_partition_size};
+    o.hpz_auto = false;
     const SearchResult r = search_plans(v, s, o);
     if (!r.best_per_stage.empty() && r.best_per_stage[0].zero.micro_batch != rec.zero.micro_batch)
       out.push_back({fmt::format("micro-batch {} instead of the fixed {}",
@@ -278,6 +283,24 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
     if (z.param_persistence_threshold != rec.zero.param_persistence_threshold)
       out.push_back(
           {fmt::format("stage3_param_persistence_threshold {}", z.param_persistence_threshold), eval(z)});
+  }
+  // ZeRO++ hpZ (planner/hpz.h) on several nodes: a node-wide secondary partition keeps the backward's
+  // gathers on the node's link, for a second copy of the parameters split over the node; and turning it
+  // off where the plan has it.
+  if (rec.zero.stage == 3 && rec.zero.ep_size == 1) {
+    const int world = w.cluster.world_size();
+    const int has = rec.zero.hpz(world);
+    for (int h : has > 1 ? std::vector<int>{1} : hpz_candidates(w)) {
+      if (h == has || (h > 1 && rec.zero.offload_param != Offload::None)) continue;
+      ZeroConfig z = rec.zero;
+      z.hpz_partition_size = h;
+      Plan p = eval(z);
+      const int64_t more = p.memory.peak - rec.memory.peak;
+      out.push_back(
+          {fmt::format("zero_hpz_partition_size {} ({}, peak {}{}/GPU)", h, h > 1 ? "ZeRO++ hpZ" : "hpZ off",
+                       more >= 0 ? "+" : "-", gb(more >= 0 ? more : -more)),
+           std::move(p)});
+    }
   }
   return out;
 }
@@ -595,6 +618,40 @@ std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, c
       w.cluster.world_size(), data_parallel_size(w), rec.global_batch);
 }
 
+// ZeRO++ hpZ (planner/hpz.h): what the secondary partition costs and what it buys, against the same plan
+// with hpZ off.
+std::string hpz_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts, const Plan& rec) {
+  const int world = w.cluster.world_size();
+  const int h = rec.zero.hpz(world);
+  if (h <= 1) return "";
+  ZeroConfig off = rec.zero;
+  off.hpz_partition_size = 1;
+  const Plan base = evaluate_plan(w, s, off, opts.memory_margin);
+  const auto backward_gathers = [](const Plan& p) -> const CollectiveCost* {
+    for (int i = 0; i < p.time.num_collectives; ++i)
+      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) ==
+          "stage-3 backward parameter all-gathers")
+        return &p.time.collectives[static_cast<size_t>(i)];
+    return nullptr;
+  };
+  const CollectiveCost* a = backward_gathers(base);
+  const CollectiveCost* b = backward_gathers(rec);
+  const int nodes_spanned = (h + w.cluster.gpus_per_node - 1) / std::max(1, w.cluster.gpus_per_node);
+  return fmt::format(
+      "ZeRO++ hpZ: zero_hpz_partition_size {} keeps a second copy of the parameters split over each group of "
+      "{} "
+      "consecutive GPUs ({}), {} per GPU until the optimizer step; the backward's parameter gathers read it "
+      "{}{}, while the first micro-step's forward still gathers over all {} GPUs (the step drops the copy). "
+      "Against the same plan with hpZ off: peak {} -> {}, {} -> {} ({}).",
+      h, h, nodes_spanned == 1 ? "one node" : fmt::format("{} nodes", nodes_spanned),
+      gb(rec.memory.peak - base.memory.peak),
+      nodes_spanned == 1 ? "over the node's link" : "inside the group",
+      a != nullptr && b != nullptr ? fmt::format(" ({} -> {} per step)", ms(a->time_s), ms(b->time_s))
+                                   : std::string(),
+      world, gb(base.memory.peak), gb(rec.memory.peak), tps(base.tokens_per_s), tps(rec.tokens_per_s),
+      pct(rec.tokens_per_s, base.tokens_per_s));
+}
+
 // AutoTP (planner/tensor_parallel.h): what the shard saves against the same plan at tp 1 on the same GPUs,
 // component by component, and why it saves no more (DeepSpeed#7684: ZeRO already divided the optimizer
 // states over every GPU; the residual stream stays whole on every rank), then what its calls cost.
@@ -755,6 +812,7 @@ std::string describe_config(const ZeroConfig& z) {
   if (z.offload_param != Offload::None)
     s += fmt::format(", parameter offload {}", offload_name(z.offload_param));
   if (z.ep_size > 1) s += fmt::format(", expert parallel {} (AutoEP)", z.ep_size);
+  if (z.stage == 3 && z.hpz_partition_size > 1) s += fmt::format(", ZeRO++ hpZ {}", z.hpz_partition_size);
   if (z.bf16_master_weights)
     s += z.bf16_optimizer_states ? ", bf16 master weights + optimizer states" : ", bf16 master weights";
   s += fmt::format(", reduce_bucket_size {:.0e}, overlap_comm {}", static_cast<double>(z.reduce_bucket_size),
@@ -858,6 +916,7 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
   if (const std::string q = sequence_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
   if (const std::string q = tensor_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
+  if (const std::string q = hpz_sentence(w, s, opts, rec); !q.empty()) r.reasons.push_back(q);
   if (const std::string t = tiled_mlp_sentence(w, rec); !t.empty()) r.reasons.push_back(t);
   if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
   if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);

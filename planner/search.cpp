@@ -25,6 +25,7 @@
 
 #include "common/errors.h"
 #include "planner/expert_parallel.h"
+#include "planner/hpz.h"
 #include "planner/invariants.h"
 #include "planner/memory_model.h"
 #include "planner/op_model.h"
@@ -340,6 +341,10 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
       if (stage != 3 && *opts.offload_param != Offload::None) continue;  // parameter offload is stage 3 only
       par_off = {*opts.offload_param};
     }
+    // ZeRO++ hpZ is a stage-3 knob (stage3.py reads zero_hpz_partition_size; stages 0-2 ignore it).
+    const std::vector<int> hpz_choices = stage != 3      ? std::vector<int>{1}
+                                         : opts.hpz_auto ? hpz_candidates(w)
+                                                         : opts.hpz_choices;
     Plan best;
     bool have = false;
     for (int ep : ep_choices) {
@@ -350,29 +355,35 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
           for (Checkpointing ck : ckpt_choices) {
             for (int64_t bucket : kSearchBucketSizes) {
               for (bool overlap : {false, true}) {
-                for (bool bf16_master : {false, true}) {
-                  // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own
-                  // CPU optimizer (configs/check.cpp master_weights), which --emit writes only with
-                  // --emit-optimizer: offered with the optimizer on the GPU.
-                  if (bf16_master && !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
-                                       w.train.precision == Precision::BF16 &&
-                                       w.train.implementation != Implementation::ZeroplanEngine))
-                    continue;
-                  ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
-                  // zeroplan's emitted stage-3 configs gather the 16-bit model on save (configs/emit.cpp).
-                  z.gather_16bit_weights_on_model_save = stage == 3;
-                  z.bf16_master_weights = bf16_master;
-                  z.bf16_optimizer_states = bf16_master;
-                  z.offload_optimizer = oo;
-                  z.offload_param = po;
-                  z.checkpointing = ck;
-                  z.reduce_bucket_size = bucket;
-                  z.allgather_bucket_size = bucket;
-                  z.overlap_comm = overlap;
-                  z.ep_size = ep;
-                  z.memory_efficient_linear = w.train.memory_efficient_linear;
-                  ev.consider(z, bp, best_ep, have_ep);
-                }
+                for (int hpz : hpz_choices)
+                  for (bool bf16_master : {false, true}) {
+                    // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own
+                    // CPU optimizer (configs/check.cpp master_weights), which --emit writes only with
+                    // --emit-optimizer: offered with the optimizer on the GPU.
+                    if (bf16_master && !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
+                                         w.train.precision == Precision::BF16 &&
+                                         w.train.implementation != Implementation::ZeroplanEngine))
+                      continue;
+                    // DeepSpeed refuses hpZ beside AutoEP (layout::validate); --hpz auto keeps it to plans
+                    // whose parameters stay on the GPU (with offload_param the secondary copy sits on the
+                    // host).
+                    if (hpz > 1 && (ep > 1 || (opts.hpz_auto && po != Offload::None))) continue;
+                    ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+                    // zeroplan's emitted stage-3 configs gather the 16-bit model on save (configs/emit.cpp).
+                    z.gather_16bit_weights_on_model_save = stage == 3;
+                    z.bf16_master_weights = bf16_master;
+                    z.bf16_optimizer_states = bf16_master;
+                    z.offload_optimizer = oo;
+                    z.offload_param = po;
+                    z.checkpointing = ck;
+                    z.reduce_bucket_size = bucket;
+                    z.allgather_bucket_size = bucket;
+                    z.overlap_comm = overlap;
+                    z.ep_size = ep;
+                    z.hpz_partition_size = hpz;
+                    z.memory_efficient_linear = w.train.memory_efficient_linear;
+                    ev.consider(z, bp, best_ep, have_ep);
+                  }
               }
             }
           }

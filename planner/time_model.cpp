@@ -705,6 +705,13 @@ void StepComm::stage3_micro_step_comm(double& exposed, FetchPass& forward, Fetch
           pb.time_s * af,
           0};
     tb += pb.time_s;
+    // ZeRO++ hpZ: every backward gather reads the secondary partitions, inside the hpZ group.
+    const int hpz = z.hpz(w.cluster.world_size());
+    if (ds_calls && hpz > 1 &&
+        fam[kStage3BackwardGathers].secondary_calls == fam[kStage3BackwardGathers].calls) {
+      cb.group = "hpz";
+      cb.group_size = hpz;
+    }
   }
   const int rs_index = st.num_collectives;
   const double trs =

@@ -1,6 +1,7 @@
 #pragma once
 // ZeroConfig: one candidate DeepSpeed configuration, with DeepSpeed's *code* defaults
 // (deepspeed/runtime/zero/config.py, v0.16; sizes in elements, not bytes).
+#include <algorithm>
 #include <cstdint>
 
 #include "planner/ds_runtime.h"
@@ -63,6 +64,15 @@ struct ZeroConfig {
   // becomes it (engine.py), so stages 0 and 3 reduce gradients in fp32 unless the config says
   // "bf16"/"fp16" (false here); stages 1-2 use fp32 whatever it says (planner/sequence_parallel.h).
   bool seq_parallel_comm_fp32 = true;
+  // ZeRO++ hierarchical partitioning, zero_optimization.zero_hpz_partition_size (runtime/zero/config.py,
+  // default 1; read at stage 3 only: stage3.py DeepSpeedZeroOptimizer_Stage3). Each released parameter
+  // keeps a second partition split over hpz consecutive ranks (partition_parameters.py
+  // _partition_param_sec), which later gathers read inside that group (all_gather_coalesced
+  // use_secondary_tensor). Planned by planner/hpz.h.
+  int hpz_partition_size = 1;
+  // The hpZ group size DeepSpeed builds: stage 3 only, clamped to the world (utils/groups.py
+  // _create_zero_param_parallel_group `min(group_size, world_size)`).
+  int hpz(int world) const { return stage == 3 ? std::clamp(hpz_partition_size, 1, std::max(1, world)) : 1; }
   // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
   bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 

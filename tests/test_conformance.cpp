@@ -59,6 +59,8 @@ const fs::path kSequenceParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepsp
 const fs::path kTiled = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-tiled";
 // AutoTP training (planner/tensor_parallel.h; docs/conformance-tp.md).
 const fs::path kTensorParallel = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-tp";
+// ZeRO++ hpZ (planner/hpz.h; docs/conformance-hpz.md).
+const fs::path kHpz = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/fixtures-hpz";
 const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/known_exceptions.json";
 
 // Every fixture: tests/deepspeed/fixtures/<version>/<name>.json (the harness's failures-/timings-
@@ -66,7 +68,7 @@ const fs::path kExceptions = fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed/kn
 // Paths relative to tests/deepspeed/ ("fixtures/0.19.8/x.json", "fixtures-other-versions/0.16.9/x.json").
 std::vector<std::string> fixture_files() {
   std::vector<std::string> out;
-  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel, kTiled, kTensorParallel}) {
+  for (const fs::path& root : {kFixtures, kOtherVersions, kSequenceParallel, kTiled, kTensorParallel, kHpz}) {
     if (!fs::exists(root)) continue;
     for (const auto& dir : fs::directory_iterator(root)) {
       if (!dir.is_directory()) continue;
@@ -347,8 +349,11 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const auto kind_of = [](const json& x) {
       return ulysses_call(x) ? Ulysses : autotp_call(x) ? AutoTp : Zero;
     };
+    // The hpZ set records every call's group (harness.py record_hpz): ZeRO's calls are then compared with
+    // their group sizes too (the secondary gathers run in the hpZ group, the rest in the ZeRO group).
+    const bool zero_groups = fx.contains("hpz");
     for (const Kind kind : {Zero, Ulysses, AutoTp}) {
-      const bool sp = kind != Zero;  // compared with group sizes
+      const bool sp = kind != Zero || zero_groups;  // compared with group sizes
       const std::vector<CollectiveCall> calls = kind == Ulysses  ? sequence_parallel_calls(c.w, c.z)
                                                 : kind == AutoTp ? tensor_parallel_calls(c.w, c.z)
                                                                  : deepspeed_collectives(c.w, stats, c.z);
@@ -364,7 +369,7 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
           if (phase_of(k.phase) == ph)
             zp.push_back(std::string(call_op_name(k)) + ":" + std::to_string(k.bytes) +
                          (sp ? "/" + std::to_string(k.group_size) : std::string()));
-        if (sp && ds.empty() && zp.empty()) continue;
+        if (kind != Zero && ds.empty() && zp.empty()) continue;
         const std::string check = std::string(kind == Ulysses  ? "collectives.ulysses."
                                               : kind == AutoTp ? "collectives.autotp."
                                                                : "collectives.") +
@@ -374,6 +379,28 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
                              << " calls: " << join(zp));
       }
     }
+  }
+
+  // ---- ZeRO++ hpZ's secondary partition (planner/hpz.h): the bytes of the secondary tensors when the
+  // optimizer step begins (every released non-persistent parameter has one then), all ranks alike.
+  if (fx.contains("hpz")) {
+    const json& h = fx["hpz"];
+    EXPECT_EQ(c.z.hpz(c.w.cluster.world_size()),
+              h["engine_zero_hpz_partition_size"].get<int>() > 1 && c.z.stage == 3
+                  ? h["engine_zero_hpz_partition_size"].get<int>()
+                  : 1)
+        << fixture_name;
+    int64_t zp = 0;
+    for (int i = 0; i < m.num_gpu + m.num_host; ++i) {
+      const Buffer& buf =
+          i < m.num_gpu ? m.gpu[static_cast<size_t>(i)] : m.host[static_cast<size_t>(i - m.num_gpu)];
+      if (std::string(buf.name).rfind("hpZ secondary", 0) == 0 && (buf.phases & kBackward)) zp += buf.bytes;
+    }
+    const int64_t ds =
+        h.contains("secondary_before_step") ? h["secondary_before_step"]["bytes"].get<int64_t>() : 0;
+    CONFORM("hpz.secondary_bytes", zp == ds, "DeepSpeed " << ds << ", planner " << zp);
+    for (const auto& r : h.value("per_rank", json::array()))
+      EXPECT_EQ(r["secondary_before_step_bytes"].get<int64_t>(), ds) << fixture_name << " rank " << r["rank"];
   }
 
   // ---- the collectives `check --json` and `--json` report (issue 23 items 7-9): the time model's

@@ -42,6 +42,22 @@ TEST(ParallelLayout, ExpertGroupsAreBlocksAndSlotsOfTheZeroGroup) {
   EXPECT_EQ(l.group(GroupKind::ExpertDataParallel, 5).ranks, (Ranks{1, 5}));
 }
 
+// ZeRO++ hpZ 8 on 2 nodes of 8 (groups.py _create_zero_param_parallel_group: range(i * 8, (i + 1) * 8)):
+// rank 11 -> {8..15}, one node; the ZeRO group stays all 16. hpZ 16 spans both nodes.
+TEST(ParallelLayout, HpzGroupsAreBlocksOfConsecutiveRanks) {
+  const ParallelLayout l(2, 8, {1, 1, 1, 8}, {});
+  EXPECT_EQ(l.group(GroupKind::ZeroSecondary, 11).ranks, (Ranks{8, 9, 10, 11, 12, 13, 14, 15}));
+  EXPECT_TRUE(l.group(GroupKind::ZeroSecondary, 11).intra_node);
+  EXPECT_EQ(l.zero(), 16);
+  const ParallelLayout wide(2, 8, {1, 1, 1, 16}, {});
+  EXPECT_FALSE(wide.group(GroupKind::ZeroSecondary, 3).intra_node);
+  // The recorded refusal (tests/deepspeed/fixtures-hpz/failures-0.19.8.json: "4 is not divisible by 3").
+  const auto why = validate(1, 4, {1, 1, 1, 3}, {}, true);
+  ASSERT_FALSE(why.empty());
+  EXPECT_NE(why.front().find("--hpz 3 does not divide the 4 GPUs"), std::string::npos) << why.front();
+  EXPECT_FALSE(validate(1, 8, {1, 1, 2, 2}, {}, true).empty());  // AutoEP: DeepSpeed refuses
+}
+
 TEST(ParallelLayout, EveryRankIsDataParallelByDefault) {
   const ParallelLayout l(4, 8, {}, {});
   EXPECT_EQ(l.dp(), 32);

@@ -514,13 +514,77 @@ def _build_tp():
     return out
 
 
+def _build_hpz():
+    """ZeRO++ hierarchical partitioning (hpZ, ds_config zero_optimization.zero_hpz_partition_size = H), recorded into
+    tests/deepspeed/fixtures-hpz/<ds>/ (run_matrix.py --set hpz; docs/conformance-hpz.md). Not in ORDER. llama-gqa,
+    bf16, micro-batch 2, seq 64, 4 ranks. What DeepSpeed 0.19.8 does with H > 1 (stage 3 only):
+    - utils/groups.py _create_zero_param_parallel_group(H): groups of H consecutive ranks ({0,1}, {2,3} at H 2),
+      built by runtime/zero/stage3.py DeepSpeedZeroOptimizer_Stage3.__init__ (_set_zero_group_parallelism) or
+      partition_parameters.py Init.__init__; _ensure_divisibility(world, min(H, world)) refuses an H that does
+      not divide the world size.
+    - runtime/zero/partition_parameters.py Init._partition: every time a parameter is partitioned (released),
+      _partition_param_sec first keeps a second copy, param.ds_secondary_tensor: 1/H of the (aligned) parameter,
+      in the parameter's dtype, beside the usual 1/world ds_tensor.
+    - all_gather_coalesced (use_secondary_tensor): a parameter with a secondary tensor is gathered from it over the
+      intra group (zero_param_process_group, H ranks), the others over the whole partition group.
+    - runtime/zero/stage3.py invalidate_secondary_tensor (from _post_step after each optimizer step, and
+      checkpoint_event_epilogue) drops them: the first gather after a step is from the primary partitions.
+    - Stage 1/2 (stage_1_and_2.py) never reads the key.
+    The no-hpZ baselines are fixtures/<ds>/llama-gqa_s3_n4_bf16_{default,ga2,persist0} and
+    llama-gqa_s3_n4_fp32_default, llama-gqa_s2_n4_bf16_default; the hpz1_* cases here are the no-hpZ comparisons
+    (zero_hpz_partition_size 1, its default) for configurations the default set does not have at 4 ranks.
+    Every case records each collective's group_ranks and micro-step, and an `hpz` block (harness.py hpz_block)."""
+    out = []
+
+    def add(**kw):
+        name, case = make_case(**kw)
+        case["record_hpz"] = True
+        out.append((name, case))
+
+    def hz(h, **more):
+        return dict({"zero_hpz_partition_size": h}, **more)
+
+    add(stage=3, world=4, zero=hz(2), tag="hpz2")
+    add(stage=3, world=4, zero=hz(2), grad_accum=2, tag="hpz2_ga2")
+    add(stage=3, world=4, zero=hz(2), gc=True, tag="hpz2_gc")
+    add(stage=3, world=4, zero=hz(4), tag="hpz4")
+    add(stage=3, world=4, zero=hz(2, stage3_param_persistence_threshold=0), tag="hpz2_persist0")
+    add(stage=3, world=4, precision="fp32", zero=hz(2), tag="hpz2")
+    # stage 2: the key is accepted and ignored (baseline fixtures/<ds>/llama-gqa_s2_n4_bf16_default)
+    add(stage=2, world=4, zero=hz(2), tag="hpz2")
+    # with ZeRO-Offload of the parameters / of the optimizer
+    add(stage=3, world=4, zero=hz(2, offload_param={"device": "cpu"}), tag="hpz2_offloadparam")
+    add(stage=3, world=4, zero=hz(2, offload_optimizer={"device": "cpu"}), tag="hpz2_offloadopt")
+    # H not dividing the world size
+    add(stage=3, world=4, zero=hz(3), tag="hpz3")
+    # the other two ZeRO++ parts (qwZ, qgZ), alone and all three together
+    add(stage=3, world=4, zero={"zero_quantized_weights": True}, tag="qw")
+    add(stage=3, world=4, zero={"zero_quantized_gradients": True}, tag="qg")
+    add(stage=3, world=4, zero=hz(2, zero_quantized_weights=True, zero_quantized_gradients=True), tag="zeropp")
+    # parameters released after each module (small max-live / reuse distance): the backward re-gathers them,
+    # from the secondary partition; hpz1: the same without hpZ
+    ml = {"stage3_max_live_parameters": 100000, "stage3_max_reuse_distance": 100000}
+    add(stage=3, world=4, zero=hz(2, **ml), tag="hpz2_maxlive100k")
+    add(stage=3, world=4, zero=hz(1, **ml), tag="hpz1_maxlive100k")
+    add(stage=3, world=4, zero=hz(2, **ml), grad_accum=2, tag="hpz2_maxlive100k_ga2")
+    add(stage=3, world=4, zero=hz(1, **ml), grad_accum=2, tag="hpz1_maxlive100k_ga2")
+    # no-hpZ comparisons for the configurations the default set has only at 2 ranks
+    add(stage=3, world=4, zero=hz(1), gc=True, tag="hpz1_gc")
+    add(stage=3, world=4, zero=hz(1, offload_param={"device": "cpu"}), tag="hpz1_offloadparam")
+    add(stage=3, world=4, zero=hz(1, offload_optimizer={"device": "cpu"}), tag="hpz1_offloadopt")
+    return out
+
+
 _built = _build()
 _built_sp = _build_sp()
 _built_tiled = _build_tiled()
 _built_tp = _build_tp()
-CASES = dict(_built + _built_sp + _built_tiled + _built_tp)
-assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp), "duplicate case names"
+_built_hpz = _build_hpz()
+CASES = dict(_built + _built_sp + _built_tiled + _built_tp + _built_hpz)
+assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp) + len(_built_hpz), \
+    "duplicate case names"
 ORDER = [n for n, _ in _built]
 SP_ORDER = [n for n, _ in _built_sp]
 TILED_ORDER = [n for n, _ in _built_tiled]
 TP_ORDER = [n for n, _ in _built_tp]
+HPZ_ORDER = [n for n, _ in _built_hpz]

@@ -73,7 +73,10 @@ class Recorder:
         self.buffers_before_step = None
         self.engine = None
         self.micro = 0
-        self.record_group_ranks = False  # AutoTP cases: each collective also gets group_ranks
+        self.record_group_ranks = False  # AutoTP and hpZ cases: each collective also gets group_ranks
+        self.record_hpz = False  # hpZ cases (cases.HPZ_ORDER): micro_step per collective, hpz_snapshot per phase
+        self.hpz_log = []
+        self.hpz_secondary_before_step = None
 
 
 REC = Recorder()
@@ -100,6 +103,8 @@ def wrap_phase(engine, name, phase):
             if phase == "step" and REC.model_states_before_step is None:
                 # after the last backward of the measured step, before the optimizer runs
                 REC.model_states_before_step, REC.buffers_before_step, _ = model_states_and_buffers(engine)
+                if REC.record_hpz:
+                    REC.hpz_secondary_before_step = secondary_tensors(REC.engine)
             memcount.reset_peak()
             REC.phase_staging_peak = 0
         try:
@@ -109,6 +114,8 @@ def wrap_phase(engine, name, phase):
                 without = memcount.peak()
                 REC.peaks_without_staging[phase] = max(REC.peaks_without_staging.get(phase, 0), without)
                 REC.peaks[phase] = max(REC.peaks.get(phase, 0), without, REC.phase_staging_peak)
+                if REC.record_hpz:
+                    REC.hpz_log.append(hpz_snapshot(REC.engine, f"end of {phase}"))
             REC.phase = prev
 
     setattr(engine, name, wrapper)
@@ -276,6 +283,8 @@ def make_wrapper(api, fn, layer):
             finally:
                 REC.depth -= 1
         rec = {"phase": REC.phase, "op": OP_NAMES.get(api, api), "api": f"{layer}.{api}"}
+        if REC.record_hpz:
+            rec["micro_step"] = REC.micro
         ins = _tensors(_arg(args, kwargs, INPUT_ARG[api])) if api in INPUT_ARG else []
         outs = _tensors(_arg(args, kwargs, OUTPUT_ARG[api])) if api in OUTPUT_ARG else []
         if ins:
@@ -435,6 +444,82 @@ def model_states_and_buffers(engine):
     gbytes = _unique_bytes(gtensors, claimed)
     cat["gradients"] = sum(gbytes.values())
     return cat, buffers, {"params": pbytes, "opt": obytes, "grads": gbytes}
+
+
+def secondary_tensors(engine):
+    """(+ hpZ) The ZeRO++ secondary partitions this rank holds now: name -> [elements, dtype, bytes] of every
+    parameter whose ds_secondary_tensor is set (runtime/zero/partition_parameters.py Init._partition_param_sec;
+    dropped by stage3.py invalidate_secondary_tensor)."""
+    out = {}
+    for name, p in engine.module.named_parameters():
+        t = getattr(p, "ds_secondary_tensor", None)
+        if t is not None:
+            out[name] = [int(t.numel()), dtype_name(t.dtype), int(t.untyped_storage().nbytes())]
+    return out
+
+
+def hpz_snapshot(engine, when):
+    """(+ hpZ) At a phase boundary of the measured step: the micro-step, live bytes, and the secondary partitions
+    (count, distinct-storage bytes) and gathered parameters (ds_status AVAILABLE, p.data bytes) rank 0 holds."""
+    sec, n, avail, n_avail = {}, 0, {}, 0
+    for p in engine.module.parameters():
+        t = getattr(p, "ds_secondary_tensor", None)
+        if t is not None:
+            n += 1
+            sec.update(_unique_bytes([t]))
+        st = getattr(p, "ds_status", None)
+        if st is not None and st.name == "AVAILABLE":
+            n_avail += 1
+            avail.update(_unique_bytes([p.data]))
+    return {"when": when, "micro_step": REC.micro, "live_bytes": memcount.live(), "secondary_tensors": n,
+            "secondary_bytes": sum(sec.values()), "available_parameters": n_avail,
+            "available_parameter_bytes": sum(avail.values())}
+
+
+def hpz_block(engine, case):
+    """(+ hpZ) What the engine made of the ZeRO++ keys: the configured and engine values, rank 0's intra
+    (secondary-partition) group (utils/groups.py _create_zero_param_parallel_group), the per-parameter group size
+    and group count DeepSpeed stamped on the parameters (partition_parameters.py _convert_to_deepspeed_param), the
+    secondary partitions held before and after the optimizer step, and the phase-boundary snapshots."""
+    from deepspeed.utils import groups
+    zc = case["ds_config"]["zero_optimization"]
+    info = {"config_zero_hpz_partition_size": zc.get("zero_hpz_partition_size"),
+            "engine_zero_hpz_partition_size": int(engine.zero_hpz_partition_size()),
+            "engine_zero_quantized_weights": bool(engine.zero_quantized_weights()),
+            "engine_zero_quantized_gradients": bool(engine.zero_quantized_gradients())}
+    g = groups._get_zero_param_intra_parallel_group()
+    info["intra_group_ranks_rank0"] = _group_ranks_of(g) if g is not None else None
+    first = next(iter(engine.module.parameters()))
+    info["param_secondary_group_size"] = getattr(first, "ds_secondary_tensor_group_size", None)
+    info["param_secondary_num_of_groups"] = getattr(first, "ds_secondary_tensor_num_of_groups", None)
+    before = REC.hpz_secondary_before_step or {}
+    info["secondary_before_step"] = {"tensors": before, "count": len(before),
+                                     "bytes": sum(v[2] for v in before.values())}
+    after = secondary_tensors(engine)
+    info["secondary_after_step"] = {"count": len(after), "bytes": sum(v[2] for v in after.values())}
+    info["snapshots"] = REC.hpz_log
+    return info
+
+
+def hpz_rank_summary(engine, rank):
+    """(+ hpZ) One rank's intra group, secondary bytes before the step, and its measured-step all-gathers summed
+    by (micro-step, phase, group ranks): calls, input bytes, output bytes."""
+    from deepspeed.utils import groups
+    g = groups._get_zero_param_intra_parallel_group()
+    before = REC.hpz_secondary_before_step or {}
+    ags = {}
+    for c in REC.collectives:
+        if c["op"] != "all_gather":
+            continue
+        k = (c.get("micro_step"), c["phase"], tuple(c.get("group_ranks") or ()))
+        e = ags.setdefault(k, [0, 0, 0])
+        e[0] += 1
+        e[1] += c.get("bytes", 0)
+        e[2] += c.get("output_bytes", 0)
+    return {"rank": rank, "intra_group_ranks": _group_ranks_of(g) if g is not None else None,
+            "secondary_before_step_bytes": sum(v[2] for v in before.values()),
+            "all_gathers": [{"micro_step": k[0], "phase": k[1], "group_ranks": list(k[2]), "calls": e[0],
+                             "bytes": e[1], "output_bytes": e[2]} for k, e in ags.items()]}
 
 
 # ----------------------------------------------------------------------------------------------
@@ -740,7 +825,8 @@ def rank_main(rank, case, port, result_path):
 
     tp = int(case.get("autotp_size", 0))
     data_rank = rank
-    REC.record_group_ranks = tp > 0
+    REC.record_group_ranks = tp > 0 or bool(case.get("record_hpz"))
+    REC.record_hpz = bool(case.get("record_hpz"))
     if tp > 1:
         # ranks of one TP group must feed the same batch (engine.py _configure_tensor_parallel_states checks it on
         # the first forward): the data-parallel rank of DeepSpeed's TP mesh (utils/groups.py _init_tp_mesh_device,
@@ -759,6 +845,7 @@ def rank_main(rank, case, port, result_path):
     def one_step(step_idx, measure):
         losses = []
         for m in range(ga):
+            REC.micro = m
             ids = batches[step_idx * ga + m]
             record_saved = measure and m == 0
             if record_saved:
@@ -803,6 +890,9 @@ def rank_main(rank, case, port, result_path):
         gc.disable()
     REC.active = True
     baseline = memcount.live()
+    if REC.record_hpz:
+        REC.micro = 0
+        REC.hpz_log.append(hpz_snapshot(engine, "start of the measured step"))
     allocs0 = memcount.allocs()
     t0 = time.time()
     meas_losses = one_step(1, True)
@@ -817,6 +907,12 @@ def rank_main(rank, case, port, result_path):
     visible = _unique_bytes([o for o in gc.get_objects() if isinstance(o, torch.Tensor)])
     python_visible = sum(visible.values())
     torch.distributed.barrier()
+    hpz_ranks = None
+    if REC.record_hpz:
+        # (+ hpZ) every rank's view, gathered after the measured step (not recorded): its intra group, its
+        # secondary partitions before the step, and its all-gathers by micro-step, phase and group
+        hpz_ranks = [None] * case["world_size"]
+        torch.distributed.all_gather_object(hpz_ranks, hpz_rank_summary(engine, rank))
 
     # The checkpoint save (issue 28 item 4), when the case asks for it: DeepSpeed's own checkpoint
     # (engine.save_checkpoint: every rank's files) and the consolidated 16-bit model
@@ -935,6 +1031,9 @@ def rank_main(rank, case, port, result_path):
             result["sequence_parallel"] = spi
         if tp:
             result["tensor_parallel"] = tensor_parallel_block(engine, case, tp, rank, data_rank)
+        if REC.record_hpz:
+            result["hpz"] = hpz_block(engine, case)
+            result["hpz"]["per_rank"] = hpz_ranks
         if case.get("tiled_mlp_shards"):
             # (+) DeepSpeed TiledMLP (install_tiled_mlp): the shard count and each call in the measured step
             result["tiled_mlp"] = {"shards": int(case["tiled_mlp_shards"]), "patched": "LlamaMLP.forward",
@@ -1168,7 +1267,7 @@ def main():
         return self_test()
     import cases
     if args.list:
-        print("\n".join(cases.ORDER + cases.SP_ORDER + cases.TILED_ORDER + cases.TP_ORDER))
+        print("\n".join(cases.ORDER + cases.SP_ORDER + cases.TILED_ORDER + cases.TP_ORDER + cases.HPZ_ORDER))
         return 0
     if not args.case or args.case not in cases.CASES:
         print(f"unknown case {args.case!r} (--list shows them)", file=sys.stderr)

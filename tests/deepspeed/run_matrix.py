@@ -7,6 +7,7 @@
     python tests/deepspeed/run_matrix.py --set sp              # Ulysses SP cases -> tests/deepspeed/fixtures-sp/<ds>/
     python tests/deepspeed/run_matrix.py --set tiled           # TiledMLP cases -> tests/deepspeed/fixtures-tiled/<ds>/
     python tests/deepspeed/run_matrix.py --set tp              # AutoTP cases -> tests/deepspeed/fixtures-tp/<ds>/
+    python tests/deepspeed/run_matrix.py --set hpz             # ZeRO++ hpZ cases -> tests/deepspeed/fixtures-hpz/<ds>/
 
 Each case's ranks are forked from this process, which imports the stack once (the same parent
 state as `harness.py --case NAME`; `--subprocess` runs one harness.py process per case instead). A fixture is written with
@@ -43,14 +44,16 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--subprocess", action="store_true",
                     help="one harness.py process per case (default: fork each case's ranks from this process)")
-    ap.add_argument("--set", choices=("default", "sp", "tiled", "tp"), default="default",
+    ap.add_argument("--set", choices=("default", "sp", "tiled", "tp", "hpz"), default="default",
                     help="sp: the Ulysses sequence-parallel cases (cases.SP_ORDER), default folder fixtures-sp/<ds>/; "
                          "tiled: the TiledMLP cases (cases.TILED_ORDER), default folder fixtures-tiled/<ds>/; "
-                         "tp: the AutoTP cases (cases.TP_ORDER), default folder fixtures-tp/<ds>/")
+                         "tp: the AutoTP cases (cases.TP_ORDER), default folder fixtures-tp/<ds>/; "
+                         "hpz: the ZeRO++ hpZ cases (cases.HPZ_ORDER), default folder fixtures-hpz/<ds>/")
     args = ap.parse_args()
     ver = ds_version()
     order, folder = {"sp": (cases.SP_ORDER, "fixtures-sp"), "tiled": (cases.TILED_ORDER, "fixtures-tiled"),
-                     "tp": (cases.TP_ORDER, "fixtures-tp"), "default": (cases.ORDER, "fixtures")}[args.set]
+                     "tp": (cases.TP_ORDER, "fixtures-tp"), "hpz": (cases.HPZ_ORDER, "fixtures-hpz"),
+                     "default": (cases.ORDER, "fixtures")}[args.set]
     out_dir = args.out_dir or os.path.join(HERE, folder, ver)
     os.makedirs(out_dir, exist_ok=True)
     meta_dir = os.path.dirname(os.path.abspath(out_dir))
