@@ -153,6 +153,7 @@ class Reader {
     zero();
     expert_parallel();
     hpz();
+    quantized_zero();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     activation_checkpointing();
     traps();
@@ -295,6 +296,48 @@ class Reader {
               eff, (eff + w_.cluster.gpus_per_node - 1) / w_.cluster.gpus_per_node, w_.cluster.gpus_per_node),
           "");
     r_.zero.hpz_partition_size = static_cast<int>(eff);
+  }
+
+  // ZeRO++ qwZ / qgZ (zero_quantized_weights, zero_quantized_nontrainable_weights, zero_quantized_gradients;
+  // runtime/zero/config.py): stage-3 only (partition_parameters.py Init and stage3.py read them; stage 1/2 do
+  // not). Not modelled: their quantizer kernels exist for CUDA only, so the CPU harness cannot record them
+  // (tests/deepspeed/fixtures-hpz/failures-0.19.8.json: "This op had not been implemented on CPU backend").
+  void quantized_zero() {
+    const json* zo = find(cfg_, {"zero_optimization"});
+    if (zo == nullptr || !zo->is_object()) return;
+    const int stage = r_.zero.stage;
+    for (const char* k :
+         {"zero_quantized_weights", "zero_quantized_nontrainable_weights", "zero_quantized_gradients"}) {
+      if (!zbool(find(*zo, {k})).value_or(false)) continue;
+      const std::string path = std::string("zero_optimization.") + k;
+      if (stage != 3) {
+        add(Severity::Warning, path,
+            fmt::format("a ZeRO++ stage-3 setting at stage {}: DeepSpeed accepts it and ignores it", stage),
+            "remove it, or use stage 3", json{{"op", "remove"}});
+        continue;
+      }
+      if (std::string(k) == "zero_quantized_gradients" && r_.zero.ep_size > 1) {
+        add(Severity::Error, path,
+            "DeepSpeed 0.19.8 refuses it with AutoEP: \"AutoEP with ZeRO Stage 3 does not support "
+            "zero_quantized_gradients yet.\"",
+            "remove it, or turn AutoEP off");
+        continue;
+      }
+      const bool grads = std::string(k) == "zero_quantized_gradients";
+      add(grads && w_.cluster.nodes <= 1 ? Severity::Info : Severity::Warning, path,
+          grads ? (w_.cluster.nodes > 1
+                       ? std::string(
+                             "qgZ (int4 hierarchical all-to-all of the gradients) is not modelled; predicted "
+                             "with the 16-bit reduce-scatter, which sends more bytes")
+                       : std::string(
+                             "on one node DeepSpeed 0.19.8 does not use qgZ: stage3.py __avg_scatter_grads "
+                             "takes the quantized all-to-all only when world / GPUs per node > 1, so this "
+                             "runs the plain reduce-scatter, as predicted"))
+                : std::string(
+                      "qwZ (int8 block-quantized weight all-gather) is not modelled; predicted with 16-bit "
+                      "gathers, which send about twice the bytes"),
+          "");
+    }
   }
 
   // "sequence_parallel_size" (Ulysses SP, planner/sequence_parallel.h): DeepSpeed's batch arithmetic

@@ -131,8 +131,8 @@ Layout make_layout(const models::ModelSpec& m, const LoraSettings& lora, int64_t
   lo.C = m.hidden_size;
   lo.L = m.num_layers;
   lo.Hq = m.num_heads / tp;
-  lo.Hkv = (m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads) / tp;
-  lo.D = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
+  lo.Hkv = m.kv_heads() / tp;
+  lo.D = m.head_width();
   lo.I = m.intermediate_size / tp;
   lo.V = m.vocab_size;
   lo.Vl = m.vocab_size / tp;
@@ -1845,8 +1845,8 @@ void check_run_config(const RunConfig& cfg, int world_size) {
     throw_user_error(
         "model '{}' lacks hidden_size/num_hidden_layers/num_attention_heads/intermediate_size/vocab_size",
         m.name);
-  const int64_t kv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-  const int64_t hd = m.head_dim > 0 ? m.head_dim : m.hidden_size / m.num_heads;
+  const int64_t kv = m.kv_heads();
+  const int64_t hd = m.head_width();
   if (m.num_heads % kv != 0 || hd % 2 != 0)
     throw_user_error("model '{}': heads ({}) must be a multiple of kv heads ({}) and head_dim ({}) even",
                      m.name, m.num_heads, kv, hd);

@@ -100,6 +100,14 @@ struct ModelSpec {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;  // == num_heads without GQA; 1 for multi-query (Falcon-7B)
   int64_t head_dim = 0;      // usually hidden/heads; Gemma-2 sets it explicitly
+  // The KV heads attention runs with: num_kv_heads, or num_heads when the config gives none (multi-head
+  // attention; transformers' `num_key_value_heads` defaults to `num_attention_heads`).
+  int64_t kv_heads() const { return num_kv_heads > 0 ? num_kv_heads : num_heads; }
+  // The width of one head: head_dim, or hidden_size / num_heads when the config gives none (transformers'
+  // default `head_dim = hidden_size // num_attention_heads`).
+  int64_t head_width() const {
+    return head_dim > 0 ? head_dim : hidden_size / (num_heads > 0 ? num_heads : int64_t{1});
+  }
   int64_t intermediate_size = 0;
   int64_t vocab_size = 0;
   int64_t max_position_embeddings = 0;

@@ -384,7 +384,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.num_layers = m.num_layers;
   s.hidden = m.hidden_size;
   s.vocab = m.vocab_size;
-  const int64_t head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
+  const int64_t head_dim = m.head_width();
   s.attn_width = m.num_heads * head_dim;
   const int64_t kv_width = std::max<int64_t>(1, m.num_kv_heads) * head_dim;
   s.kv_width = kv_width;

@@ -32,8 +32,8 @@ EngineActivations engine_activations(const Workload& w, int64_t micro_batch, boo
   const int64_t e = w.train.precision == Precision::FP32 ? 4 : 2;
   const int64_t n = checked_mul(std::max<int64_t>(1, micro_batch), w.train.seq_len);
   const int64_t C = m.hidden_size, I = m.intermediate_size, V = m.vocab_size, L = m.num_layers;
-  const int64_t Hq = m.num_heads, Hkv = m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-  const int64_t D = m.head_dim > 0 ? m.head_dim : C / std::max<int64_t>(1, Hq);
+  const int64_t Hq = m.num_heads, Hkv = m.kv_heads();
+  const int64_t D = m.head_width();
   const int64_t qd = Hq * D, kd = Hkv * D;
   const int64_t r = w.train.method == Method::Full ? 0 : w.train.lora_rank;
   bool lora[7];

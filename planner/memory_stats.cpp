@@ -219,9 +219,9 @@ AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, 
                                HfAttentionPath path, bool cpu) {
   const int64_t h = m.hidden_size;
   const int64_t a = m.num_heads;
-  const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
+  const int64_t d = m.head_width();
   const int64_t qw = a * d;
-  const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
+  const int64_t kvw = m.kv_heads() * d;
   const bool eager = path == HfAttentionPath::Eager;
   const bool sdpa_math = path == HfAttentionPath::SdpaMath;
   auto norm_of = [&](int64_t width, bool trains) { return norm_bytes(m, e, width, trains); };
@@ -371,9 +371,9 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
   const int64_t s = w.train.rank_seq_len();  // per rank: Ulysses SP splits the sequence
   const int64_t h = m.hidden_size;
   const int64_t a = m.num_heads;
-  const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, a);
+  const int64_t d = m.head_width();
   const int64_t qw = a * d;
-  const int64_t kvw = (m.num_kv_heads > 0 ? m.num_kv_heads : a) * d;
+  const int64_t kvw = m.kv_heads() * d;
   // The attention code HF really runs (compute_stats.h hf_attention_path): a model without an SDPA
   // path (Gemma-2, BLOOM) runs eager attention whatever --attention says, multi-query Falcon SDPA's
   // math path.
@@ -536,7 +536,7 @@ int64_t rope_table_bytes(const models::ModelSpec& m, int64_t e, int64_t s) {
                         "gemma2", "gemma3", "gemma3_text", "phi3", "seed_oss", "phimoe", "olmo2", "olmo3",
                         "exaone4", "smollm3", "arcee"})
     if (m.model_type == t) {
-      const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+      const int64_t d = m.head_width();
       // OLMo-2/3's rotary embedding returns cos and sin in fp32 (modeling_olmo3.py
       // Olmo3RotaryEmbedding.forward `return cos, sin`, where Llama's casts them to x.dtype); recorded:
       // olmo3_s2_n2_bf16_default layer 0 saves 32,768 B more than layer 1 at s = 64, head_dim 64.
@@ -550,7 +550,7 @@ int64_t rope_table_bytes(const models::ModelSpec& m, int64_t e, int64_t s) {
     // save 32,768 B more than Llama's second layer at s = 64, head_dim 64, = 2 x 4 x s x d. Counted
     // with the shared tables (once per micro-batch per layer); under full checkpointing only the
     // recomputed layer holds its pair, so this overstates by (L - 1) pairs there.
-    const int64_t d = m.head_dim > 0 ? m.head_dim : h / std::max<int64_t>(1, m.num_heads);
+    const int64_t d = m.head_width();
     rope = checked_mul(m.num_layers, checked_mul(checked_mul(2 * 4, s), d));
   }
   return rope;

@@ -586,8 +586,7 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
   // where kv_replication_factor = sp / kv copies each head so every rank holds one whole KV head.
   const double sp = static_cast<double>(std::max(1, w.train.sequence_parallel));
   attn_fwd_flops = 4.0 * static_cast<double>(micro) * seq * seq * q * 0.5 / sp;
-  const double kv_heads = static_cast<double>(
-      std::max<int64_t>(1, w.model.num_kv_heads > 0 ? w.model.num_kv_heads : w.model.num_heads));
+  const double kv_heads = static_cast<double>(std::max<int64_t>(1, w.model.kv_heads()));
   const double kv_rank = kv * std::max(1.0, sp / kv_heads);
   attn_io = a * m * (2 * q + 2 * kv_rank);  // read q, k, v, write o
   // Eager attention (no SDPA path, or --attention eager): transformers' eager_attention_forward

@@ -690,7 +690,7 @@ std::string tensor_parallel_sentence(const Workload& w, const ModelStats& s, con
       ot > o1 + o1 / 50   ? "grow (the whole embeddings and norms are partitioned over fewer ranks)"
       : ot + o1 / 50 < o1 ? "shrink (ZeRO did not divide them over every GPU at tp 1)"
                           : "stay the same (ZeRO had already divided them over every GPU)";
-  const int64_t kv = w.full_model().num_kv_heads > 0 ? w.full_model().num_kv_heads : w.full_model().num_heads;
+  const int64_t kv = w.full_model().kv_heads();
   const std::string idle =
       tp > kv ? fmt::format(
                     " With {} KV heads, GPUs {}-{} of each TP group hold no attention shard (DeepSpeed "

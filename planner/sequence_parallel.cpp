@@ -14,10 +14,6 @@ namespace zeroplan::planner {
 
 namespace {
 
-int64_t kv_heads_of(const models::ModelSpec& m) {
-  return m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-}
-
 // Forward passes over the attention wrapper per micro-step: the forward, and the recompute of a
 // checkpointed layer (full: the whole layer; selective: the attention core, which is the wrapper
 // UlyssesSPAttentionHF replaced, all-to-alls included).
@@ -84,8 +80,8 @@ SequenceParallelCosts sequence_parallel_costs(const Workload& w, const ModelStat
   c.layers = std::max<int64_t>(1, m.num_layers);
   const int64_t elem = s.mem.act_elem_bytes;
   const int64_t heads = std::max<int64_t>(1, m.num_heads);
-  const int64_t d = m.head_dim > 0 ? m.head_dim : m.hidden_size / heads;
-  const int64_t kv = kv_heads_of(m);
+  const int64_t d = m.head_width();
+  const int64_t kv = m.kv_heads();
   // _combine_local_sequences: KV heads fewer than sp are repeat_interleave'd kv_replication_factor =
   // sp / kv times first, so the k and v sent hold max(kv, sp) heads.
   const int64_t kv_sent = std::max<int64_t>(kv, sp);
@@ -202,10 +198,10 @@ std::vector<CollectiveCall> sequence_parallel_calls(const Workload& w, const Zer
   const models::ModelSpec& m = w.model;
   const int64_t elem = w.train.precision == Precision::FP32 ? 4 : 2;
   const int64_t heads = std::max<int64_t>(1, m.num_heads);
-  const int64_t d = m.head_dim > 0 ? m.head_dim : m.hidden_size / heads;
+  const int64_t d = m.head_width();
   const int64_t tokens = std::max<int64_t>(1, z.micro_batch) * w.train.rank_seq_len();
   const int64_t q = tokens * heads * d * elem;
-  const int64_t kv = tokens * std::max<int64_t>(kv_heads_of(m), sp) * d * elem;
+  const int64_t kv = tokens * std::max<int64_t>(m.kv_heads(), sp) * d * elem;
   auto add = [&](Phase ph, CollectiveKind k, int64_t bytes, int64_t eb, const char* caller, int mi) {
     out.push_back(group_call(ph, k, bytes, eb, sp, caller, mi));
   };

@@ -12,10 +12,6 @@ namespace zeroplan::planner {
 
 namespace {
 
-int64_t kv_heads_of(const models::ModelSpec& m) {
-  return m.num_kv_heads > 0 ? m.num_kv_heads : m.num_heads;
-}
-
 // Rank 0's share of n near-evenly split rows (tp_shard.py get_shard_size with tp_grain_size 1:
 // n // tp, plus one for the ranks below n % tp).
 int64_t near_even_rank0(int64_t n, int tp) {
@@ -41,10 +37,6 @@ int64_t row_allreduces_per_layer(const Workload& w, const ZeroConfig& z) {
 // 2 B, k_norm's before k_proj's input-gradient all-reduce, q_norm's before q_proj's).
 bool qk_norm_grad_hooks(const models::ModelSpec& m) {
   return m.qk_norm == models::QkNorm::PerHead;
-}
-
-int64_t head_dim_of(const models::ModelSpec& m) {
-  return m.head_dim > 0 ? m.head_dim : m.hidden_size / std::max<int64_t>(1, m.num_heads);
 }
 
 }  // namespace
@@ -102,12 +94,12 @@ models::ModelSpec tensor_parallel_rank_model(const models::ModelSpec& m, int tp)
   models::ModelSpec r = m;
   if (tp <= 1 || m.params_only) return r;
   const int64_t heads = std::max<int64_t>(1, m.num_heads);
-  const int64_t kv = kv_heads_of(m);
+  const int64_t kv = m.kv_heads();
   // Attention: the projections' rows split by KV-head groups (tp_shard.py get_shard_size: a known
   // kv-head count and a size divisible by it). Rank 0 gets kv // tp groups, plus one when kv % tp > 0,
   // each holding heads / kv query heads and one KV head.
   const int64_t groups = kv / tp + (kv % tp > 0 ? 1 : 0);
-  r.head_dim = m.head_dim > 0 ? m.head_dim : m.hidden_size / heads;
+  r.head_dim = m.head_width();
   r.num_heads = heads * groups / kv;
   r.num_kv_heads = groups;
   r.intermediate_size = near_even_rank0(m.intermediate_size, tp);
@@ -154,7 +146,7 @@ TensorParallelCosts tensor_parallel_costs(const Workload& w, const ModelStats& s
   c.gather_calls_per_step = tied ? 0 : accum;
   c.loss_allreduce_calls_per_step = tied ? checked_mul(3, accum) : 0;
   c.norm_grad_calls_per_step = qk_norm_grad_hooks(full) ? checked_mul(checked_mul(2, c.layers), accum) : 0;
-  c.norm_grad_bytes = checked_mul(head_dim_of(full), elem);
+  c.norm_grad_bytes = checked_mul(full.head_width(), elem);
   c.loss_scalar_bytes = checked_mul(
       checked_mul(std::max<int64_t>(1, z.micro_batch), std::max<int64_t>(1, w.train.rank_seq_len() - 1)), 4);
   const CommTopology t = contiguous_group_topology(w.cluster, tp);
@@ -234,7 +226,7 @@ std::vector<CollectiveCall> tensor_parallel_calls(const Workload& w, const ZeroC
   const int64_t layers = std::max<int64_t>(1, full.num_layers);
   const bool tied = full.tie_word_embeddings;
   const bool qk_hooks = qk_norm_grad_hooks(full);
-  const int64_t norm_grad = head_dim_of(full) * elem;
+  const int64_t norm_grad = full.head_width() * elem;
   const int64_t loss_scalars =
       std::max<int64_t>(1, z.micro_batch) * std::max<int64_t>(1, w.train.rank_seq_len() - 1) * 4;
   for (int64_t mi = 0; mi < std::max<int64_t>(1, z.grad_accum); ++mi) {

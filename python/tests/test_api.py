@@ -85,6 +85,16 @@ class PlanTest(unittest.TestCase):
         self.assertEqual(groups.get("zero"), 2)
         self.assertEqual(rec.deepspeed_config["tensor_parallel"], {"autotp_size": 2})
 
+    def test_hpz_secondary_group(self):
+        # ZeRO++ hpZ (--hpz): the backward's gathers run in the hpZ group, the forward's over every GPU.
+        r = zeroplan.plan(model="7b", gpus="2x8xA100", hpz=8, stage=3, micro_batch=1)
+        rec = r.recommended
+        self.assertEqual(rec.hpz_partition_size, 8)
+        groups = {c.name: (c.group, c.group_size) for c in rec.communication.collectives}
+        self.assertEqual(groups["stage-3 backward parameter all-gathers"], ("hpz", 8))
+        self.assertEqual(groups["stage-3 forward parameter all-gathers"], ("zero", 16))
+        self.assertEqual(rec.deepspeed_config["zero_optimization"]["zero_hpz_partition_size"], 8)
+
     def test_hf_config_dict_and_object(self):
         path = os.path.join(SRC, "models", "zoo", "llama-2-7b.json")
         with open(path) as f:

@@ -161,8 +161,8 @@ class StepTime(Record):
 class Collective(Record):
     name: str = ""
     kind: str = ""
-    # the process group: "zero" (ZeRO's own, world / tp ranks), "tensor_parallel", "sequence_parallel",
-    # "expert_parallel"; group_size its ranks
+    # the process group: "zero" (ZeRO's own, world / tp ranks), "hpz" (ZeRO++ hpZ's secondary gathers),
+    # "tensor_parallel", "sequence_parallel", "expert_parallel"; group_size its ranks
     group: str = "zero"
     group_size: int = 0
     calls_per_step: int = 0
@@ -213,6 +213,8 @@ class Plan(Record):
     data_parallel_size: int = 0
     # the ranks ZeRO partitions dense parameters over (data-parallel x sequence-parallel)
     zero_group_size: int = 0
+    # ZeRO++ zero_hpz_partition_size (--hpz): the ranks each parameter's secondary copy is split over; 1 = none
+    hpz_partition_size: int = 1
     offload_optimizer: str = "none"
     offload_param: str = "none"
     micro_batch: int = 0
