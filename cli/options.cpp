@@ -387,6 +387,31 @@ void parse_checkpoint_flags(const PlanFlags& f, planner::TrainingSpec& t) {
   if (const std::string why = planner::checkpoint_offload_refusal(t); !why.empty()) throw UserError(why);
 }
 
+// A layout size flag (--tp, --sp, --hpz): a positive integer; "" is 1.
+int size_flag(const std::string& v, const char* flag) {
+  if (v.empty()) return 1;
+  const bool digits = v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
+  return std::stoi(v);
+}
+
+// --hpz N (planner/hpz.h): the layout's rules (N divides the GPUs; not beside --tp, --sp or --ep), then the
+// model's limits. A malformed --hpz or --ep is build_search_options' to judge.
+void check_hpz_flag(const PlanFlags& f, const planner::Workload& w, layout::LayoutSizes sizes) {
+  if (f.hpz.empty() || f.hpz == "1") return;
+  if (f.hpz.find_first_not_of("0123456789") == std::string::npos) {  // "auto" and the malformed: later
+    const bool ep_digits =
+        !f.ep.empty() && f.ep.size() <= 6 && f.ep.find_first_not_of("0123456789") == std::string::npos;
+    sizes.ep = ep_digits ? std::max(1, std::stoi(f.ep)) : 1;
+    sizes.hpz = size_flag(f.hpz, "--hpz");
+    const std::vector<std::string> why =
+        layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes, layout::LayoutFacts{}, true);
+    if (!why.empty()) throw UserError(why.front());
+  }
+  if (const std::string why = planner::hpz_refusal(w); !why.empty())
+    throw_user_error("--hpz {}: {}", f.hpz, why);
+}
+
 }  // namespace
 
 planner::Workload build_workload(const PlanFlags& f) {
@@ -475,12 +500,6 @@ planner::Workload build_workload(const PlanFlags& f) {
     (void)models::lora_trainable_parameters(w.model, t.lora_rank, t.lora_targets);
   // The parallel layout (layout/parallel_layout.h): DP is what --tp and --sp leave. --ep keeps its
   // refusals in DeepSpeed AutoEP's own terms (planner/expert_parallel.h expert_parallel_refusal).
-  const auto size_flag = [](const std::string& v, const char* flag) {
-    if (v.empty()) return 1;
-    const bool digits = !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
-    return std::stoi(v);
-  };
   // --tp auto: planned at tp 1 here; the plan command searches the sizes (planner/tensor_parallel_choice.h).
   layout::LayoutSizes sizes{f.tp == "auto" ? 1 : size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
 
@@ -501,18 +520,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
     throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
                      sizes.sp, f.ep);
-  // ZeRO++ hpZ (planner/hpz.h): its layout rules now, its model's limits next.
-  if (!f.hpz.empty() && f.hpz != "auto" && f.hpz != "1") {
-    layout::LayoutSizes with_hpz = sizes;
-    with_hpz.ep = f.ep.empty() ? 1 : size_flag(f.ep, "--ep");
-    with_hpz.hpz = size_flag(f.hpz, "--hpz");
-    const std::vector<std::string> hpz_why =
-        layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, with_hpz, layout::LayoutFacts{}, true);
-    if (!hpz_why.empty()) throw UserError(hpz_why.front());
-  }
-  if (!f.hpz.empty() && f.hpz != "1")
-    if (const std::string hpz_why = planner::hpz_refusal(w); !hpz_why.empty())
-      throw_user_error("--hpz {}: {}", f.hpz, hpz_why);
+  check_hpz_flag(f, w, sizes);
   // DeepSpeed's batch arithmetic counts data-parallel ranks: GPUs / --sp (planner/parallel.h).
   check_global_batch(w.train, planner::data_parallel_size(w));
   return w;

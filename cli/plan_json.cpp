@@ -103,8 +103,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            {"data_parallel_size", planner::data_parallel_size(w)},
            // The ranks ZeRO partitions dense parameters over: data-parallel x sequence-parallel (world / tp).
            {"zero_group_size", planner::layout_of(w, z).zero()},
-           // ZeRO++ hpZ zero_hpz_partition_size (--hpz, planner/hpz.h): the ranks each parameter's secondary
-           // partition is split over; 1 = none (always 1 below stage 3).
+           // ZeRO++ zero_hpz_partition_size (--hpz, planner/hpz.h); 1 = none (always 1 below stage 3).
            {"hpz_partition_size", z.hpz(w.cluster.world_size())},
            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
            {"offload_param", planner::to_string(z.offload_param)},

@@ -231,8 +231,7 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     zo["stage3_gather_16bit_weights_on_model_save"] = z.gather_16bit_weights_on_model_save;
     // Written only when the plan was made with --memory-efficient-linear off (DeepSpeed's default is true).
     if (!z.memory_efficient_linear) zo["memory_efficient_linear"] = false;
-    // ZeRO++ hpZ (planner/hpz.h): written only when the plan uses it (DeepSpeed's default 1 is off).
-    if (z.hpz_partition_size > 1) zo["zero_hpz_partition_size"] = z.hpz_partition_size;
+    if (z.hpz_partition_size > 1) zo["zero_hpz_partition_size"] = z.hpz_partition_size;  // ZeRO++ hpZ (hpz.h)
     if (z.offload_optimizer != Offload::None)
       zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
     if (z.offload_param != Offload::None)

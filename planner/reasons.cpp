@@ -913,13 +913,12 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
     r.reasons.push_back(hook_sentence(rec));
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
-  if (const std::string e = expert_parallel_sentence(w, s, r); !e.empty()) r.reasons.push_back(e);
-  if (const std::string q = sequence_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
-  if (const std::string q = tensor_parallel_sentence(w, s, rec); !q.empty()) r.reasons.push_back(q);
-  if (const std::string q = hpz_sentence(w, s, opts, rec); !q.empty()) r.reasons.push_back(q);
-  if (const std::string t = tiled_mlp_sentence(w, rec); !t.empty()) r.reasons.push_back(t);
-  if (const std::string n = network_sentence(w, s, opts, rec); !n.empty()) r.reasons.push_back(n);
-  if (const std::string c = checkpoint_offload_sentence(w, s, opts, rec); !c.empty()) r.reasons.push_back(c);
+  // The layout's and the levers' sentences, each "" where it does not apply, in this order.
+  for (std::string q :
+       {expert_parallel_sentence(w, s, r), sequence_parallel_sentence(w, s, rec),
+        tensor_parallel_sentence(w, s, rec), hpz_sentence(w, s, opts, rec), tiled_mlp_sentence(w, rec),
+        network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
+    if (!q.empty()) r.reasons.push_back(std::move(q));
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
   if (rec.zero.stage == 3 && !rec.zero.gather_16bit_weights_on_model_save)
     r.reasons.push_back(fmt::format(

@@ -298,6 +298,49 @@ void recommend(SearchResult& result) {
   if (rec != nullptr) result.recommendation = *rec;
 }
 
+// One candidate's knobs, as the search loops over them.
+struct Knobs {
+  int stage;
+  Offload oo, po;
+  Checkpointing ck;
+  int64_t bucket;
+  bool overlap;
+  int ep, hpz;
+  bool bf16_master;
+
+  // Whether the search offers this combination.
+  bool offered(const Workload& w, const SearchOptions& opts) const {
+    // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own CPU optimizer
+    // (configs/check.cpp master_weights), which --emit writes only with --emit-optimizer: offered with the
+    // optimizer on the GPU.
+    if (bf16_master &&
+        !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
+          w.train.precision == Precision::BF16 && w.train.implementation != Implementation::ZeroplanEngine))
+      return false;
+    // DeepSpeed refuses hpZ beside AutoEP (layout::validate); --hpz auto keeps it to plans whose parameters
+    // stay on the GPU (with offload_param the secondary copy sits on the host).
+    return !(hpz > 1 && (ep > 1 || (opts.hpz_auto && po != Offload::None)));
+  }
+
+  ZeroConfig config(const Workload& w) const {
+    ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
+    // zeroplan's emitted stage-3 configs gather the 16-bit model on save (configs/emit.cpp).
+    z.gather_16bit_weights_on_model_save = stage == 3;
+    z.bf16_master_weights = bf16_master;
+    z.bf16_optimizer_states = bf16_master;
+    z.offload_optimizer = oo;
+    z.offload_param = po;
+    z.checkpointing = ck;
+    z.reduce_bucket_size = bucket;
+    z.allgather_bucket_size = bucket;
+    z.overlap_comm = overlap;
+    z.ep_size = ep;
+    z.hpz_partition_size = hpz;
+    z.memory_efficient_linear = w.train.memory_efficient_linear;
+    return z;
+  }
+};
+
 }  // namespace
 
 SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOptions& opts) {
@@ -357,32 +400,8 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
               for (bool overlap : {false, true}) {
                 for (int hpz : hpz_choices)
                   for (bool bf16_master : {false, true}) {
-                    // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own
-                    // CPU optimizer (configs/check.cpp master_weights), which --emit writes only with
-                    // --emit-optimizer: offered with the optimizer on the GPU.
-                    if (bf16_master && !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
-                                         w.train.precision == Precision::BF16 &&
-                                         w.train.implementation != Implementation::ZeroplanEngine))
-                      continue;
-                    // DeepSpeed refuses hpZ beside AutoEP (layout::validate); --hpz auto keeps it to plans
-                    // whose parameters stay on the GPU (with offload_param the secondary copy sits on the
-                    // host).
-                    if (hpz > 1 && (ep > 1 || (opts.hpz_auto && po != Offload::None))) continue;
-                    ZeroConfig z = ZeroConfig::deepspeed_defaults(stage);
-                    // zeroplan's emitted stage-3 configs gather the 16-bit model on save (configs/emit.cpp).
-                    z.gather_16bit_weights_on_model_save = stage == 3;
-                    z.bf16_master_weights = bf16_master;
-                    z.bf16_optimizer_states = bf16_master;
-                    z.offload_optimizer = oo;
-                    z.offload_param = po;
-                    z.checkpointing = ck;
-                    z.reduce_bucket_size = bucket;
-                    z.allgather_bucket_size = bucket;
-                    z.overlap_comm = overlap;
-                    z.ep_size = ep;
-                    z.hpz_partition_size = hpz;
-                    z.memory_efficient_linear = w.train.memory_efficient_linear;
-                    ev.consider(z, bp, best_ep, have_ep);
+                    const Knobs k{stage, oo, po, ck, bucket, overlap, ep, hpz, bf16_master};
+                    if (k.offered(w, opts)) ev.consider(k.config(w), bp, best_ep, have_ep);
                   }
               }
             }
