@@ -1,5 +1,6 @@
 #include "diagnose/config_recovery.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <optional>
@@ -79,6 +80,10 @@ json config_from_engine_dump(const RunLog& log) {
       {"param_persistence_threshold", "stage3_param_persistence_threshold"},
       {"max_live_parameters", "stage3_max_live_parameters"},
       {"max_reuse_distance", "stage3_max_reuse_distance"},
+      // ZeRO++ (planner/hpz.h; configs/check.cpp reads them): 0.19.8's dump prints them by field name.
+      {"zero_hpz_partition_size", "zero_hpz_partition_size"},
+      {"zero_quantized_weights", "zero_quantized_weights"},
+      {"zero_quantized_gradients", "zero_quantized_gradients"},
   };
   for (auto [from, to] : kKeys) {
     if (auto it = log.zero_config.find(from); it != log.zero_config.end()) {
@@ -86,6 +91,10 @@ json config_from_engine_dump(const RunLog& log) {
       if (!v.is_string() && !v.is_null()) z[to] = v;
     }
   }
+  // ZeRO++ only when on: the recovered config stays the run's own keys otherwise.
+  if (z.value("zero_hpz_partition_size", json(1)) == json(1)) z.erase("zero_hpz_partition_size");
+  for (const char* k : {"zero_quantized_weights", "zero_quantized_gradients"})
+    if (z.value(k, json(false)) == json(false)) z.erase(k);
   for (auto [from, to] :
        {std::pair{"offload_optimizer", "offload_optimizer"}, std::pair{"offload_param", "offload_param"}}) {
     if (auto it = log.zero_config.find(from); it != log.zero_config.end()) {
@@ -129,6 +138,9 @@ planner::ZeroConfig zero_from_config(const json& config) {
   i64("stage3_max_live_parameters", z.max_live_parameters);
   i64("stage3_max_reuse_distance", z.max_reuse_distance);
   i64("sub_group_size", z.sub_group_size);
+  int64_t hpz = 1;
+  i64("zero_hpz_partition_size", hpz);
+  z.hpz_partition_size = static_cast<int>(std::clamp<int64_t>(hpz, 1, 1'000'000));
   bl("overlap_comm", z.overlap_comm);
   bl("contiguous_gradients", z.contiguous_gradients);
   bl("reduce_scatter", z.reduce_scatter);

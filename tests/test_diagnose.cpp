@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/errors.h"
+#include "diagnose/config_recovery.h"
 #include "diagnose/diagnosis.h"
 #include "diagnose/log_parser.h"
 #include "hwprofiles/cluster.h"
@@ -110,6 +111,24 @@ TEST(DiagnoseParse, RealZero3LogByHand) {
   ASSERT_GE(log.memory.size(), 3u);
   EXPECT_EQ(log.memory.front().label, "before deepspeed.initialize");
   EXPECT_TRUE(log.ooms.empty());
+}
+
+// The engine's zero_config dump names ZeRO++'s fields (0.19.8 prints "zero_hpz_partition_size=1
+// zero_quantized_weights=False ..."): the config recovered from a log alone carries them, so check's reader
+// and the plan see hpZ (planner/hpz.h). The real z3 log says 1; the same log with 2 must say 2.
+TEST(DiagnoseParse, ZeroPlusPlusFieldsAreRecoveredFromTheDump) {
+  RunLog log = parse("z3_healthy.log");
+  ASSERT_EQ(log.zero_config.at("zero_hpz_partition_size"), "1");
+  nlohmann::json c = config_from_engine_dump(log);
+  // Off (DeepSpeed's defaults): not written, so the recovered config holds the run's own keys.
+  EXPECT_FALSE(c["zero_optimization"].contains("zero_hpz_partition_size"));
+  EXPECT_FALSE(c["zero_optimization"].contains("zero_quantized_weights"));
+  log.zero_config["zero_hpz_partition_size"] = "2";
+  log.zero_config["zero_quantized_gradients"] = "True";
+  c = config_from_engine_dump(log);
+  EXPECT_EQ(c["zero_optimization"]["zero_hpz_partition_size"], 2);
+  EXPECT_EQ(c["zero_optimization"]["zero_quantized_gradients"], true);
+  EXPECT_EQ(zero_from_config(c).hpz_partition_size, 2);
 }
 
 TEST(DiagnoseCauses, InjectedCauseIsNamedFirst) {
