@@ -85,6 +85,11 @@ planner::ZeroConfig zero_config(const PlanFlags& f, const ValidateFlags& v, cons
     throw UserError(
         "validate does not run expert parallelism (the native executor has no all-to-all); drop --ep (the "
         "AutoEP prediction is checked against real DeepSpeed in tests/test_conformance_moe_ep)");
+  if (opts.hpz_auto || opts.hpz_choices != std::vector<int>{1})
+    throw UserError(
+        "validate does not run ZeRO++ hpZ (the native executor keeps no secondary partition); drop --hpz "
+        "(the "
+        "hpZ prediction is checked against real DeepSpeed in tests/deepspeed/fixtures-hpz)");
   planner::ZeroConfig z = planner::ZeroConfig::deepspeed_defaults(*opts.stage);
   z.micro_batch = w.train.micro_batch.value_or(1);
   z.grad_accum = w.train.grad_accum.value_or(1);

@@ -94,6 +94,11 @@ TEST(CliHpz, RefusalsNameTheRule) {
   EXPECT_NE(r.err.find("needs ZeRO stage 3"), std::string::npos) << r.err;
   r = run_cli({"--model", "7b", "--gpus", "8xA100", "--hpz", "two"});
   EXPECT_EQ(r.exit_code, 2);
+  // The native executor has no hpZ: validate refuses rather than run a plan without it.
+  r = run_cli({"validate", "--backend", "cpu", "--model", "tiny-llama-micro", "--gpus", "4xCPU", "--stage",
+               "3", "--hpz", "2"});
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("validate does not run ZeRO++ hpZ"), std::string::npos) << r.err;
   r = run_cli({"--model", "7b", "--gpus", "8xA100", "--hpz", "2", "--tp", "2"});
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("not modelled"), std::string::npos) << r.err;
