@@ -387,11 +387,15 @@ void parse_checkpoint_flags(const PlanFlags& f, planner::TrainingSpec& t) {
   if (const std::string why = planner::checkpoint_offload_refusal(t); !why.empty()) throw UserError(why);
 }
 
+// At most 6 decimal digits and nothing else (a layout size or --ep / --hpz value std::stoi can read).
+bool small_count(const std::string& v) {
+  return !v.empty() && v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
+}
+
 // A layout size flag (--tp, --sp, --hpz): a positive integer; "" is 1.
 int size_flag(const std::string& v, const char* flag) {
   if (v.empty()) return 1;
-  const bool digits = v.size() <= 6 && v.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
+  if (!small_count(v) || std::stoi(v) < 1) throw_user_error("{} '{}' must be a positive integer", flag, v);
   return std::stoi(v);
 }
 
@@ -399,10 +403,8 @@ int size_flag(const std::string& v, const char* flag) {
 // model's limits. A malformed --hpz or --ep is build_search_options' to judge.
 void check_hpz_flag(const PlanFlags& f, const planner::Workload& w, layout::LayoutSizes sizes) {
   if (f.hpz.empty() || f.hpz == "1") return;
-  if (f.hpz.find_first_not_of("0123456789") == std::string::npos) {  // "auto" and the malformed: later
-    const bool ep_digits =
-        !f.ep.empty() && f.ep.size() <= 6 && f.ep.find_first_not_of("0123456789") == std::string::npos;
-    sizes.ep = ep_digits ? std::max(1, std::stoi(f.ep)) : 1;
+  if (small_count(f.hpz)) {  // "auto" and the malformed: later
+    sizes.ep = small_count(f.ep) ? std::max(1, std::stoi(f.ep)) : 1;
     sizes.hpz = size_flag(f.hpz, "--hpz");
     const std::vector<std::string> why =
         layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes, layout::LayoutFacts{}, true);
@@ -543,8 +545,7 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
   }
   if (!f.ep.empty()) {
     // Checked against the model and GPUs by the search (planner/expert_parallel.h expert_parallel_refusal).
-    const bool digits = f.ep.size() <= 6 && f.ep.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(f.ep) < 1)
+    if (!small_count(f.ep) || std::stoi(f.ep) < 1)
       throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
     o.ep = std::stoi(f.ep);
   }
@@ -552,8 +553,7 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
     o.hpz_auto = true;
   } else if (!f.hpz.empty()) {
     // The layout rules (divides the GPUs; not beside TP, SP or EP) are checked by build_workload.
-    const bool digits = f.hpz.size() <= 6 && f.hpz.find_first_not_of("0123456789") == std::string::npos;
-    if (!digits || std::stoi(f.hpz) < 1)
+    if (!small_count(f.hpz) || std::stoi(f.hpz) < 1)
       throw_user_error("--hpz '{}' must be a positive integer or auto (1 = no hierarchical partitioning)",
                        f.hpz);
     o.hpz_choices = {std::stoi(f.hpz)};

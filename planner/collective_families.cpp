@@ -41,11 +41,11 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopol
     double time;
   };
   std::vector<Priced> seen;
-  const auto time_of = [&](CollectiveKind k, int64_t size, int group) {
+  const auto time_of = [&](CollectiveKind k, int64_t size, const CommTopology& on) {
     for (const Priced& p : seen)
-      if (p.kind == k && p.size == size && p.group == group) return p.time;
-    const double tm = collective_time_s(group == sec.ranks && group != t.ranks ? sec : t, k, size);
-    if (seen.size() < 64) seen.push_back({k, size, group, tm});
+      if (p.kind == k && p.size == size && p.group == on.ranks) return p.time;
+    const double tm = collective_time_s(on, k, size);
+    if (seen.size() < 64) seen.push_back({k, size, on.ranks, tm});
     return tm;
   };
   for (const CollectiveCall& c : calls) {
@@ -56,8 +56,9 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopol
     // broadcast of the message (bus factor 1).
     const int64_t size = c.kind == CollectiveKind::AllGather ? checked_mul(c.bytes, c.group_size) : c.bytes;
     const CollectiveKind priced = c.to_one_rank ? CollectiveKind::Broadcast : c.kind;
-    const double time = time_of(priced, size, c.group_size);
     const bool secondary = c.group_size == sec.ranks && c.group_size != t.ranks;
+    const CommTopology& on = secondary ? sec : t;
+    const double time = time_of(priced, size, on);
     f.kind = c.kind;
     if (secondary) f.secondary_calls++;
     f.to_owner = f.to_owner || c.to_one_rank;
@@ -65,7 +66,7 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopol
     f.last_s = time;
     ++f.calls;
     f.largest_bytes = std::max(f.largest_bytes, size);
-    f.bus_bytes_per_rank += bus_bytes_per_rank(priced, secondary ? sec.ranks : t.ranks, size);
+    f.bus_bytes_per_rank += bus_bytes_per_rank(priced, on.ranks, size);
     f.input_bytes += c.bytes;
     f.time_s += time;
   }

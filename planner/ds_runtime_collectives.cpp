@@ -534,6 +534,7 @@ struct CallListBuilder {
   // parameters have a valid hpz secondary tensor ... but others do not", one all_gather_coalesced each).
   void stage3_fetch(Phase ph, const std::vector<size_t>& params, const std::vector<bool>& secondary);
   int hpz = 1;  // ZeRO++ hpZ group size (zero_config.h ZeroConfig::hpz); 1: no secondary partition
+  std::vector<size_t> fetching;  // one fetch's parameters (reused: a step makes one per trace step)
   void stage3_step();
 };
 
@@ -778,14 +779,14 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
   for (size_t step = 0; step < trace.size(); ++step) {
     const Phase ph = step < fwd_len ? kForward : kBackward;
     const auto& params = trace[step];
-    std::vector<size_t> fetched;
+    fetching.clear();
     for (size_t p : params)
       if (!available[p]) {
         available[p] = true;
         n_available += all[p];
-        fetched.push_back(p);
+        fetching.push_back(p);
       }
-    if (gathers) stage3_fetch(ph, fetched, secondary);
+    if (gathers) stage3_fetch(ph, fetching, secondary);
     // Pop this module's own uses off the queue.
     size_t not_fetched = 0;
     for (size_t p : params) not_fetched += recent[p] < static_cast<int64_t>(step);
@@ -794,18 +795,18 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
     if (z.prefetch_bucket_size > 0) {
       const int64_t cap = std::min(z.max_live_parameters - n_available, z.prefetch_bucket_size);
       int64_t numel = 0;
-      std::vector<size_t> prefetched;
+      fetching.clear();
       while (queue < param_trace.size() && numel < cap) {
         const InTrace& t = param_trace[queue++];
         recent[t.param] = std::max(recent[t.param], t.step);
         if (!available[t.param]) {
           available[t.param] = true;
           numel += all[t.param];
-          prefetched.push_back(t.param);
+          fetching.push_back(t.param);
         }
       }
       n_available += numel;
-      if (gathers) stage3_fetch(ph, prefetched, secondary);
+      if (gathers) stage3_fetch(ph, fetching, secondary);
     }
     // Backward: the module's gradients enter the IPG bucket as autograd produces them (reverse
     // execution order); a gradient that would overflow a non-empty bucket flushes it first.

@@ -629,8 +629,7 @@ std::string hpz_sentence(const Workload& w, const ModelStats& s, const SearchOpt
   const Plan base = evaluate_plan(w, s, off, opts.memory_margin);
   const auto backward_gathers = [](const Plan& p) -> const CollectiveCost* {
     for (int i = 0; i < p.time.num_collectives; ++i)
-      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) ==
-          "stage-3 backward parameter all-gathers")
+      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) == kStage3BackwardGathersName)
         return &p.time.collectives[static_cast<size_t>(i)];
     return nullptr;
   };

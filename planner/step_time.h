@@ -29,6 +29,9 @@ struct CollectiveCost {
 
 inline constexpr int kMaxCollectives = 12;
 
+// The name of the stage-3 backward gathers' entry (time_model.cpp), which the hpZ reason looks up.
+inline constexpr const char* kStage3BackwardGathersName = "stage-3 backward parameter all-gathers";
+
 struct StepTime {
   double compute_s = 0;  // GPU compute (forward, backward, recompute, optimizer on GPU)
   double forward_s = 0, backward_s = 0, recompute_s = 0, optimizer_s = 0;

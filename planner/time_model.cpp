@@ -697,7 +697,7 @@ void StepComm::stage3_micro_step_comm(double& exposed, FetchPass& forward, Fetch
   double tb = 0;
   if (pb.calls > 0 && n > 1) {
     CollectiveCost& cb = st.collectives[st.num_collectives++];
-    cb = {"stage-3 backward parameter all-gathers",
+    cb = {kStage3BackwardGathersName,
           CollectiveKind::AllGather,
           pb.calls * accum,
           pb.largest_message,
