@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <memory>
 #include <nlohmann/json.hpp>
 
@@ -54,6 +55,14 @@ CommandResult run_diagnose(const PlanFlags& flags, const DiagnoseArgs& a) {
 
   std::string emitted;
   if (!flags.emit.empty()) {
+    const bool any_fix = std::any_of(d.causes.begin(), d.causes.end(),
+                                     [](const diagnose::Cause& c) { return !c.fix.is_null(); });
+    // Knobs read from the comms logger alone have a fix but no config to apply it to.
+    if (d.fixed_config.is_null() && any_fix && d.config.is_null())
+      throw_user_error(
+          "--emit {}: the log carries no config to correct (the fixes above were read from its calls); pass "
+          "--config ds_config.json to write the corrected file",
+          flags.emit);
     if (d.fixed_config.is_null())
       throw_user_error("--emit {}: no cause with a config fix was found, nothing to write", flags.emit);
     write_file_atomically(flags.emit, d.fixed_config.dump(2, ' ', false, kReplace) + "\n", flags.force);

@@ -11,6 +11,8 @@
 
 #include "common/errors.h"
 #include "configs/check.h"
+#include "diagnose/comm_ops.h"
+#include "diagnose/comms_inference.h"
 #include "diagnose/config_recovery.h"
 #include "planner/comm_model.h"
 #include "planner/memory_breakdown.h"
@@ -49,15 +51,6 @@ std::string size_str(int64_t b) {
   if (b >= (1LL << 20)) return fmt::format("{:.2f} MiB", static_cast<double>(b) / (1LL << 20));
   if (b >= 1024) return fmt::format("{:.1f} KiB", static_cast<double>(b) / 1024);
   return fmt::format("{} B", b);
-}
-
-bool is_reduction(const std::string& op) {
-  return op == "all_reduce" || op == "reduce_scatter" || op == "reduce_scatter_tensor" ||
-         op == "all_reduce_coalesced" || op == "reduce_scatter_coalesced";
-}
-bool is_gather(const std::string& op) {
-  return op == "all_gather" || op == "all_gather_into_tensor" || op == "all_gather_coalesced" ||
-         op == "allgather_fn";
 }
 
 // nccl-tests bus factor of what the comms logger calls `op` (deepspeed/utils/comms_logging.py calc_bw_log).
@@ -238,6 +231,52 @@ planner::ZeroConfig resolve_config(const RunLog& log, const DiagnoseInputs& in, 
   return z;
 }
 
+// 1b. No config: what the comms logger's calls show (the stage, and the knobs behind them).
+void infer_knobs(const RunLog& log, const DiagnoseInputs& in, Diagnosis& d) {
+  if (log.comms.empty()) return;
+  d.inferred = infer_from_comms(log, optimizer_steps(log), in.workload);
+  const CommsInference& inf = *d.inferred;
+  if (inf.stage >= 0)
+    d.observations.push_back("no config in the log; the comms logger shows " + inf.stage_evidence);
+  if (inf.stage == 3) d.stage = 3;  // (stages 1 and 2 issue alike calls: d.stage stays unknown)
+  if (inf.stage != 3) return;
+  if (!in.workload) {
+    d.observations.push_back(
+        "pass --model and --gpus to read stage3_prefetch_bucket_size and stage3_param_persistence_threshold "
+        "from the gathers (zeroplan compares them with DeepSpeed's calls under each setting)");
+  } else if (inf.agreeing.empty()) {
+    d.observations.push_back(fmt::format(
+        "the gathers were compared with DeepSpeed's calls under {} stage-3 settings and none agrees: the "
+        "prefetch "
+        "and persistence knobs stay unknown{}",
+        inf.matches.size(),
+        inf.matches.empty() ? " (the log's ranks differ from --gpus, or the model could not be simulated)"
+                            : ""));
+  } else {
+    const GatherMatch& m = inf.agreeing.front();
+    if (inf.prefetch_known && !inf.prefetch_off)
+      d.observations.push_back(fmt::format(
+          "the gathers show stage-3 prefetch on (they agree with DeepSpeed's calls under {} setting(s), {} "
+          "parameters, e.g. {}: {})",
+          inf.agreeing.size(), m.dtype, m.setting, m.evidence));
+    if (inf.persistence_known && !inf.persistence_zero)
+      d.observations.push_back(
+          "the gathers show stage3_param_persistence_threshold above 0 (small parameters "
+          "persist)");
+    if (!inf.prefetch_known || !inf.persistence_known) {
+      std::string names;
+      for (const auto& g : inf.agreeing)
+        names += (names.empty() ? "" : "; ") + g.setting + " (" + g.dtype + ")";
+      d.observations.push_back(
+          fmt::format("the gathers agree with DeepSpeed's calls under {} settings ({}): {} stays unknown",
+                      inf.agreeing.size(), names,
+                      !inf.prefetch_known && !inf.persistence_known ? "prefetch and persistence"
+                      : !inf.prefetch_known                         ? "stage3_prefetch_bucket_size"
+                                                                    : "stage3_param_persistence_threshold"));
+    }
+  }
+}
+
 // 2. The prediction for the same run (the planner's plan of the config on --model/--gpus); the rules
 // read the knobs as the config writes them, batch sizes as the planner resolved them.
 std::optional<Planned> predict_run(const RunLog& log, const DiagnoseInputs& in, Diagnosis& d,
@@ -346,6 +385,23 @@ std::optional<Cause> oom_cause(const RuleContext& x) {
   return std::nullopt;
 }
 
+// Without a planner prediction, prefetch off's gain from the log's own timers: a forward is about half a
+// backward's compute (2 of the 6 FLOPs per parameter and token), so the forward's excess over half the
+// backward's compute is at most the exposed gathers.
+void measured_forward_gain(const RuleContext& x, Cause& c) {
+  const PhaseTimes& m = x.d.measured;
+  if (c.gain_ms < 0 && x.have_timers && m.bwd_inner_ms > 0) {
+    c.gain_ms = std::max(0.0, m.fwd_ms - m.bwd_inner_ms / 2) * static_cast<double>(x.accum);
+    c.gain_basis = "measured: fwd_microstep minus half of bwd_inner_microstep, the exposed gathers at most";
+  }
+}
+
+// DeepSpeed's defaults that the fixes restore (runtime/zero/config.py): stage3_prefetch_bucket_size 5e7,
+// stage3_param_persistence_threshold 1e5, reduce_bucket_size and allgather_bucket_size 5e8 elements.
+constexpr int64_t kDefaultPrefetch = 50'000'000;
+constexpr int64_t kDefaultPersistence = 100'000;
+constexpr int64_t kDefaultBucket = 500'000'000;
+
 // Stage-3 prefetch off: every forward/backward parameter all-gather waits on the compute stream
 // (deepspeed/runtime/zero/partitioned_param_coordinator.py fetch_sub_module: prefetch only when
 // prefetch_bucket_size > 0).
@@ -355,14 +411,11 @@ std::optional<Cause> prefetch_off_cause(const RuleContext& x) {
   const planner::ZeroConfig& z = x.z;
   const PhaseTimes& m = x.d.measured;
   const int steps = x.steps;
-  const int64_t accum = x.accum;
   const bool have_timers = x.have_timers;
   if (z.stage == 3 && z.prefetch_bucket_size == 0) {
     Cause c;
     c.id = "prefetch_off";
-    c.fix = {
-        {"zero_optimization",
-         {{"stage3_prefetch_bucket_size", 50'000'000}}}};  // DeepSpeed default 5e7 (runtime/zero/config.py)
+    c.fix = {{"zero_optimization", {{"stage3_prefetch_bucket_size", kDefaultPrefetch}}}};
     c.fix_text =
         "set zero_optimization.stage3_prefetch_bucket_size to 50000000 (DeepSpeed's default, "
         "runtime/zero/config.py)";
@@ -379,10 +432,7 @@ std::optional<Cause> prefetch_off_cause(const RuleContext& x) {
                       ms(m.fwd_ms), ms(m.bwd_inner_ms)));
     c.gain_ms = x.gain_of(c.fix);
     c.gain_basis = "planner";
-    if (c.gain_ms < 0 && have_timers && m.bwd_inner_ms > 0) {
-      c.gain_ms = std::max(0.0, m.fwd_ms - m.bwd_inner_ms / 2) * static_cast<double>(accum);
-      c.gain_basis = "measured: fwd_microstep minus half of bwd_inner_microstep, the exposed gathers at most";
-    }
+    measured_forward_gain(x, c);
     c.title = fmt::format("stage3_prefetch_bucket_size is 0: every stage-3 parameter all-gather is exposed{}",
                           gain_suffix(c.gain_ms));
     return c;
@@ -408,8 +458,8 @@ std::optional<Cause> tiny_buckets_cause(const RuleContext& x) {
     Cause c;
     c.id = "tiny_buckets";
     json zo = json::object();
-    if (tiny_r) zo["reduce_bucket_size"] = 500'000'000;  // DeepSpeed default 5e8 (runtime/zero/config.py)
-    if (tiny_a) zo["allgather_bucket_size"] = 500'000'000;
+    if (tiny_r) zo["reduce_bucket_size"] = kDefaultBucket;
+    if (tiny_a) zo["allgather_bucket_size"] = kDefaultBucket;
     c.fix = {{"zero_optimization", zo}};
     c.fix_text =
         fmt::format("set {} to 500000000 (DeepSpeed's default, runtime/zero/config.py)",
@@ -437,6 +487,120 @@ std::optional<Cause> tiny_buckets_cause(const RuleContext& x) {
     return c;
   }
   return std::nullopt;
+}
+
+// Stage-3 persistence 0: no parameter stays gathered, so every norm and bias is partitioned and fetched
+// again each time its module runs (runtime/zero/parameter_offload.py mark_persistent_parameters: only
+// parameters of at most stage3_param_persistence_threshold elements persist; DeepSpeed's config docs:
+// "Smaller values use less memory, but can greatly increase communication (especially latency-bound
+// messages)").
+std::optional<Cause> persistence_zero_cause(const RuleContext& x) {
+  const planner::ZeroConfig& z = x.z;
+  if (z.stage != 3 || z.param_persistence_threshold != 0) return std::nullopt;
+  Cause c;
+  c.id = "persistence_zero";
+  c.fix = {{"zero_optimization", {{"stage3_param_persistence_threshold", kDefaultPersistence}}}};
+  c.fix_text =
+      "set zero_optimization.stage3_param_persistence_threshold to 100000 (DeepSpeed's default, "
+      "runtime/zero/config.py)";
+  c.evidence.push_back(fmt::format("stage3_param_persistence_threshold = 0 in {}", x.d.config_source));
+  const int64_t gathers = calls(x.log, is_gather, 1);
+  if (gathers > 0)
+    c.evidence.push_back(
+        fmt::format("comms logger: {} parameter all-gathers in {} logged steps ({:.0f} per step)", gathers,
+                    x.steps, static_cast<double>(gathers) / x.steps));
+  c.gain_ms = x.gain_of(c.fix);
+  c.gain_basis = "planner";
+  c.title = fmt::format(
+      "stage3_param_persistence_threshold is 0: every small parameter (norms, biases) is gathered again each "
+      "time its module runs{}",
+      gain_suffix(c.gain_ms));
+  return c;
+}
+
+// Without a config, the knobs the comms logger's calls reveal (diagnose/comms_inference.h). The causes
+// carry the ids of the config rules above; their evidence is the calls, and their gain is unknown unless
+// the log's timers give one (no config: no plan to compare with).
+std::string inferred_source(const CommsInference& inf) {
+  return inf.stage_evidence.empty() ? std::string("the comms logger")
+                                    : "the comms logger (" + inf.stage_evidence + ")";
+}
+
+std::optional<Cause> inferred_buckets_cause(const RuleContext& x) {
+  const auto& inf = x.d.inferred;
+  if (!inf || !inf->tiny_buckets) return std::nullopt;
+  Cause c;
+  c.id = "tiny_buckets";
+  c.evidence.push_back(fmt::format(
+      "comms logger: {:.0f} gradient reductions per step averaging {:.2f} MiB ({:.2f} MiB per step in all)",
+      inf->reductions_per_step, inf->reduced_bytes_per_step / inf->reductions_per_step / (1 << 20),
+      inf->reduced_bytes_per_step / (1 << 20)));
+  c.evidence.push_back(
+      fmt::format("DeepSpeed's default reduce_bucket_size (5e8 elements, at least 1 GB) sends that in at "
+                  "most {} call(s) per "
+                  "step: these buckets hold under 1e6 elements whatever the gradient dtype",
+                  inf->default_calls_at_most));
+  c.evidence.push_back("read from " + inferred_source(*inf));
+  // Only the reduction: 0.19.8 gathers the updated partitions in one call per step whatever
+  // allgather_bucket_size says (recorded: q2_tiny_buckets.log, 2000 elements, one 9.54 MiB gather per step).
+  c.fix = {{"zero_optimization", {{"reduce_bucket_size", kDefaultBucket}}}};
+  c.fix_text =
+      "set zero_optimization.reduce_bucket_size to 500000000 (DeepSpeed's default, runtime/zero/config.py)";
+  c.title =
+      "tiny buckets (inferred from the comms logger): the gradient reduction is split into many "
+      "latency-bound "
+      "collectives";
+  return c;
+}
+
+// The stage-3 settings the gathers were compared with, as evidence: the one that agrees, then why each
+// other one (in the same dtype) does not.
+void gather_evidence(const CommsInference& inf, Cause& c) {
+  const std::string& dtype = inf.agreeing.front().dtype;
+  for (const auto& m : inf.matches) {
+    if (m.dtype != dtype) continue;
+    c.evidence.push_back(m.consistent
+                             ? fmt::format("the log's parameter all-gathers are the calls DeepSpeed 0.19.8 "
+                                           "issues with {} ({} parameters): {}",
+                                           m.setting, m.dtype, m.evidence)
+                             : fmt::format("not {}: {}", m.setting, m.evidence));
+  }
+  c.evidence.push_back("read from " + inferred_source(inf));
+}
+
+std::optional<Cause> inferred_prefetch_cause(const RuleContext& x) {
+  const auto& inf = x.d.inferred;
+  if (!inf || !inf->prefetch_off) return std::nullopt;
+  Cause c;
+  c.id = "prefetch_off";
+  gather_evidence(*inf, c);
+  c.fix = {{"zero_optimization", {{"stage3_prefetch_bucket_size", kDefaultPrefetch}}}};
+  c.fix_text =
+      "set zero_optimization.stage3_prefetch_bucket_size to 50000000 (DeepSpeed's default, "
+      "runtime/zero/config.py)";
+  measured_forward_gain(x, c);
+  c.title = fmt::format(
+      "stage3_prefetch_bucket_size is 0 (inferred from the comms logger): every stage-3 parameter all-gather "
+      "is "
+      "exposed{}",
+      gain_suffix(c.gain_ms));
+  return c;
+}
+
+std::optional<Cause> inferred_persistence_cause(const RuleContext& x) {
+  const auto& inf = x.d.inferred;
+  if (!inf || !inf->persistence_zero) return std::nullopt;
+  Cause c;
+  c.id = "persistence_zero";
+  gather_evidence(*inf, c);
+  c.fix = {{"zero_optimization", {{"stage3_param_persistence_threshold", kDefaultPersistence}}}};
+  c.fix_text =
+      "set zero_optimization.stage3_param_persistence_threshold to 100000 (DeepSpeed's default, "
+      "runtime/zero/config.py)";
+  c.title =
+      "stage3_param_persistence_threshold is 0 (inferred from the comms logger): every small parameter is "
+      "gathered again each time its module runs";
+  return c;
 }
 
 // overlap_comm off (stages 1-3): the bucket reductions run on the compute stream, after each
@@ -694,8 +858,10 @@ std::optional<Cause> zero3_hooks_cause(const RuleContext& x) {
 
 using Rule = std::optional<Cause> (*)(const RuleContext&);
 // The rules that make a run slow, in the order their evidence is read (ranking by gain comes after).
-constexpr Rule kSlowRules[] = {prefetch_off_cause, tiny_buckets_cause, overlap_off_cause,
-                               low_busbw_cause,    offload_step_cause, zero3_hooks_cause};
+constexpr Rule kSlowRules[] = {
+    prefetch_off_cause,         persistence_zero_cause, tiny_buckets_cause, inferred_prefetch_cause,
+    inferred_persistence_cause, inferred_buckets_cause, overlap_off_cause,  low_busbw_cause,
+    offload_step_cause,         zero3_hooks_cause};
 
 // 4. Phase comparison: per micro-step, measured against predicted.
 void compare_phases(const RuleContext& x) {
@@ -775,7 +941,7 @@ void list_missing(const RuleContext& x) {
     d.missing.push_back("no NCCL_DEBUG=INFO lines: the transport NCCL picked (P2P/SHM/NET) is unknown");
   if (log.memory.empty() && log.ooms.empty())
     d.missing.push_back("no memory lines (see_memory_usage / memory_breakdown): memory was not compared");
-  if (d.config.is_null() && log.ooms.empty() && d.causes.empty())
+  if (d.config.is_null() && log.ooms.empty() && d.causes.empty() && !(d.inferred && d.inferred->stage >= 0))
     d.observations.push_back("without a config no rule could be checked");
 }
 
@@ -785,6 +951,7 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   Diagnosis d;
   d.measured = measured_phases(log);
   planner::ZeroConfig z = resolve_config(log, in, d);
+  if (d.config.is_null()) infer_knobs(log, in, d);
   std::optional<Planned> base = predict_run(log, in, d, z);
   const RuleContext x{log,
                       in,
@@ -862,6 +1029,27 @@ json to_json(const RunLog& log, const Diagnosis& d) {
                     {"free_bytes", o.free_bytes},
                     {"total_bytes", o.total_bytes},
                     {"context", o.context}});
+  json inferred = nullptr;
+  if (d.inferred) {
+    const CommsInference& inf = *d.inferred;
+    json matches = json::array();
+    for (const auto& m : inf.matches)
+      matches.push_back({{"setting", m.setting},
+                         {"dtype", m.dtype},
+                         {"consistent", m.consistent},
+                         {"evidence", m.evidence}});
+    inferred = {{"stage", inf.stage < 0 ? json(nullptr) : json(inf.stage)},
+                {"stage_evidence", inf.stage_evidence},
+                {"reductions_per_step", inf.reductions_per_step},
+                {"reduced_bytes_per_step", inf.reduced_bytes_per_step},
+                {"default_bucket_calls_at_most", inf.default_calls_at_most},
+                {"tiny_buckets", inf.tiny_buckets},
+                {"gather_matches", matches},
+                {"prefetch_known", inf.prefetch_known},
+                {"persistence_known", inf.persistence_known},
+                {"prefetch_off", inf.prefetch_off},
+                {"persistence_zero", inf.persistence_zero}};
+  }
   json nccl = {{"version", log.nccl.version}, {"transports", log.nccl.transports},
                {"nvls", log.nccl.nvls},       {"p2p_disabled", log.nccl.p2p_disabled},
                {"nics", log.nccl.nics},       {"channels", log.nccl.channels}};
@@ -873,6 +1061,7 @@ json to_json(const RunLog& log, const Diagnosis& d) {
           {"world_size", log.world_size},
           {"config_source", d.config_source},
           {"config", d.config},
+          {"inferred_from_comms", inferred},
           {"stage", d.stage},
           {"measured", measured},
           {"predicted", pred},
@@ -953,9 +1142,11 @@ std::string format_text(const RunLog& log, const Diagnosis& d) {
   }
   if (d.causes.empty()) {
     s += "Causes: none found";
-    s += d.config.is_null()
-             ? " (no config to check)\n"
-             : " (the config's knobs are DeepSpeed's defaults or better, and the log shows no OOM)\n";
+    s += !d.config.is_null()
+             ? " (the config's knobs are DeepSpeed's defaults or better, and the log shows no OOM)\n"
+         : d.inferred && d.inferred->stage >= 0
+             ? " (no config; none of the knobs the comms logger's calls reveal is off DeepSpeed's defaults)\n"
+             : " (no config to check)\n";
   } else {
     s += "Causes, most costly first:\n";
     int i = 0;

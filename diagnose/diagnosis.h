@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "diagnose/comms_inference.h"
 #include "diagnose/run_log.h"
 #include "planner/plan.h"
 #include "planner/training_spec.h"
@@ -64,6 +65,8 @@ struct Diagnosis {
   std::vector<std::string> observations;      // facts that are not causes
   std::vector<CollectiveCheck> collectives;
   std::vector<std::string> missing;  // what the log lacked, and how to get it
+  // Without a config: what the comms logger's calls show (diagnose/comms_inference.h).
+  std::optional<CommsInference> inferred;
 };
 
 Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in);

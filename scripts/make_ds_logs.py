@@ -21,6 +21,10 @@ Scenarios (the injected cause is what `zeroplan diagnose` must name first):
   z3_oom             ZeRO-3; rank 0 prints a CUDA OOM message whose text is copied from a public
                      ZeRO-3 run's log (hiyouga/LlamaFactory issue #7532, numbers kept) at step 3,
                      because a CPU run does not raise torch.OutOfMemoryError; the rest is real.
+  q3_healthy, q3_prefetch0, q3_persist0 (stage3_param_persistence_threshold 0), q2_healthy,
+  q2_tiny_buckets: the same knobs with DeepSpeed's logger left at 0.19's default WARNING level (no
+                     configuration dump: `diagnose` reads the knobs from the comms logger's calls) on
+                     models/zoo/tiny-llama-small.json.
 """
 import argparse
 import json
@@ -62,7 +66,17 @@ SCENARIOS = {
     "z2_overlap_off": zero(2, overlap_comm=False),
     "z2_offload": zero(2, offload_optimizer={"device": "cpu", "pin_memory": False}),
     "z3_oom": zero(3),
+    # Logs without the configuration dump (0.19's default WARNING level) on tiny-llama-small, whose MLP
+    # and embedding matrices (176,128 and 1,048,576 elements) are above stage 3's default persistence
+    # threshold (1e5 elements, runtime/zero/config.py) and whose attention matrices and norms are below
+    # it, so that prefetch and persistence change what the comms logger records.
+    "q3_healthy": zero(3),
+    "q3_prefetch0": zero(3, stage3_prefetch_bucket_size=0),
+    "q3_persist0": zero(3, stage3_param_persistence_threshold=0),
+    "q2_healthy": zero(2),
+    "q2_tiny_buckets": zero(2, reduce_bucket_size=2000, allgather_bucket_size=2000),
 }
+QUIET_MODEL = "models/zoo/tiny-llama-small.json"
 
 # The OOM line of a public ZeRO-3 run (DeepSpeed stage3.py _optimizer_step, 6 nodes x 8 A800-80GB):
 # https://github.com/hiyouga/LlamaFactory/issues/7532 (see tests/diagnose/README.md). Printed by
@@ -80,12 +94,17 @@ import deepspeed
 from deepspeed.runtime.utils import see_memory_usage
 from transformers import LlamaConfig, LlamaForCausalLM
 cfg_path, model_cfg_path, steps, inject_oom = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+quiet = sys.argv[5] == "1"
 import logging
 # DeepSpeed <= 0.16 logged at INFO by default (utils/logging.py create_logger); 0.19 defaults to WARNING,
-# which hides the engine's configuration dump. Restore INFO as those versions (and most users' logs) had.
-deepspeed.utils.logging.logger.setLevel(logging.INFO)
-for h in deepspeed.utils.logging.logger.handlers:
-    h.setLevel(logging.INFO)
+# which hides the engine's configuration dump. Restore INFO as those versions (and most users' logs) had,
+# except for the "quiet" scenarios, which keep 0.19's default: their logs carry the timer lines and the
+# comms logger's summary (both printed whatever the level: utils/timer.py print_dist, comms_logging.py
+# print) but no configuration dump, as a user of 0.19 sees them.
+if not quiet:
+    deepspeed.utils.logging.logger.setLevel(logging.INFO)
+    for h in deepspeed.utils.logging.logger.handlers:
+        h.setLevel(logging.INFO)
 deepspeed.init_distributed(dist_backend="gloo")
 torch.manual_seed(0)
 ds_config = json.load(open(cfg_path))
@@ -130,6 +149,7 @@ def trim(text: str) -> str:
 
 
 def run(name: str, zcfg: dict, steps: int) -> None:
+    quiet = name.startswith("q")
     cfg = dict(BASE)
     cfg["zero_optimization"] = zcfg
     env = dict(os.environ, DS_ACCELERATOR="cpu", OMP_NUM_THREADS="1", ZP_OOM_TEXT=OOM_TEXT,
@@ -141,7 +161,8 @@ def run(name: str, zcfg: dict, steps: int) -> None:
         wp.write_text(WORKER)
         torchrun = pathlib.Path(sys.executable).parent / "torchrun"
         cmd = [str(torchrun), "--nproc_per_node", "2", "--master_port", str(29500 + abs(hash(name)) % 400), str(wp),
-               str(cp), str(ROOT / "models/zoo/tiny-llama-micro.json"), str(steps), "1" if name.endswith("oom") else "0"]
+               str(cp), str(ROOT / (QUIET_MODEL if quiet else "models/zoo/tiny-llama-micro.json")), str(steps),
+               "1" if name.endswith("oom") else "0", "1" if quiet else "0"]
         p = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=900)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / f"{name}.log").write_text(trim(p.stdout))

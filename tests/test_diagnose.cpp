@@ -170,6 +170,100 @@ TEST(DiagnoseCauses, FixesAreTheDeepSpeedDefaults) {
   EXPECT_EQ(t.fixed_config["zero_optimization"]["reduce_bucket_size"], 500000000);
 }
 
+// Logs without a configuration (DeepSpeed 0.19's default WARNING level: timer lines and the comms summary
+// only), recorded by scripts/make_ds_logs.py on tiny-llama-small (its MLP and embedding matrices are above
+// stage 3's default persistence threshold). The knob each run injected (its NAME.ds_config.json) is the
+// expected answer; the diagnosis reads it from the comms logger's calls alone.
+Diagnosis run_quiet(const std::string& name, bool with_model) {
+  DiagnoseInputs in;
+  if (with_model) {
+    in.workload = cpu_workload();
+    in.workload->model = models::load_model("tiny-llama-small");
+  }
+  return diagnose(parse(name), in);
+}
+
+TEST(DiagnoseFromComms, TheLogsCarryNoConfig) {
+  for (const char* log :
+       {"q3_healthy.log", "q3_prefetch0.log", "q3_persist0.log", "q2_healthy.log", "q2_tiny_buckets.log"}) {
+    const RunLog l = parse(log);
+    EXPECT_FALSE(l.user_config.has_value()) << log;
+    EXPECT_TRUE(l.zero_config.empty()) << log;
+    EXPECT_FALSE(l.comms.empty()) << log;
+    EXPECT_TRUE(run_quiet(log, true).config.is_null()) << log;
+  }
+}
+
+TEST(DiagnoseFromComms, InjectedKnobIsNamedWithoutAConfig) {
+  const std::pair<const char*, const char*> cases[] = {{"q3_prefetch0.log", "prefetch_off"},
+                                                       {"q3_persist0.log", "persistence_zero"},
+                                                       {"q2_tiny_buckets.log", "tiny_buckets"}};
+  for (auto [log, cause] : cases) {
+    const Diagnosis d = run_quiet(log, true);
+    ASSERT_EQ(d.causes.size(), 1u) << log;
+    EXPECT_EQ(d.causes.front().id, cause) << log;
+    EXPECT_GE(d.causes.front().evidence.size(), 2u) << log;
+    // No config to correct: the fix is said, and no corrected file is offered.
+    EXPECT_FALSE(d.causes.front().fix.is_null()) << log;
+    EXPECT_TRUE(d.fixed_config.is_null()) << log;
+  }
+  // Tiny buckets need no model: the step's reductions against what DeepSpeed's default bucket allows.
+  const Diagnosis t = run_quiet("q2_tiny_buckets.log", false);
+  ASSERT_EQ(ids(t), std::vector<std::string>{"tiny_buckets"});
+  EXPECT_EQ(t.causes.front().fix["zero_optimization"]["reduce_bucket_size"], 500000000);
+  // 39 reductions per step: one per parameter tensor (4 layers x 9, plus the embedding, the final norm and
+  // lm_head), the log's 234 all_reduce calls over 6 steps, by hand from q2_tiny_buckets.log.
+  ASSERT_TRUE(t.inferred.has_value());
+  EXPECT_DOUBLE_EQ(t.inferred->reductions_per_step, 39.0);
+}
+
+TEST(DiagnoseFromComms, HealthyRunsAndTheStage) {
+  for (bool with_model : {false, true}) {
+    for (const char* log : {"q3_healthy.log", "q2_healthy.log"}) {
+      const Diagnosis d = run_quiet(log, with_model);
+      EXPECT_TRUE(d.causes.empty()) << log << ": " << (d.causes.empty() ? "" : d.causes.front().title);
+    }
+    // The stage from the calls: ZeRO-3 gathers every step and reduce-scatters; ZeRO-2 all-reduces.
+    EXPECT_EQ(run_quiet("q3_persist0.log", with_model).inferred->stage, 3);
+    EXPECT_EQ(run_quiet("q2_healthy.log", with_model).inferred->stage, 2);
+  }
+  // With the model, the healthy run's gathers agree with DeepSpeed's defaults only (fp32: the recording
+  // ran with bf16 off), so both knobs are known and on.
+  const Diagnosis h = run_quiet("q3_healthy.log", true);
+  ASSERT_EQ(h.inferred->agreeing.size(), 1u);
+  EXPECT_EQ(h.inferred->agreeing.front().setting, "DeepSpeed's defaults");
+  EXPECT_EQ(h.inferred->agreeing.front().dtype, "fp32");
+  EXPECT_TRUE(h.inferred->prefetch_known && !h.inferred->prefetch_off);
+  EXPECT_TRUE(h.inferred->persistence_known && !h.inferred->persistence_zero);
+  // With prefetch off, persistence 0 issues the same calls as the default: it stays unknown, said so.
+  const Diagnosis p = run_quiet("q3_prefetch0.log", true);
+  EXPECT_TRUE(p.inferred->prefetch_off);
+  EXPECT_FALSE(p.inferred->persistence_known);
+  // Without the model, stage 3's knobs are not guessed.
+  const Diagnosis n = run_quiet("q3_prefetch0.log", false);
+  EXPECT_TRUE(n.causes.empty());
+  EXPECT_TRUE(n.inferred->agreeing.empty());
+}
+
+TEST(DiagnoseFromComms, TheWrongModelAgreesWithNothing) {
+  // tiny-llama-micro's parameters are not the ones the run gathered: no setting agrees, nothing inferred.
+  DiagnoseInputs in;
+  in.workload = cpu_workload();
+  const Diagnosis d = diagnose(parse("q3_prefetch0.log"), in);
+  EXPECT_TRUE(d.inferred->agreeing.empty());
+  EXPECT_TRUE(d.causes.empty());
+}
+
+TEST(DiagnoseCauses, PersistenceZeroFromTheConfig) {
+  DiagnoseInputs in;
+  in.config = nlohmann::json::parse(slurp(kDir + "q3_persist0.ds_config.json"));
+  in.config_path = "q3_persist0.ds_config.json";
+  const Diagnosis d = diagnose(parse("q3_persist0.log"), in);
+  ASSERT_EQ(ids(d), std::vector<std::string>{"persistence_zero"});
+  EXPECT_FALSE(d.inferred.has_value());  // a config is given: nothing is inferred
+  EXPECT_EQ(d.fixed_config["zero_optimization"]["stage3_param_persistence_threshold"], 100000);
+}
+
 TEST(DiagnoseCauses, LessonLogSlowLinkThenPrefetch) {
   // docs/worked-examples.md section 4: the constructed 4xA40 log (scripts/make_lesson_log.py):
   // all-gathers at 2.2 GB/s busbw through SHM with P2P disabled, and stage3_prefetch_bucket_size 0.

@@ -58,6 +58,28 @@ TEST(DiagnoseCli, EmitWritesTheCorrectedConfig) {
   std::filesystem::remove_all(d);
 }
 
+TEST(DiagnoseCli, KnobsReadFromTheCallsAloneHaveNoFileToCorrect) {
+  // q2_tiny_buckets.log carries no config (0.19's WARNING level): the cause is named from the comms
+  // logger, and --emit says why it writes nothing, naming --config.
+  const auto r = run_cli({"diagnose", kDir + "q2_tiny_buckets.log"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("[tiny_buckets] tiny buckets (inferred from the comms logger)"), std::string::npos)
+      << r.out;
+  const std::string d = temp_dir();
+  const auto e = run_cli({"diagnose", kDir + "q2_tiny_buckets.log", "--emit", d + "/fixed.json"});
+  expect_user_error(e);
+  EXPECT_NE(e.err.find("pass --config"), std::string::npos) << e.err;
+  EXPECT_FALSE(std::filesystem::exists(d + "/fixed.json"));
+  // With its config, the file is written.
+  EXPECT_EQ(run_cli({"diagnose", kDir + "q2_tiny_buckets.log", "--config",
+                     kDir + "q2_tiny_buckets.ds_config.json", "--emit", d + "/fixed.json"})
+                .exit_code,
+            0);
+  EXPECT_EQ(nlohmann::json::parse(slurp(d + "/fixed.json"))["zero_optimization"]["reduce_bucket_size"],
+            500000000);
+  std::filesystem::remove_all(d);
+}
+
 TEST(DiagnoseCli, JsonWithNonUtf8Bytes) {
   // Found by fuzz_ds_log: a NIC name with a 0xFF byte made --json throw in nlohmann::json::dump.
   const std::string d = temp_dir();

@@ -381,6 +381,9 @@ class DiagnoseResult(Record):
     stage: Any = None
     config_source: Any = None
     config: Any = None
+    # Without a config: what the comms logger's calls show (stage, tiny buckets, stage 3's prefetch and
+    # persistence compared with DeepSpeed's calls under each setting); null when a config was found.
+    inferred_from_comms: Any = None
     measured: Dict[str, Any] = field(default_factory=dict)
     predicted: Optional[Dict[str, Any]] = None
     predicted_after_fix_ms: Optional[float] = None
