@@ -314,6 +314,14 @@ std::string prediction_text(const planner::Workload& w, const CheckAnswer& a) {
       predicted.time.step_s, predicted.tokens_per_s, 100.0 * predicted.mfu);
   s += fmt::format("  host memory per node {} ({} pinned)\n", gb(predicted.memory.host_per_node),
                    gb(predicted.memory.host_pinned_per_node));
+  // Page-locked memory counts against the memlock limit (DeepSpeed 0.19.8 utils/pin_memory_tracker.py;
+  // runtime/zero/offload_config.py pin_memory: "Disable only on hosts with tight memlock limits").
+  if (predicted.memory.host_pinned_per_node > 0)
+    s += fmt::format(
+        "  pinned memory is page-locked and counts against the memlock limit: `ulimit -l` must be unlimited "
+        "or "
+        "above {} per process (containers: --ulimit memlock=-1)\n",
+        gb(predicted.memory.host_pinned_per_node / std::max(1, w.cluster.gpus_per_node)));
   // The checkpoint save (planner/save_phase.h).
   const planner::SaveEstimate& sv = predicted.save;
   s += fmt::format(

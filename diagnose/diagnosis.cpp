@@ -907,6 +907,44 @@ void compare_memory(const RuleContext& x) {
   }
 }
 
+// Pinned host memory as DeepSpeed 0.19 reports it (utils/pin_memory_tracker.py): the largest running total
+// logged, against the planner's pinned bytes per rank. Page-locked memory cannot be swapped out, and
+// DeepSpeed's tracker documents that it counts against the memlock limit (ulimit -l).
+void compare_pinned(const RuleContext& x) {
+  const RunLog& log = x.log;
+  Diagnosis& d = x.d;
+  if (log.pinned.empty()) return;
+  const PinnedSample* top = &log.pinned.front();
+  for (const auto& p : log.pinned)
+    if (p.bytes > top->bytes) top = &p;
+  const bool offload =
+      x.z.offload_optimizer != planner::Offload::None || x.z.offload_param != planner::Offload::None;
+  if (top->bytes == 0) {
+    if (offload)
+      d.observations.push_back(
+          fmt::format("pinned memory: DeepSpeed logged 0 B pinned (line {}, '[pinned-memory {}]') although "
+                      "the config offloads: "
+                      "the offload copies run from pageable memory (pin_memory false, or an accelerator that "
+                      "does not pin), "
+                      "at the host's pageable copy speed",
+                      top->line, top->tag));
+    return;
+  }
+  std::string s = fmt::format(
+      "pinned memory: DeepSpeed logged {} pinned in {} allocations per process (line {}, '[pinned-memory "
+      "{}]'); "
+      "page-locked memory cannot be swapped out and counts against the memlock limit: check `ulimit -l` is "
+      "unlimited or above it (DeepSpeed utils/pin_memory_tracker.py)",
+      gib(top->bytes), top->allocations, top->line, top->tag);
+  if (d.predicted && d.workload) {
+    const int per_node = std::max(1, d.workload->cluster.gpus_per_node);
+    s += fmt::format("; the planner pins {} per rank ({:.2f} GB per node)",
+                     gib(d.predicted->memory.host_pinned_per_node / per_node),
+                     gb(d.predicted->memory.host_pinned_per_node));
+  }
+  d.observations.push_back(std::move(s));
+}
+
 // The corrected config: every cause's fix merged into the config as run, and its prediction.
 void correct_config(const RuleContext& x) {
   const DiagnoseInputs& in = x.in;
@@ -974,6 +1012,7 @@ Diagnosis diagnose(const RunLog& log, const DiagnoseInputs& in) {
   for (auto& c : slow) d.causes.push_back(std::move(c));
   compare_phases(x);
   compare_memory(x);
+  compare_pinned(x);
   correct_config(x);
   list_missing(x);
   return d;
@@ -1050,6 +1089,9 @@ json to_json(const RunLog& log, const Diagnosis& d) {
                 {"prefetch_off", inf.prefetch_off},
                 {"persistence_zero", inf.persistence_zero}};
   }
+  json pinned = json::array();
+  for (const auto& p : log.pinned)
+    pinned.push_back({{"tag", p.tag}, {"bytes", p.bytes}, {"allocations", p.allocations}, {"line", p.line}});
   json nccl = {{"version", log.nccl.version}, {"transports", log.nccl.transports},
                {"nvls", log.nccl.nvls},       {"p2p_disabled", log.nccl.p2p_disabled},
                {"nics", log.nccl.nics},       {"channels", log.nccl.channels}};
@@ -1070,6 +1112,7 @@ json to_json(const RunLog& log, const Diagnosis& d) {
           {"causes", causes},
           {"collectives", coll},
           {"ooms", ooms},
+          {"pinned_memory", pinned},
           {"nccl", nccl},
           {"hf_metrics", log.hf_metrics},
           {"observations", d.observations},

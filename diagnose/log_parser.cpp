@@ -336,6 +336,7 @@ class Parser {
     bool hit = false;
     if (contains(raw, "time (ms)")) hit |= timer_line(raw, rank);
     if (contains(raw, "Max_MA") && contains(raw, "Max_CA")) hit |= memory_line(p);
+    if (contains(raw, "[pinned-memory") && contains(raw, " pinned across ")) hit |= pinned_line(raw, rank);
     if (contains(raw, "CPU Virtual Memory")) {
       if (auto u = number_after(raw, "used")) log_.cpu_vm_used_gb = *u;
       if (auto q = number_after(raw, "percent")) log_.cpu_vm_percent = *q;
@@ -487,6 +488,27 @@ class Parser {
     if (!any || (micro && global)) return any;
     t.micro = micro;
     push(log_.timers, t);
+    return true;
+  }
+
+  // "[pinned-memory TAG] SIZE pinned across N allocations", or "[pinned-memory checkpoint] crossed X:
+  // SIZE pinned across N allocations" (run_log.h PinnedSample).
+  bool pinned_line(sv raw, int rank) {
+    const size_t open = raw.find("[pinned-memory");
+    const size_t close = raw.find(']', open);
+    const size_t across = raw.find(" pinned across ", close == sv::npos ? open : close);
+    if (close == sv::npos || across == sv::npos) return false;
+    PinnedSample s;
+    s.tag = std::string(trim(raw.substr(open + 14, close - open - 14)));
+    sv size = raw.substr(close + 1, across - close - 1);
+    if (const size_t colon = size.rfind(':'); colon != sv::npos)
+      size = size.substr(colon + 1);  // "crossed X:"
+    s.bytes = parse_convert_size(trim(size));
+    if (auto n = number_after(raw.substr(across), "across")) s.allocations = static_cast<int64_t>(*n);
+    if (s.bytes < 0) return false;
+    s.rank = rank;
+    s.line = line_no_;
+    push(log_.pinned, s);
     return true;
   }
 

@@ -71,6 +71,18 @@ struct NcclInfo {
   int nranks = -1;
 };
 
+// DeepSpeed's pinned host memory (0.19.x utils/pin_memory_tracker.py, INFO): "[pinned-memory TAG] 1.234 GB
+// pinned across N allocations" (log_summary, after ZeRO-3's optimizer and parameter-offload init) and
+// "[pinned-memory checkpoint] crossed 32.000 GB: 40.000 GB pinned across N allocations". Per process;
+// sizes 1024-based (_fmt_bytes).
+struct PinnedSample {
+  std::string tag;  // "ZeRO-3 optimizer init", "checkpoint", or "" for an untagged summary
+  int64_t bytes = -1;
+  int64_t allocations = -1;
+  int rank = -1;
+  int line = 0;
+};
+
 struct FlopsProfile {
   std::map<std::string, std::string> fields;  // "fwd latency" -> "74.73 ms", as printed
   double fwd_latency_ms = -1, bwd_latency_ms = -1, step_latency_ms = -1, iter_latency_ms = -1;
@@ -95,6 +107,7 @@ struct RunLog {
   std::vector<TimerSample> timers;
   std::vector<CommRow> comms;
   std::vector<MemorySample> memory;
+  std::vector<PinnedSample> pinned;
   double cpu_vm_used_gb = -1, cpu_vm_percent = -1;
   std::vector<OomEvent> ooms;
   std::vector<double> samples_per_sec;       // ThroughputTimer CurrSamplesPerSec

@@ -855,6 +855,23 @@ std::string cpu_threads_note(const Workload& w, const Plan& rec) {
       cpu_optimizer_ns_per_param(stage, 16));
 }
 
+// Pinned host memory (offload_*.pin_memory, DeepSpeed's default and zeroplan's emitted value): page-locked,
+// never swapped out, and counted against the memlock limit (DeepSpeed 0.19.8 utils/pin_memory_tracker.py;
+// runtime/zero/offload_config.py: "Disable only on hosts with tight memlock limits (ulimit -l)"). NVIDIA's
+// NGC container docs run containers with --ulimit memlock=-1 for the same reason.
+std::string pinned_note(const Workload& w, const Plan& rec) {
+  const int64_t node = rec.memory.host_pinned_per_node;
+  if (node <= 0) return "";
+  const int64_t per_process = node / std::max(1, w.cluster.gpus_per_node);
+  return fmt::format(
+      " It pins {} of host memory per node ({} per process): page-locked memory cannot be swapped out and "
+      "counts against the memlock limit, so `ulimit -l` must be unlimited or above {} (containers: --ulimit "
+      "memlock=-1); pin_memory false lifts that, at pageable copy speed ({:.0f} instead of {:.0f} GB/s "
+      "here).",
+      gb(node), gb(per_process), gb(per_process), w.cluster.gpu.host_pageable_GBps,
+      w.cluster.gpu.host_pinned_GBps);
+}
+
 // Offload: needed, or chosen for speed, or not needed.
 std::string offload_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
                              const Plan& rec) {
@@ -868,20 +885,22 @@ std::string offload_sentence(const Workload& w, const ModelStats& s, const Searc
       const Plan* closest = nullptr;
       for (const Plan& p : no.best_per_stage)
         if (closest == nullptr || p.memory.peak < closest->memory.peak) closest = &p;
-      return (fmt::format(
-          "Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
-          "{} per step ({:.0f}% "
-          "of the step) in PCIe transfers and CPU Adam not hidden behind compute.{}",
-          closest ? describe_config(closest->zero) : std::string("?"),
-          closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
-          rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0, cpu_threads_note(w, rec)));
+      return (
+          fmt::format("Offload is needed: without it nothing fits (the closest, {}, needs {}). Here it costs "
+                      "{} per step ({:.0f}% "
+                      "of the step) in PCIe transfers and CPU Adam not hidden behind compute.{}{}",
+                      closest ? describe_config(closest->zero) : std::string("?"),
+                      closest ? peak_sentence(*closest) : "?", ms(rec.time.offload_s),
+                      rec.time.step_s > 0 ? rec.time.offload_s / rec.time.step_s * 100 : 0.0,
+                      cpu_threads_note(w, rec), pinned_note(w, rec)));
     } else {
-      return (fmt::format(
-          "Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
-          "without offload ({}) "
-          "reaches {} ({}), while offload costs {} per step here.{}",
-          rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
-          pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s), cpu_threads_note(w, rec)));
+      return (
+          fmt::format("Offload is not required, but it frees GPU memory for micro-batch {}: the best plan "
+                      "without offload ({}) "
+                      "reaches {} ({}), while offload costs {} per step here.{}{}",
+                      rec.zero.micro_batch, describe_config(best_fit->zero), tps(best_fit->tokens_per_s),
+                      pct(best_fit->tokens_per_s, rec.tokens_per_s), ms(rec.time.offload_s),
+                      cpu_threads_note(w, rec), pinned_note(w, rec)));
     }
   } else {
     return (

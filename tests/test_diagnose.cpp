@@ -301,6 +301,44 @@ TEST(DiagnoseCauses, OomOfAPublicZero3Run) {
   EXPECT_NE(d.causes.front().evidence[1].find("optimizer step"), std::string::npos);
 }
 
+TEST(DiagnoseParse, PinnedMemoryLines) {
+  // The real 0.19.8 lines (z3_healthy.log: both ranks print the two ZeRO-3 summaries; nothing is pinned on
+  // CPU ranks).
+  const RunLog h = parse("z3_healthy.log");
+  ASSERT_EQ(h.pinned.size(), 4u);
+  EXPECT_EQ(h.pinned[0].tag, "ZeRO-3 parameter offload init");
+  EXPECT_EQ(h.pinned[2].tag, "ZeRO-3 optimizer init");
+  EXPECT_EQ(h.pinned[2].bytes, 0);
+  EXPECT_EQ(h.pinned[2].allocations, 0);
+  EXPECT_EQ(h.pinned[2].line, 35);
+  // Non-zero totals in the two formats of utils/pin_memory_tracker.py's f-strings (_fmt_bytes: 1024-based,
+  // three decimals in GB), as a GPU run prints them; the bytes by hand: 40.5 x 2^30 and 41.25 x 2^30.
+  RunLog log;
+  parse_log_text(
+      "[2026-11-27 10:00:00,000] [INFO] [pin_memory_tracker.py:51:track] [pinned-memory checkpoint] crossed "
+      "32.000 GB: 40.500 GB pinned across 1234 allocations\n"
+      "[2026-11-27 10:00:01,000] [INFO] [pin_memory_tracker.py:56:log_summary] [pinned-memory ZeRO-3 "
+      "optimizer "
+      "init] 41.250 GB pinned across 1300 allocations\n"
+      "[2026-11-27 10:00:02,000] [INFO] [logging.py:107:log_dist] [Rank 0] time (ms) | fwd_microstep: 10.00 "
+      "| "
+      "bwd_microstep: 20.00 | bwd_inner_microstep: 18.00 | bwd_allreduce_microstep: 2.00 | step_microstep: "
+      "5.00\n",
+      "gpu.log", log);
+  ASSERT_EQ(log.pinned.size(), 2u);
+  EXPECT_EQ(log.pinned[0].tag, "checkpoint");
+  EXPECT_EQ(log.pinned[0].bytes, 43'486'543'872);
+  EXPECT_EQ(log.pinned[0].allocations, 1234);
+  EXPECT_EQ(log.pinned[1].bytes, 44'291'850'240);
+  // The diagnosis notes the largest total and names the memlock limit.
+  const Diagnosis d = diagnose(log, {});
+  const auto it = std::find_if(d.observations.begin(), d.observations.end(),
+                               [](const std::string& o) { return o.rfind("pinned memory:", 0) == 0; });
+  ASSERT_NE(it, d.observations.end());
+  EXPECT_NE(it->find("41.25 GiB pinned in 1300 allocations"), std::string::npos) << *it;
+  EXPECT_NE(it->find("ulimit -l"), std::string::npos) << *it;
+}
+
 TEST(DiagnoseParse, PublicOldFormats) {
   const RunLog old = parse("public/ds3869_old_oom.log");
   ASSERT_EQ(old.ooms.size(), 1u);
