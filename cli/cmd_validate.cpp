@@ -327,6 +327,73 @@ struct ValidationComparison {
   double achieved_tflops = 0;
 };
 
+// The measured GPU categories in the phase where the planner puts its peak, with the measured peak, its
+// phase and the engine's alignment and reserved bytes: the "measured.memory.gpu" object.
+json measured_gpu_json(const exec::RankMeasurement& m, const exec::CategoryBytes& cmp, int cmp_phase,
+                       int64_t meas_model_states) {
+  const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
+  return {{"parameters", cat(Category::Parameters)},
+          {"gradients", cat(Category::Gradients)},
+          {"optimizer_states", cat(Category::OptimizerStates)},
+          {"model_states", meas_model_states},
+          {"activations", cat(Category::Activations)},
+          {"buffers", cat(Category::Buffers)},
+          {"overhead", cat(Category::Overhead)},
+          {"peak", m.device.peak},
+          {"peak_phase", std::string(exec::step_phase_name(m.device.peak_phase))},
+          {"categories_phase", std::string(planner::phase_name(cmp_phase))},
+          {"alignment_bytes", m.alignment_bytes},
+          {"reserved", m.reserved_device_bytes}};
+}
+
+// The relative errors of the predicted GPU categories and peak against the measured ones in the same
+// phase: the "error.memory.gpu" object (compare_run adds device_peak under cuda).
+json gpu_errors_json(const planner::MemoryBreakdown& pm, const exec::RankMeasurement& m,
+                     const exec::CategoryBytes& cmp, int64_t meas_model_states) {
+  const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
+  const int64_t pred_overhead = pm.category(Category::Overhead);
+  return {
+      {"parameters", rel_error(pm.category(Category::Parameters), cat(Category::Parameters))},
+      {"gradients", rel_error(pm.category(Category::Gradients), cat(Category::Gradients))},
+      {"optimizer_states", rel_error(pm.category(Category::OptimizerStates), cat(Category::OptimizerStates))},
+      {"model_states", rel_error(pm.model_states(), meas_model_states)},
+      {"activations", rel_error(pm.category(Category::Activations), cat(Category::Activations))},
+      {"buffers", rel_error(pm.category(Category::Buffers), cat(Category::Buffers))},
+      {"peak", rel_error(pm.peak, m.device.peak)},
+      // The cpu backend has no CUDA context or NCCL buffers: compare the peak without them too.
+      {"peak_without_overhead",
+       rel_error(pm.peak - pred_overhead,
+                 m.device.peak - m.device.at_peak[static_cast<int>(Category::Overhead)])}};
+}
+
+// What the run measured on one rank: GPU and host memory, communication by collective kind, the
+// step's time and the loss per step (the "measured" object; compare_run adds "device" under cuda).
+json measured_json(const exec::RunResult& res, const exec::RankMeasurement& m, json meas_gpu, bool emulated,
+                   double meas_time) {
+  json comm_kinds = json::object();
+  for (int k = 0; k < 4; ++k)
+    comm_kinds[kKindNames[k]] = {{"calls", m.comm.calls[static_cast<size_t>(k)]},
+                                 {"bytes", m.comm.bytes_sent[static_cast<size_t>(k)]}};
+  return {{"memory",
+           {{"gpu", meas_gpu},
+            {"host",
+             {{"peak", m.host.peak},
+              {"optimizer_states", m.host.category_peak[2]},
+              {"gradients", m.host.category_peak[1]}}}}},
+          {"communication",
+           {{"bytes_per_rank_per_step", m.comm_bytes},
+            {"tensor_parallel_bytes_per_rank_per_step", m.tp_comm.total_bytes_sent()},
+            {"gradient_norm_bytes", m.scalar_comm_bytes},
+            {"by_kind", comm_kinds},
+            {"modelled_not_measured", emulated}}},
+          {"time",
+           {{"forward_s", m.seconds.forward},
+            {"backward_s", m.seconds.backward},
+            {"optimizer_s", m.seconds.step},
+            {"step_s", meas_time}}},
+          {"loss_per_step", res.loss_per_step}};
+}
+
 ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResult& res,
                                  const exec::RankMeasurement& m, [[maybe_unused]] exec::Runtime& runtime,
                                  bool emulated, [[maybe_unused]] int steps) {
@@ -341,33 +408,9 @@ ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResul
   const auto cat = [&](Category c) { return cmp[static_cast<int>(c)]; };
   r.meas_model_states = cat(Category::Parameters) + cat(Category::Gradients) + cat(Category::OptimizerStates);
   const int64_t meas_model_states = r.meas_model_states;
-  json meas_gpu = {{"parameters", cat(Category::Parameters)},
-                   {"gradients", cat(Category::Gradients)},
-                   {"optimizer_states", cat(Category::OptimizerStates)},
-                   {"model_states", meas_model_states},
-                   {"activations", cat(Category::Activations)},
-                   {"buffers", cat(Category::Buffers)},
-                   {"overhead", cat(Category::Overhead)},
-                   {"peak", m.device.peak},
-                   {"peak_phase", std::string(exec::step_phase_name(m.device.peak_phase))},
-                   {"categories_phase", std::string(planner::phase_name(cmp_phase))},
-                   {"alignment_bytes", m.alignment_bytes},
-                   {"reserved", m.reserved_device_bytes}};
   const auto& pm = plan.memory;
-  const int64_t pred_overhead = pm.category(Category::Overhead);
   json& err_gpu = r.err_gpu;
-  err_gpu = {
-      {"parameters", rel_error(pm.category(Category::Parameters), cat(Category::Parameters))},
-      {"gradients", rel_error(pm.category(Category::Gradients), cat(Category::Gradients))},
-      {"optimizer_states", rel_error(pm.category(Category::OptimizerStates), cat(Category::OptimizerStates))},
-      {"model_states", rel_error(pm.model_states(), meas_model_states)},
-      {"activations", rel_error(pm.category(Category::Activations), cat(Category::Activations))},
-      {"buffers", rel_error(pm.category(Category::Buffers), cat(Category::Buffers))},
-      {"peak", rel_error(pm.peak, m.device.peak)},
-      // The cpu backend has no CUDA context or NCCL buffers: compare the peak without them too.
-      {"peak_without_overhead",
-       rel_error(pm.peak - pred_overhead,
-                 m.device.peak - m.device.at_peak[static_cast<int>(Category::Overhead)])}};
+  err_gpu = gpu_errors_json(pm, m, cmp, meas_model_states);
   r.meas_time = m.seconds.forward + m.seconds.backward + m.seconds.step;
   const double meas_time = r.meas_time;
   // The native engine runs no Python module hooks: the planner's exposed ZeRO-3 hook time
@@ -375,29 +418,9 @@ ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResul
   // what it measures, so the step is compared without it.
   r.pred_engine_step = plan.time.step_s - plan.time.hook_overhead_s;
   const double pred_engine_step = r.pred_engine_step;
-  json comm_kinds = json::object();
-  for (int k = 0; k < 4; ++k)
-    comm_kinds[kKindNames[k]] = {{"calls", m.comm.calls[static_cast<size_t>(k)]},
-                                 {"bytes", m.comm.bytes_sent[static_cast<size_t>(k)]}};
   json& measured = r.measured;
-  measured = {{"memory",
-               {{"gpu", meas_gpu},
-                {"host",
-                 {{"peak", m.host.peak},
-                  {"optimizer_states", m.host.category_peak[2]},
-                  {"gradients", m.host.category_peak[1]}}}}},
-              {"communication",
-               {{"bytes_per_rank_per_step", m.comm_bytes},
-                {"tensor_parallel_bytes_per_rank_per_step", m.tp_comm.total_bytes_sent()},
-                {"gradient_norm_bytes", m.scalar_comm_bytes},
-                {"by_kind", comm_kinds},
-                {"modelled_not_measured", emulated}}},
-              {"time",
-               {{"forward_s", m.seconds.forward},
-                {"backward_s", m.seconds.backward},
-                {"optimizer_s", m.seconds.step},
-                {"step_s", meas_time}}},
-              {"loss_per_step", res.loss_per_step}};
+  measured =
+      measured_json(res, m, measured_gpu_json(m, cmp, cmp_phase, meas_model_states), emulated, meas_time);
   // cuda: what the GPU itself reports (cudaMemGetInfo peak: engine tensors + CUDA context, cuBLASLt
   // workspace, kernel scratch, NCCL buffers, rounding), compared with the predicted peak, which
   // includes the planner's overhead category; and the achieved TFLOP/s of the measured step.

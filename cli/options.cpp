@@ -414,10 +414,8 @@ void check_hpz_flag(const PlanFlags& f, const planner::Workload& w, layout::Layo
     throw_user_error("--hpz {}: {}", f.hpz, why);
 }
 
-}  // namespace
-
-planner::Workload build_workload(const PlanFlags& f) {
-  planner::Workload w;
+// The flags a plan cannot go without: a model (--model or --params, not both) and the GPUs.
+void require_model_and_gpus(const PlanFlags& f) {
   if (f.model.empty() && f.params.empty())
     throw UserError(
         "no model given; pass --model (e.g. --model 13b, see `zeroplan models`) or --params (e.g. --params "
@@ -425,9 +423,11 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (!f.model.empty() && !f.params.empty()) throw UserError("pass either --model or --params, not both");
   if (f.gpus.empty())
     throw UserError("no GPUs given; pass --gpus, e.g. --gpus 4xA40 or --gpus 2x8xH100 (see `zeroplan gpus`)");
+}
 
-  // Cheap flag checks first, then the files they name.
-  planner::TrainingSpec& t = w.train;
+// The training choices that pick code paths (--precision, --method, --attention, --kernels), read first
+// because the later checks depend on them.
+void parse_training_choices(const PlanFlags& f, planner::TrainingSpec& t) {
   t.precision = parse_choice<planner::Precision>(f.precision, "--precision",
                                                  {{"bf16", planner::Precision::BF16},
                                                   {"fp16", planner::Precision::FP16},
@@ -439,6 +439,11 @@ planner::Workload build_workload(const PlanFlags& f) {
       f.attention, "--attention",
       {{"flash", planner::Attention::Flash}, {"eager", planner::Attention::Eager}});
   if (!f.kernels.empty()) parse_kernels(f.kernels, t);
+}
+
+// The software and host the plan prices (--deepspeed-version, --torch-version, --host-speed,
+// --cpu-threads), each refused with its accepted range.
+void parse_host_flags(const PlanFlags& f, planner::TrainingSpec& t) {
   t.deepspeed_version = planner::parse_deepspeed_version(f.deepspeed_version);
   {
     const auto tv = planner::parse_torch_version(f.torch_version);
@@ -462,6 +467,65 @@ planner::Workload build_workload(const PlanFlags& f) {
   if (f.cpu_threads < 0 || f.cpu_threads > 1024)
     throw_user_error("--cpu-threads {} must be between 1 and 1024 (OMP_NUM_THREADS per rank)", f.cpu_threads);
   t.cpu_threads = f.cpu_threads;
+}
+
+// The model: a bare parameter count (--params, refused where the architecture is needed) or a named or
+// file model (--model); LoRA targets are checked against its modules.
+models::ModelSpec load_workload_model(const PlanFlags& f, const planner::TrainingSpec& t) {
+  models::ModelSpec m;
+  if (!f.params.empty()) {
+    m = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));
+    if (t.method != planner::Method::Full)
+      throw UserError("--method lora/qlora needs the architecture; use --model instead of --params");
+    if (t.checkpoint_offload != planner::CheckpointOffload::None)
+      throw UserError(
+          "--checkpoint-offload needs the architecture (its layer inputs); use --model instead of --params");
+  } else {
+    m = models::load_model(f.model);
+  }
+  if (t.method != planner::Method::Full)  // validates the target names against the model's modules
+    (void)models::lora_trainable_parameters(m, t.lora_rank, t.lora_targets);
+  return m;
+}
+
+// The parallel layout (--tp, --sp, --ep, --hpz) against the cluster and the model: shards the model for
+// AutoTP and sets the sequence-parallel size, or throws the first refusal.
+void apply_layout_flags(const PlanFlags& f, planner::Workload& w) {
+  // The parallel layout (layout/parallel_layout.h): DP is what --tp and --sp leave. --ep keeps its
+  // refusals in DeepSpeed AutoEP's own terms (planner/expert_parallel.h expert_parallel_refusal).
+  // --tp auto: planned at tp 1 here; the plan command searches the sizes (planner/tensor_parallel_choice.h).
+  layout::LayoutSizes sizes{f.tp == "auto" ? 1 : size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
+
+  const std::vector<std::string> why = layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes,
+                                                        planner::layout_facts(w), /*modelled_tp=*/true);
+  if (!why.empty()) throw UserError(why.front());
+  w.train.sequence_parallel = sizes.sp;
+  // AutoTP (planner/tensor_parallel.h): the workload's model becomes one TP rank's shard.
+  if (const std::string tp_why = planner::tensor_parallel_refusal(w, sizes.tp); !tp_why.empty())
+    throw UserError(tp_why);
+  if (sizes.tp > 1 && !f.ep.empty() && f.ep != "1")
+    throw_user_error("--tp {} with --ep {}: AutoTP with AutoEP is not modelled yet", sizes.tp, f.ep);
+  planner::apply_tensor_parallel(w, sizes.tp);
+  const std::string sp_why = planner::sequence_parallel_refusal(w);
+  if (!sp_why.empty()) throw UserError(sp_why);
+  if (const std::string tiled_why = planner::tiled_mlp_refusal(w); !tiled_why.empty())
+    throw UserError(tiled_why);
+  if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
+    throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
+                     sizes.sp, f.ep);
+  check_hpz_flag(f, w, sizes);
+}
+
+}  // namespace
+
+planner::Workload build_workload(const PlanFlags& f) {
+  planner::Workload w;
+  require_model_and_gpus(f);
+
+  // Cheap flag checks first, then the files they name.
+  planner::TrainingSpec& t = w.train;
+  parse_training_choices(f, t);
+  parse_host_flags(f, t);
   t.moe_leaf = parse_choice<planner::MoeLeaf>(
       f.z3_leaf_moe, "--z3-leaf-moe",
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
@@ -488,41 +552,8 @@ planner::Workload build_workload(const PlanFlags& f) {
         "and {} is {}; use sdpa or fa2",
         w.cluster.gpu.name, planner::gpu_architecture(w.cluster.gpu));
 
-  if (!f.params.empty()) {
-    w.model = models::model_from_param_count(parse_positive_count(f.params, "--params", kMaxParams));
-    if (t.method != planner::Method::Full)
-      throw UserError("--method lora/qlora needs the architecture; use --model instead of --params");
-    if (t.checkpoint_offload != planner::CheckpointOffload::None)
-      throw UserError(
-          "--checkpoint-offload needs the architecture (its layer inputs); use --model instead of --params");
-  } else {
-    w.model = models::load_model(f.model);
-  }
-  if (t.method != planner::Method::Full)  // validates the target names against the model's modules
-    (void)models::lora_trainable_parameters(w.model, t.lora_rank, t.lora_targets);
-  // The parallel layout (layout/parallel_layout.h): DP is what --tp and --sp leave. --ep keeps its
-  // refusals in DeepSpeed AutoEP's own terms (planner/expert_parallel.h expert_parallel_refusal).
-  // --tp auto: planned at tp 1 here; the plan command searches the sizes (planner/tensor_parallel_choice.h).
-  layout::LayoutSizes sizes{f.tp == "auto" ? 1 : size_flag(f.tp, "--tp"), size_flag(f.sp, "--sp"), 1};
-
-  const std::vector<std::string> why = layout::validate(w.cluster.nodes, w.cluster.gpus_per_node, sizes,
-                                                        planner::layout_facts(w), /*modelled_tp=*/true);
-  if (!why.empty()) throw UserError(why.front());
-  w.train.sequence_parallel = sizes.sp;
-  // AutoTP (planner/tensor_parallel.h): the workload's model becomes one TP rank's shard.
-  if (const std::string tp_why = planner::tensor_parallel_refusal(w, sizes.tp); !tp_why.empty())
-    throw UserError(tp_why);
-  if (sizes.tp > 1 && !f.ep.empty() && f.ep != "1")
-    throw_user_error("--tp {} with --ep {}: AutoTP with AutoEP is not modelled yet", sizes.tp, f.ep);
-  planner::apply_tensor_parallel(w, sizes.tp);
-  const std::string sp_why = planner::sequence_parallel_refusal(w);
-  if (!sp_why.empty()) throw UserError(sp_why);
-  if (const std::string tiled_why = planner::tiled_mlp_refusal(w); !tiled_why.empty())
-    throw UserError(tiled_why);
-  if (sizes.sp > 1 && !f.ep.empty() && f.ep != "1")
-    throw_user_error("--sp {} with --ep {}: sequence and expert parallelism together are not modelled yet",
-                     sizes.sp, f.ep);
-  check_hpz_flag(f, w, sizes);
+  w.model = load_workload_model(f, t);
+  apply_layout_flags(f, w);
   // DeepSpeed's batch arithmetic counts data-parallel ranks: GPUs / --sp (planner/parallel.h).
   check_global_batch(w.train, planner::data_parallel_size(w));
   return w;

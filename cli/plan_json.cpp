@@ -73,9 +73,24 @@ json collectives_json(const planner::StepTime& t, int zero_group) {
   return collectives;
 }
 
-}  // namespace
+// The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
+// attn_implementation as transformers names it, and the loss.
+json kernels_json(const planner::Workload& w) {
+  return {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
+                        : w.train.flash_attention_3                    ? "flash_attention_3"
+                        : w.train.flash_attention_2                    ? "flash_attention_2"
+                                                                       : "sdpa"},
+          // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
+          {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
+          {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"},
+          // --kernels tiled-mlp (planner/tiled_mlp.h): DeepSpeed's TiledMLP and its shard count.
+          {"mlp", w.train.tiled_mlp ? "tiled_mlp" : "module"},
+          {"tiled_mlp_shards",
+           w.train.tiled_mlp ? nlohmann::json(planner::tiled_mlp_shards(w)) : nlohmann::json()}};
+}
 
-json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
+// Predicted memory: one GPU's categories at its peak against its capacity, and one node's host RAM.
+json memory_json(const planner::Workload& w, const planner::Plan& p) {
   const auto& mem = p.memory;
   json gpu = {{"parameters", mem.category(Category::Parameters)},
               {"gradients", mem.category(Category::Gradients)},
@@ -88,6 +103,28 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
               {"peak_phase", std::string(planner::phase_name(mem.peak_phase))},
               {"capacity", w.cluster.gpu.memory_bytes},
               {"usable", p.capacity_bytes}};
+  return {{"gpu", gpu},
+          {"cpu",
+           {{"per_node", mem.host_per_node},
+            {"pinned_per_node", mem.host_pinned_per_node},
+            {"load_per_node", mem.host_load_per_node},
+            {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}};
+}
+
+// The checkpoint save (planner/save_phase.h): disk bytes of DeepSpeed's checkpoint and of the 16-bit
+// model, and the host RAM the save adds on node 0.
+json save_json(const planner::SaveEstimate& save) {
+  return {{"checkpoint_bytes", save.checkpoint_total_bytes},
+          {"checkpoint_optim_file_bytes_per_rank", save.checkpoint_optim_file_bytes},
+          {"checkpoint_model_file_bytes", save.checkpoint_model_file_bytes},
+          {"model16_file_bytes", save.model16_file_bytes},
+          {"host_bytes_node0", save.host_bytes_node0},
+          {"host_ok", save.host_ok}};
+}
+
+}  // namespace
+
+json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
   const json collectives = collectives_json(p.time, planner::layout_of(w, p.zero).zero());
   const auto& z = p.zero;
   json out =
@@ -118,20 +155,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            {"host_speed", w.train.host_speed},  // --host-speed (planner/training_spec.h)
            // --cpu-threads (planner/cpu_optimizer.h); null: the per-node assumption.
            {"cpu_threads", w.train.cpu_threads > 0 ? nlohmann::json(w.train.cpu_threads) : nlohmann::json()},
-           // The training script's kernels the plan assumed (--kernels; issue 24 items 3 and 6):
-           // attn_implementation as transformers names it, and the loss.
-           {"kernels",
-            {{"attention", w.train.attention == planner::Attention::Eager ? "eager"
-                           : w.train.flash_attention_3                    ? "flash_attention_3"
-                           : w.train.flash_attention_2                    ? "flash_attention_2"
-                                                                          : "sdpa"},
-             // The kernel that attention runs on this GPU (SDPA's own pick resolved by --torch-version).
-             {"attention_backend", planner::to_string(planner::attention_backend(w.cluster.gpu, w.train))},
-             {"loss", w.train.liger ? "liger_fused_linear_cross_entropy" : "transformers_cross_entropy"},
-             // --kernels tiled-mlp (planner/tiled_mlp.h): DeepSpeed's TiledMLP and its shard count.
-             {"mlp", w.train.tiled_mlp ? "tiled_mlp" : "module"},
-             {"tiled_mlp_shards",
-              w.train.tiled_mlp ? nlohmann::json(planner::tiled_mlp_shards(w)) : nlohmann::json()}}},
+           {"kernels", kernels_json(w)},
            {"torch_version", planner::torch_version_string(w.train.torch_version)},
            {"fits", p.fits},
            {"zero",
@@ -146,13 +170,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
              // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (--allow bf16-master).
              {"bf16_master_weights_and_grads", z.bf16_master_weights},
              {"bf16_optimizer_states", z.bf16_optimizer_states}}},
-           {"memory",
-            {{"gpu", gpu},
-             {"cpu",
-              {{"per_node", mem.host_per_node},
-               {"pinned_per_node", mem.host_pinned_per_node},
-               {"load_per_node", mem.host_load_per_node},
-               {"capacity_per_node", w.cluster.host_memory_bytes_per_node}}}}},
+           {"memory", memory_json(w, p)},
            {"time",
             {{"step_s", p.time.step_s},
              {"compute_s", p.time.compute_s},
@@ -167,15 +185,7 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
              {"error_band", p.time.error_band}}},
            {"communication",
             {{"bytes_per_rank_per_step", p.time.comm_bytes_per_rank}, {"collectives", collectives}}},
-           // The checkpoint save (planner/save_phase.h): disk bytes of DeepSpeed's checkpoint and of the
-           // 16-bit model, and the host RAM the save adds on node 0.
-           {"save",
-            {{"checkpoint_bytes", p.save.checkpoint_total_bytes},
-             {"checkpoint_optim_file_bytes_per_rank", p.save.checkpoint_optim_file_bytes},
-             {"checkpoint_model_file_bytes", p.save.checkpoint_model_file_bytes},
-             {"model16_file_bytes", p.save.model16_file_bytes},
-             {"host_bytes_node0", p.save.host_bytes_node0},
-             {"host_ok", p.save.host_ok}}},
+           {"save", save_json(p.save)},
            {"throughput",
             {{"tokens_per_s", p.tokens_per_s},
              {"tokens_per_s_per_gpu", p.tokens_per_s_per_gpu},

@@ -151,42 +151,25 @@ json activation_checkpointing_section(const planner::Workload& w, const planner:
   return {{"partition_activations", w.train.partition_activations}, {"cpu_checkpointing", true}};
 }
 
-}  // namespace
-
-json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto) {
-  return deepspeed_config(w, p, ConfigOptions{hf_auto, false});
+// A value the HF Trainer fills from its own arguments: written "auto" in hf_auto mode, so the Trainer
+// checks or fills it, and as the plan's value otherwise.
+json auto_or(bool hf_auto, json v) {
+  return hf_auto ? json("auto") : v;
 }
 
-json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const ConfigOptions& o) {
+// Writes the precision sections ("bf16" / "fp16") of the config `c`: the one the plan trains in, with
+// DeepSpeed's loss scaling written out for fp16, and both off explicitly for fp32.
+void add_precision_sections(json& c, const planner::Plan& p, bool hf_auto) {
   const auto& z = p.zero;
-  const int64_t world = w.cluster.world_size();
-  ZP_CHECK(z.micro_batch > 0 && z.grad_accum > 0 && world > 0, "plan has micro {} accum {} world {}",
-           z.micro_batch, z.grad_accum, world);
-  ZP_CHECK(z.stage >= 0 && z.stage <= 3, "plan has ZeRO stage {}", z.stage);
-  // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1) and parameters only with stage 3.
-  ZP_CHECK(z.stage >= 1 || z.offload_optimizer == Offload::None, "stage-0 plan with optimizer offload");
-  ZP_CHECK(z.stage == 3 || z.offload_param == Offload::None, "stage-{} plan with parameter offload", z.stage);
-  const auto auto_or = [&](json v) { return o.hf_auto ? json("auto") : v; };
-  const double h = static_cast<double>(w.model.hidden_size);
-
-  json c = json::object();
-  // DeepSpeed asserts train_batch_size == micro * accum * world (runtime/config.py _batch_assertion),
-  // where world is GPUs / sequence_parallel_size; AutoTP ranks count as replicas there
-  // (planner/parallel.h deepspeed_batch_world).
-  c["train_batch_size"] =
-      auto_or(checked_mul(checked_mul(z.micro_batch, z.grad_accum), planner::deepspeed_batch_world(w)));
-  c["train_micro_batch_size_per_gpu"] = auto_or(z.micro_batch);
-  c["gradient_accumulation_steps"] = auto_or(z.grad_accum);
-  c["gradient_clipping"] = auto_or(kGradientClipping);
   switch (p.precision) {
     case Precision::BF16:
-      c["bf16"] = {{"enabled", auto_or(true)}};
+      c["bf16"] = {{"enabled", auto_or(hf_auto, true)}};
       // runtime/precision_config.py (>= 0.18.3); configs/check.cpp master_weights for the rules.
       if (z.bf16_master_weights) c["bf16"]["bf16_master_weights_and_grads"] = true;
       if (z.bf16_optimizer_states) c["bf16"]["bf16_optimizer_states"] = true;
       break;
     case Precision::FP16:
-      c["fp16"] = {{"enabled", auto_or(true)},
+      c["fp16"] = {{"enabled", auto_or(hf_auto, true)},
                    {"loss_scale", kLossScale},
                    {"initial_scale_power", kInitialScalePower},
                    {"loss_scale_window", kLossScaleWindow},
@@ -201,12 +184,17 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
       c["bf16"] = {{"enabled", false}};
       break;
   }
+}
 
+// The "zero_optimization" block: the stage, its buckets and switches (stages 1-2 and 3 take different
+// keys) and the offload sections, so DeepSpeed partitions and offloads as the plan priced it.
+json zero_optimization_block(const planner::Workload& w, const planner::ZeroConfig& z, bool hf_auto) {
+  const double h = static_cast<double>(w.model.hidden_size);
   json zo = {{"stage", z.stage}};
   // Sizes the HF Trainer would fill identically are written "auto" in hf_auto mode; a tuned value
   // that differs is kept as a number, because "auto" would replace it by the Trainer's h^2-based value.
   const auto size_or_auto = [&](int64_t v, double trainer_value) {
-    return (o.hf_auto && h > 0 && trainer_fills(v, trainer_value)) ? json("auto") : json(v);
+    return (hf_auto && h > 0 && trainer_fills(v, trainer_value)) ? json("auto") : json(v);
   };
   if (z.stage == 1 || z.stage == 2) {
     zo["reduce_bucket_size"] = size_or_auto(z.reduce_bucket_size, h * h);
@@ -237,7 +225,52 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     if (z.offload_param != Offload::None)
       zo["offload_param"] = offload_section(z.offload_param, z.pin_memory, true, w);
   }
-  c["zero_optimization"] = zo;
+  return zo;
+}
+
+// Writes the "optimizer" (AdamW) and "scheduler" (WarmupLR) sections (with_optimizer only), so a
+// script that passes no optimizer of its own gets one DeepSpeed builds.
+void add_optimizer_sections(json& c, bool hf_auto) {
+  c["optimizer"] = {{"type", "AdamW"},
+                    {"params",
+                     {{"lr", auto_or(hf_auto, kAdamLr)},
+                      {"betas", auto_or(hf_auto, json::array({kAdamBeta1, kAdamBeta2}))},
+                      {"eps", auto_or(hf_auto, kAdamEps)},
+                      {"weight_decay", auto_or(hf_auto, kAdamWeightDecay)}}}};
+  c["scheduler"] = {{"type", "WarmupLR"},
+                    {"params",
+                     {{"warmup_min_lr", auto_or(hf_auto, kWarmupMinLr)},
+                      {"warmup_max_lr", auto_or(hf_auto, kWarmupMaxLr)},
+                      {"warmup_num_steps", auto_or(hf_auto, kWarmupNumSteps)}}}};
+}
+
+}  // namespace
+
+json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto) {
+  return deepspeed_config(w, p, ConfigOptions{hf_auto, false});
+}
+
+json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const ConfigOptions& o) {
+  const auto& z = p.zero;
+  const int64_t world = w.cluster.world_size();
+  ZP_CHECK(z.micro_batch > 0 && z.grad_accum > 0 && world > 0, "plan has micro {} accum {} world {}",
+           z.micro_batch, z.grad_accum, world);
+  ZP_CHECK(z.stage >= 0 && z.stage <= 3, "plan has ZeRO stage {}", z.stage);
+  // DeepSpeed offloads the optimizer only with ZeRO (stage >= 1) and parameters only with stage 3.
+  ZP_CHECK(z.stage >= 1 || z.offload_optimizer == Offload::None, "stage-0 plan with optimizer offload");
+  ZP_CHECK(z.stage == 3 || z.offload_param == Offload::None, "stage-{} plan with parameter offload", z.stage);
+
+  json c = json::object();
+  // DeepSpeed asserts train_batch_size == micro * accum * world (runtime/config.py _batch_assertion),
+  // where world is GPUs / sequence_parallel_size; AutoTP ranks count as replicas there
+  // (planner/parallel.h deepspeed_batch_world).
+  c["train_batch_size"] = auto_or(
+      o.hf_auto, checked_mul(checked_mul(z.micro_batch, z.grad_accum), planner::deepspeed_batch_world(w)));
+  c["train_micro_batch_size_per_gpu"] = auto_or(o.hf_auto, z.micro_batch);
+  c["gradient_accumulation_steps"] = auto_or(o.hf_auto, z.grad_accum);
+  c["gradient_clipping"] = auto_or(o.hf_auto, kGradientClipping);
+  add_precision_sections(c, p, o.hf_auto);
+  c["zero_optimization"] = zero_optimization_block(w, z, o.hf_auto);
   // Expert parallelism (planner/expert_parallel.h): DeepSpeed 0.19.8's AutoEP reads "expert_parallel"
   // (runtime/config.py get_expert_parallel_config -> module_inject/auto_ep_config.py parse_autoep_config) and
   // replaces the HF MoE blocks inside deepspeed.initialize (engine.py _configure_expert_parallel); the
@@ -254,19 +287,7 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
   if (json ac = activation_checkpointing_section(w, z); !ac.is_null())
     c["activation_checkpointing"] = std::move(ac);
 
-  if (o.with_optimizer) {
-    c["optimizer"] = {{"type", "AdamW"},
-                      {"params",
-                       {{"lr", auto_or(kAdamLr)},
-                        {"betas", auto_or(json::array({kAdamBeta1, kAdamBeta2}))},
-                        {"eps", auto_or(kAdamEps)},
-                        {"weight_decay", auto_or(kAdamWeightDecay)}}}};
-    c["scheduler"] = {{"type", "WarmupLR"},
-                      {"params",
-                       {{"warmup_min_lr", auto_or(kWarmupMinLr)},
-                        {"warmup_max_lr", auto_or(kWarmupMaxLr)},
-                        {"warmup_num_steps", auto_or(kWarmupNumSteps)}}}};
-  }
+  if (o.with_optimizer) add_optimizer_sections(c, o.hf_auto);
   return c;
 }
 
@@ -303,16 +324,17 @@ std::string launch_script(const planner::Workload& w, const std::string& config_
   return s;
 }
 
-std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p,
-                                  const std::string& config_path) {
+namespace {
+
+// The snippet's AutoTP header lines: what the config enables and the versions and batch rule it needs,
+// "" without --tp.
+std::string autotp_note(const planner::Workload& w, const planner::Plan& p) {
   const auto& z = p.zero;
-  std::string s = "# Generated by zeroplan: HF TrainingArguments matching " + config_path + ".\n";
-  s += "# The Trainer checks these against the DeepSpeed config (and fills its \"auto\" values from them).\n";
   // AutoTP (planner/tensor_parallel.h): enabled by the config alone; DeepSpeed's AutoTP training blog
   // (blogs/huggingface-tp/README.md, "Usage") names transformers >= 4.50.1 and accelerate >= 1.6.0, and the
   // engine asserts on its first forward that the ranks of a TP group got the same batch.
   if (p.tensor_parallel > 1)
-    s += fmt::format(
+    return fmt::format(
         "# AutoTP: tensor_parallel.autotp_size {} is in the DeepSpeed config (transformers >= 4.50.1, "
         "accelerate\n"
         "# >= 1.6.0). The {} GPUs of each TP group must get the same batch: DeepSpeed checks it on the "
@@ -321,16 +343,13 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
         "# {} distinct sequences per step.\n",
         p.tensor_parallel, p.tensor_parallel, p.tensor_parallel,
         z.micro_batch * z.grad_accum * planner::data_parallel_size(w));
-  if (p.sequence_parallel > 1)
-    s += "from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig\n";
-  s += "from transformers import TrainingArguments\n\n";
-  s += "training_args = TrainingArguments(\n";
-  s += "    output_dir=\"output\",\n";
-  s += fmt::format("    per_device_train_batch_size={},\n", z.micro_batch);
-  s += fmt::format("    gradient_accumulation_steps={},\n", z.grad_accum);
-  s += fmt::format("    max_grad_norm={:.1f},\n", kGradientClipping);
-  if (p.precision == Precision::BF16) s += "    bf16=True,\n";
-  if (p.precision == Precision::FP16) s += "    fp16=True,\n";
+  return "";
+}
+
+// The gradient_checkpointing arguments for the plan's recomputation (the DeepSpeed config has no switch
+// for it), with the checkpoint-offload and selective-recompute instructions the Trainer cannot express.
+std::string gradient_checkpointing_args(const planner::Workload& w, const planner::ZeroConfig& z) {
+  std::string s;
   switch (z.checkpointing) {
     case planner::Checkpointing::Full:
       // Full recomputation of every decoder layer: only the layer inputs stay saved. It is set in the
@@ -364,6 +383,13 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
       s += "    gradient_checkpointing=False,\n";
       break;
   }
+  return s;
+}
+
+// The kernel lines (--kernels): use_liger_kernel, and the TiledMLP and FlashAttention instructions for
+// the model code, since the plan's loss, MLP and attention figures assumed those kernels.
+std::string kernel_args(const planner::Workload& w) {
+  std::string s;
   // --kernels liger: the Trainer applies Liger-Kernel to the model (transformers integrations/liger.py);
   // the plan's loss memory assumed its fused linear cross-entropy.
   if (w.train.liger) s += "    use_liger_kernel=True,\n";
@@ -387,29 +413,40 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
     s += "    # The plan assumes FlashAttention-2: load the model with\n"
          "    # AutoModelForCausalLM.from_pretrained(..., attn_implementation=\"flash_attention_2\")\n"
          "    # (pip install flash-attn).\n";
-  if (p.sequence_parallel > 1)
-    // transformers docs deepspeed_alst.md (Ulysses sequence parallelism, accelerate >= 1.12): the Trainer
-    // shards the batch, builds position_ids and aggregates the loss across the SP group.
-    s += fmt::format(
-        "    # Ulysses sequence parallelism (the plan assumes sp {}): needs accelerate>=1.12, and a "
-        "collator\n"
-        "    # padding to a multiple of {} (pad_to_multiple_of={}).\n"
-        "    parallelism_config=ParallelismConfig(\n"
-        "        sp_backend=\"deepspeed\",\n"
-        "        sp_size={},\n"
-        "        dp_replicate_size={},\n"
-        "        sp_handler=DeepSpeedSequenceParallelConfig(\n"
-        "            sp_seq_length_is_variable=True,\n"
-        "            sp_attn_implementation=\"{}\",\n"
-        "        ),\n"
-        "    ),\n",
-        p.sequence_parallel, p.sequence_parallel, p.sequence_parallel, p.sequence_parallel,
-        planner::data_parallel_size(w),
-        w.train.flash_attention_3   ? "flash_attention_3"
-        : w.train.flash_attention_2 ? "flash_attention_2"
-                                    : "sdpa");
-  s += fmt::format("    deepspeed={},\n", py_string(config_path));
-  s += ")\n";
+  return s;
+}
+
+// The parallelism_config argument for Ulysses SP (--sp), so the Trainer builds the SP groups the
+// config's sequence_parallel_size counts; "" without it.
+std::string sequence_parallel_args(const planner::Workload& w, const planner::Plan& p) {
+  if (p.sequence_parallel <= 1) return "";
+  // transformers docs deepspeed_alst.md (Ulysses sequence parallelism, accelerate >= 1.12): the Trainer
+  // shards the batch, builds position_ids and aggregates the loss across the SP group.
+  return fmt::format(
+      "    # Ulysses sequence parallelism (the plan assumes sp {}): needs accelerate>=1.12, and a "
+      "collator\n"
+      "    # padding to a multiple of {} (pad_to_multiple_of={}).\n"
+      "    parallelism_config=ParallelismConfig(\n"
+      "        sp_backend=\"deepspeed\",\n"
+      "        sp_size={},\n"
+      "        dp_replicate_size={},\n"
+      "        sp_handler=DeepSpeedSequenceParallelConfig(\n"
+      "            sp_seq_length_is_variable=True,\n"
+      "            sp_attn_implementation=\"{}\",\n"
+      "        ),\n"
+      "    ),\n",
+      p.sequence_parallel, p.sequence_parallel, p.sequence_parallel, p.sequence_parallel,
+      planner::data_parallel_size(w),
+      w.train.flash_attention_3   ? "flash_attention_3"
+      : w.train.flash_attention_2 ? "flash_attention_2"
+                                  : "sdpa");
+}
+
+// The comment lines after the TrainingArguments call: what the script must do to the model itself
+// (QLoRA's package versions, AutoEP's expert layers, the PEFT wrapper).
+std::string model_setup_notes(const planner::Workload& w, const planner::Plan& p) {
+  const auto& z = p.zero;
+  std::string s;
   for (const auto& warning : emit_warnings(w, p))
     if (warning.rfind("QLoRA", 0) == 0) s += "# " + warning + "\n";
   if (z.ep_size > 1)
@@ -427,6 +464,33 @@ std::string training_args_snippet(const planner::Workload& w, const planner::Pla
     s += fmt::format(
         "# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
         planner::to_string(w.train.method), w.train.lora_rank);
+  return s;
+}
+
+}  // namespace
+
+std::string training_args_snippet(const planner::Workload& w, const planner::Plan& p,
+                                  const std::string& config_path) {
+  const auto& z = p.zero;
+  std::string s = "# Generated by zeroplan: HF TrainingArguments matching " + config_path + ".\n";
+  s += "# The Trainer checks these against the DeepSpeed config (and fills its \"auto\" values from them).\n";
+  s += autotp_note(w, p);
+  if (p.sequence_parallel > 1)
+    s += "from accelerate.utils import DeepSpeedSequenceParallelConfig, ParallelismConfig\n";
+  s += "from transformers import TrainingArguments\n\n";
+  s += "training_args = TrainingArguments(\n";
+  s += "    output_dir=\"output\",\n";
+  s += fmt::format("    per_device_train_batch_size={},\n", z.micro_batch);
+  s += fmt::format("    gradient_accumulation_steps={},\n", z.grad_accum);
+  s += fmt::format("    max_grad_norm={:.1f},\n", kGradientClipping);
+  if (p.precision == Precision::BF16) s += "    bf16=True,\n";
+  if (p.precision == Precision::FP16) s += "    fp16=True,\n";
+  s += gradient_checkpointing_args(w, z);
+  s += kernel_args(w);
+  s += sequence_parallel_args(w, p);
+  s += fmt::format("    deepspeed={},\n", py_string(config_path));
+  s += ")\n";
+  s += model_setup_notes(w, p);
   return s;
 }
 

@@ -910,6 +910,90 @@ std::string offload_sentence(const Workload& w, const ModelStats& s, const Searc
   }
 }
 
+// Why the 16-bit model is not gathered on save: stage 3 with stage3_gather_16bit_weights_on_model_save
+// off (rank 0's host RAM), and where the weights come from then; "" otherwise.
+std::string save_sentence(const Workload& w, const ModelStats& s, const Plan& rec) {
+  if (rec.zero.stage != 3 || rec.zero.gather_16bit_weights_on_model_save) return "";
+  return fmt::format(
+      "Saving: stage3_gather_16bit_weights_on_model_save is off, because gathering the {} 16-bit model "
+      "into "
+      "rank 0's host memory would not fit beside the {} training holds per node; the HF Trainer then saves "
+      "DeepSpeed's checkpoint ({} on disk) and the weights come from zero_to_fp32.py, offline.",
+      gb(checked_mul(w.train.precision == Precision::FP32 ? 4 : 2, s.mem.total_params)),
+      gb(rec.memory.host_per_node), gb(rec.save.checkpoint_total_bytes));
+}
+
+// The micro-batch and what limits it: memory (the next size does not fit) or speed; or the global
+// batch as asked; "" where the user fixed the micro-batch alone.
+std::string micro_batch_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                 const Plan& rec) {
+  if (!w.train.micro_batch && !w.train.global_batch) {
+    ZeroConfig z = rec.zero;
+    z.micro_batch += 1;
+    const Plan next = evaluate_plan(w, s, z, opts.memory_margin);
+    if (!next.fits) {
+      const int64_t grow =
+          next.memory.category(Category::Activations) - rec.memory.category(Category::Activations);
+      return fmt::format(
+          "Micro-batch {} is the largest that fits with this configuration: {} would need {} of {} usable "
+          "(activations grow by {} per sample of {} tokens).",
+          rec.zero.micro_batch, z.micro_batch, gb(next.memory.peak), gb(next.capacity_bytes), gb(grow),
+          w.train.seq_len);
+    }
+    return fmt::format("Micro-batch {} is the fastest found; micro-batch {} also fits but reaches only {}.",
+                       rec.zero.micro_batch, z.micro_batch, tps(next.tokens_per_s));
+  }
+  if (w.train.global_batch)
+    return fmt::format("Global batch {} = micro-batch {} x grad-accum {} x {} {}, as asked.",
+                       rec.global_batch, rec.zero.micro_batch, rec.zero.grad_accum, data_parallel_size(w),
+                       w.train.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs");
+  return "";
+}
+
+// Appends the one-knob advice: the variants that fit and are faster (at most three), the setting that
+// would cost most if changed, or, with nothing faster, what limits the step.
+void add_knob_advice(const Workload& w, const ModelStats& s, const SearchOptions& opts, const Plan& rec,
+                     std::vector<std::string>& reasons) {
+  // What to change: every one-knob variant that fits and is at least 2% faster, fastest first; and
+  // the knob that would cost the most if changed the wrong way.
+  std::vector<Knob> knobs = knob_effects(w, s, opts, rec);
+  std::sort(knobs.begin(), knobs.end(),
+            [](const Knob& a, const Knob& b) { return a.plan.tokens_per_s > b.plan.tokens_per_s; });
+  std::string faster;
+  int listed = 0;
+  for (const Knob& k : knobs) {
+    if (!k.plan.fits || k.plan.tokens_per_s < rec.tokens_per_s * 1.02 || listed >= 3) continue;
+    faster +=
+        fmt::format("{}{} -> {} ({}, step {})", listed == 0 ? "" : "; ", k.what, tps(k.plan.tokens_per_s),
+                    pct(k.plan.tokens_per_s, rec.tokens_per_s), ms(k.plan.time.step_s));
+    ++listed;
+  }
+  if (!faster.empty()) reasons.push_back("To go faster: " + faster + ".");
+  const Knob* worst = nullptr;
+  for (const Knob& k : knobs)
+    if (k.plan.fits && k.plan.tokens_per_s < rec.tokens_per_s * 0.9 &&
+        (worst == nullptr || k.plan.tokens_per_s < worst->plan.tokens_per_s))
+      worst = &k;
+  if (worst != nullptr)
+    reasons.push_back(fmt::format("Keep this setting: {} would drop to {} ({}).", worst->what,
+                                  tps(worst->plan.tokens_per_s),
+                                  pct(worst->plan.tokens_per_s, rec.tokens_per_s)));
+  const double step = rec.time.step_s;
+  if (faster.empty() && step > 0) {
+    if (rec.time.exposed_communication_s > 0.15 * step)
+      reasons.push_back(fmt::format(
+          "No knob within this search speeds it up by 2% or more; exposed communication ({:.0f}% of the step "
+          "over {}) "
+          "is the limit: a faster interconnect or more tokens per step (larger global batch) would help.",
+          rec.time.exposed_communication_s / step * 100, link_names(w)));
+    else
+      reasons.push_back(
+          fmt::format("No knob within this search speeds it up by 2% or more; the step is {:.0f}% GPU "
+                      "compute at MFU {:.0f}%.",
+                      rec.time.compute_s / step * 100, rec.mfu * 100));
+  }
+}
+
 }  // namespace
 
 void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, SearchResult& r) {
@@ -938,82 +1022,16 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
         network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
     if (!q.empty()) r.reasons.push_back(std::move(q));
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
-  if (rec.zero.stage == 3 && !rec.zero.gather_16bit_weights_on_model_save)
-    r.reasons.push_back(fmt::format(
-        "Saving: stage3_gather_16bit_weights_on_model_save is off, because gathering the {} 16-bit model "
-        "into "
-        "rank 0's host memory would not fit beside the {} training holds per node; the HF Trainer then saves "
-        "DeepSpeed's checkpoint ({} on disk) and the weights come from zero_to_fp32.py, offline.",
-        gb(checked_mul(w.train.precision == Precision::FP32 ? 4 : 2, s.mem.total_params)),
-        gb(rec.memory.host_per_node), gb(rec.save.checkpoint_total_bytes)));
+  if (std::string q = save_sentence(w, s, rec); !q.empty()) r.reasons.push_back(std::move(q));
 
   r.reasons.push_back(offload_sentence(w, s, opts, rec));
 
   if (auto warn = eager_scores_warning(w, s); !warn.empty()) r.reasons.push_back(warn);
 
   // The micro-batch and what limits it.
-  if (!w.train.micro_batch && !w.train.global_batch) {
-    ZeroConfig z = rec.zero;
-    z.micro_batch += 1;
-    const Plan next = evaluate_plan(w, s, z, opts.memory_margin);
-    if (!next.fits) {
-      const int64_t grow =
-          next.memory.category(Category::Activations) - rec.memory.category(Category::Activations);
-      r.reasons.push_back(fmt::format(
-          "Micro-batch {} is the largest that fits with this configuration: {} would need {} of {} usable "
-          "(activations grow by {} per sample of {} tokens).",
-          rec.zero.micro_batch, z.micro_batch, gb(next.memory.peak), gb(next.capacity_bytes), gb(grow),
-          w.train.seq_len));
-    } else {
-      r.reasons.push_back(
-          fmt::format("Micro-batch {} is the fastest found; micro-batch {} also fits but reaches only {}.",
-                      rec.zero.micro_batch, z.micro_batch, tps(next.tokens_per_s)));
-    }
-  } else if (w.train.global_batch) {
-    r.reasons.push_back(fmt::format("Global batch {} = micro-batch {} x grad-accum {} x {} {}, as asked.",
-                                    rec.global_batch, rec.zero.micro_batch, rec.zero.grad_accum,
-                                    data_parallel_size(w),
-                                    w.train.sequence_parallel > 1 ? "data-parallel ranks" : "GPUs"));
-  }
+  if (std::string q = micro_batch_sentence(w, s, opts, rec); !q.empty()) r.reasons.push_back(std::move(q));
 
-  // What to change: every one-knob variant that fits and is at least 2% faster, fastest first; and
-  // the knob that would cost the most if changed the wrong way.
-  std::vector<Knob> knobs = knob_effects(w, s, opts, rec);
-  std::sort(knobs.begin(), knobs.end(),
-            [](const Knob& a, const Knob& b) { return a.plan.tokens_per_s > b.plan.tokens_per_s; });
-  std::string faster;
-  int listed = 0;
-  for (const Knob& k : knobs) {
-    if (!k.plan.fits || k.plan.tokens_per_s < rec.tokens_per_s * 1.02 || listed >= 3) continue;
-    faster +=
-        fmt::format("{}{} -> {} ({}, step {})", listed == 0 ? "" : "; ", k.what, tps(k.plan.tokens_per_s),
-                    pct(k.plan.tokens_per_s, rec.tokens_per_s), ms(k.plan.time.step_s));
-    ++listed;
-  }
-  if (!faster.empty()) r.reasons.push_back("To go faster: " + faster + ".");
-  const Knob* worst = nullptr;
-  for (const Knob& k : knobs)
-    if (k.plan.fits && k.plan.tokens_per_s < rec.tokens_per_s * 0.9 &&
-        (worst == nullptr || k.plan.tokens_per_s < worst->plan.tokens_per_s))
-      worst = &k;
-  if (worst != nullptr)
-    r.reasons.push_back(fmt::format("Keep this setting: {} would drop to {} ({}).", worst->what,
-                                    tps(worst->plan.tokens_per_s),
-                                    pct(worst->plan.tokens_per_s, rec.tokens_per_s)));
-  const double step = rec.time.step_s;
-  if (faster.empty() && step > 0) {
-    if (rec.time.exposed_communication_s > 0.15 * step)
-      r.reasons.push_back(fmt::format(
-          "No knob within this search speeds it up by 2% or more; exposed communication ({:.0f}% of the step "
-          "over {}) "
-          "is the limit: a faster interconnect or more tokens per step (larger global batch) would help.",
-          rec.time.exposed_communication_s / step * 100, link_names(w)));
-    else
-      r.reasons.push_back(
-          fmt::format("No knob within this search speeds it up by 2% or more; the step is {:.0f}% GPU "
-                      "compute at MFU {:.0f}%.",
-                      rec.time.compute_s / step * 100, rec.mfu * 100));
-  }
+  add_knob_advice(w, s, opts, rec, r.reasons);
 }
 
 }  // namespace zeroplan::planner
