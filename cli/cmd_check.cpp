@@ -246,6 +246,7 @@ CheckAnswer evaluate_check(const PlanFlags& flags, const planner::SearchOptions&
   a.ws.train.grad_accum.reset();
   a.ws.train.global_batch = rc.train_batch_size;
   a.ws.train.sequence_parallel = rc.sequence_parallel;  // the same Ulysses group: same sequences per step
+  a.ws.train.muon = rc.zero.muon;                       // the same optimizer, where Muon is priced
   // The same AutoTP size too (the planner's global batch counts distinct sequences: train_batch_size / tp).
   if (a.ws.train.tensor_parallel != rc.tensor_parallel) {
     const models::ModelSpec full = a.ws.full_model();
@@ -373,7 +374,8 @@ std::string advice_text(const configs::ReadConfig& rc, const CheckAnswer& a) {
     for (const auto& c : a.changes) s += "  " + configs::format_change(c) + "\n";
     // --global-batch counts distinct sequences: train_batch_size / tp under AutoTP (planner/parallel.h).
     const int tp = std::max(1, rc.tensor_parallel);
-    s += "  (write it with: zeroplan --model ... --gpus ... " + (tp > 1 ? fmt::format("--tp {} ", tp) : std::string()) +
+    s += "  (write it with: zeroplan --model ... --gpus ... " +
+         (tp > 1 ? fmt::format("--tp {} ", tp) : std::string()) + (rc.zero.muon ? "--optimizer muon " : "") +
          "--global-batch " + std::to_string(rc.train_batch_size / tp) + " --emit ds_config.json)\n";
   }
   return s;

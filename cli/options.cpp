@@ -12,6 +12,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/ds_runtime.h"
 #include "planner/hpz.h"
+#include "planner/muon.h"
 #include "planner/op_model.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
@@ -254,6 +255,12 @@ void add_stack_flags(CLI::App& app, PlanFlags& f) {
          "--max-seq", f.max_seq,
          "Find the longest sequence that fits (micro-batch 1 unless fixed), with a table of peak memory "
          "and tokens/s against the sequence length; --seq-len is ignored")
+      ->group(t);
+  app.add_option(
+         "--optimizer", f.optimizer,
+         "adamw (default) | muon: DeepSpeed's Muon (optimizer.type muon: Newton-Schulz on the hidden "
+         "matrices, AdamW on embeddings, head and norms), planned at ZeRO stages 1-2 with the optimizer "
+         "on the GPU, as DeepSpeed 0.19.8 runs it")
       ->group(t);
   app.add_option("--allow", f.allow,
                  "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
@@ -531,6 +538,7 @@ planner::Workload build_workload(const PlanFlags& f) {
       {{"auto", planner::MoeLeaf::Auto}, {"on", planner::MoeLeaf::On}, {"off", planner::MoeLeaf::Off}});
   t.memory_efficient_linear = parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear",
                                                  {{"on", true}, {"off", false}});
+  t.muon = parse_choice<bool>(f.optimizer, "--optimizer", {{"adamw", false}, {"muon", true}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)
@@ -554,6 +562,9 @@ planner::Workload build_workload(const PlanFlags& f) {
 
   w.model = load_workload_model(f, t);
   apply_layout_flags(f, w);
+  if (t.muon)
+    if (const std::string why = planner::muon_refusal(w); !why.empty())
+      throw_user_error("--optimizer muon: {}", why);
   // DeepSpeed's batch arithmetic counts data-parallel ranks: GPUs / --sp (planner/parallel.h).
   check_global_batch(w.train, planner::data_parallel_size(w));
   return w;
@@ -579,6 +590,24 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
     if (!small_count(f.ep) || std::stoi(f.ep) < 1)
       throw_user_error("--ep '{}' must be a positive integer (1 = no expert parallelism)", f.ep);
     o.ep = std::stoi(f.ep);
+  }
+  // Muon is modelled at stages 1-2 with the optimizer on the GPU (planner/muon.h): a fixed stage or
+  // offload outside that is refused here, in DeepSpeed's terms where it has them.
+  if (f.optimizer == "muon") {
+    if (o.stage && *o.stage == 3)
+      throw UserError(
+          "--optimizer muon at ZeRO stage 3 is not modelled (DeepSpeed 0.19.8 runs it only with "
+          "zero_optimization.reduce_scatter false: stage3.py 'Muon and reduce scatter cannot be used "
+          "together'); "
+          "use --stage 1 or 2");
+    if (o.stage && *o.stage == 0)
+      throw UserError("--optimizer muon at ZeRO stage 0 is not modelled; use --stage 1 or 2");
+    if ((o.offload_optimizer && *o.offload_optimizer != planner::Offload::None) ||
+        (o.offload_param && *o.offload_param != planner::Offload::None))
+      throw UserError(
+          "--optimizer muon with offload is not modelled (0.19.8 gathers each offloaded matrix's gradient "
+          "and "
+          "momentum on the GPU: stage_1_and_2.py _apply_muon_updates_cpu_offload); drop the offload flags");
   }
   if (f.hpz == "auto") {
     o.hpz_auto = true;

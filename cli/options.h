@@ -50,6 +50,8 @@ struct PlanFlags {
   // --allow LIST: levers that change the numerics, searched only when the user allows them
   // (bf16-master: DeepSpeed's bf16 master weights, gradients and optimizer states).
   std::string allow;
+  // --optimizer adamw|muon: the optimizer the plan prices (DeepSpeed's Muon: planner/muon.h).
+  std::string optimizer = "adamw";
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan

@@ -169,7 +169,9 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
              {"sub_group_size", z.sub_group_size},
              // bf16.bf16_master_weights_and_grads / bf16_optimizer_states (--allow bf16-master).
              {"bf16_master_weights_and_grads", z.bf16_master_weights},
-             {"bf16_optimizer_states", z.bf16_optimizer_states}}},
+             {"bf16_optimizer_states", z.bf16_optimizer_states},
+             // optimizer.type: "muon" with --optimizer muon (planner/muon.h), else AdamW.
+             {"optimizer", z.muon ? "muon" : "adamw"}}},
            {"memory", memory_json(w, p)},
            {"time",
             {{"step_s", p.time.step_s},

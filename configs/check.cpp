@@ -18,6 +18,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
 #include "planner/hpz.h"
+#include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -159,6 +160,7 @@ class Reader {
     traps();
     optimizer();
     master_weights();
+    if (!muon_name_.empty() && !muon()) adam_priced(muon_name_);
     wrapper();
     return std::move(r_);
   }
@@ -970,13 +972,11 @@ class Reader {
     // top of the master copy). DeepSpeed's adam/adamw, their muP variants and FusedLamb keep those two
     // moments (ops/adam/fused_adam.py, ops/lamb/fused_lamb.py); the others keep different state.
     static const char* const kAdamLike[] = {"adam", "adamw", "muadam", "muadamw", "lamb"};
-    if (std::none_of(std::begin(kAdamLike), std::end(kAdamLike), [&](const char* n) { return lower == n; }))
-      add(Severity::Warning, "optimizer.type",
-          fmt::format("{}: zeroplan prices Adam's optimizer states (two fp32 moments, 8 bytes per trainable "
-                      "parameter, besides the fp32 master copy); {} keeps different state, so the predicted "
-                      "optimizer states and step time are Adam's, not its",
-                      name, name),
-          "compare with an AdamW run, or read the optimizer's state size from its source");
+    if (lower == "muon")
+      muon_name_ = name;  // judged by muon() once the precision and bf16 master keys are read
+    else if (std::none_of(std::begin(kAdamLike), std::end(kAdamLike),
+                          [&](const char* n) { return lower == n; }))
+      adam_priced(name);
     // engine.py _configure_basic_optimizer raises before building any optimizer (every release the key
     // tables cover; recorded: adv_max_grad_norm_param).
     if (find(cfg_, {"optimizer", "params", "max_grad_norm"}) != nullptr)
@@ -985,6 +985,44 @@ class Reader {
           "switch to using the deepspeed parameter 'gradient_clipping'\"",
           "move it to the top level as \"gradient_clipping\"",
           json{{"op", "rename"}, {"to", "gradient_clipping"}});
+  }
+
+  void adam_priced(const std::string& name) {
+    add(Severity::Warning, "optimizer.type",
+        fmt::format("{}: zeroplan prices Adam's optimizer states (two fp32 moments, 8 bytes per trainable "
+                    "parameter, besides the fp32 master copy); {} keeps different state, so the predicted "
+                    "optimizer states and step time are Adam's, not its",
+                    name, name),
+        "compare with an AdamW run, or read the optimizer's state size from its source");
+  }
+
+  // optimizer.type "muon" (runtime/zero/muon/muon_optimizer.py MuonWithAuxAdam; planner/muon.h): DeepSpeed's
+  // refusals, and whether zeroplan prices it (stages 1-2, the optimizer on the GPU, what muon_refusal
+  // accepts); false leaves the Adam warning to say what is priced instead.
+  bool muon() {
+    const planner::ZeroConfig& z = r_.zero;
+    // stage3.py DeepSpeedZeroOptimizer_Stage3.__init__ (0.19.8), recorded: llama-gqa_s3_n2_bf16_muon.
+    if (z.stage == 3 && z.reduce_scatter) {
+      add(Severity::Error, "optimizer.type",
+          "DeepSpeed raises \"ValueError: Muon and reduce scatter cannot be used together\" at ZeRO stage 3 "
+          "(zero_optimization.reduce_scatter defaults to true)",
+          "set zero_optimization.reduce_scatter false, or use ZeRO stage 1 or 2");
+      return true;
+    }
+    if (z.stage < 1 || z.stage > 2 || z.offload_optimizer != planner::Offload::None || z.bf16_master_weights)
+      return false;
+    planner::Workload w = w_;
+    w.train.precision = r_.precision;
+    w.train.muon = true;
+    if (!planner::muon_refusal(w).empty()) return false;
+    r_.zero.muon = true;
+    add(Severity::Info, "optimizer.type",
+        "muon: priced as DeepSpeed 0.19.8 runs it at this stage (one momentum and its staged copy over the "
+        "hidden matrices each rank's partition touches, Adam on the embeddings, head and norms, "
+        "Newton-Schulz "
+        "in the step; planner/muon.h)",
+        "");
+    return true;
   }
 
   // bf16.bf16_master_weights_and_grads / bf16.bf16_optimizer_states (DeepSpeed >= 0.18.3; older
@@ -1220,6 +1258,7 @@ class Reader {
 
   const json& cfg_;
   const planner::Workload& w_;
+  std::string muon_name_;     // optimizer.type as written when it is Muon
   bool sp_comm_fp32_ = true;  // seq_parallel_communication_data_type (planner::ZeroConfig)
   ReadConfig r_;
   bool v1_ = false;
@@ -1253,6 +1292,8 @@ planner::Workload workload_for_config(const planner::Workload& w, const ReadConf
   wc.train.global_batch = r.train_batch_size;
   wc.train.checkpointing = r.zero.checkpointing;
   wc.train.sequence_parallel = r.sequence_parallel;
+  // Muon as priced (Reader::muon): the recommendation searched beside it keeps the optimizer.
+  wc.train.muon = r.zero.muon;
   if (wc.train.tensor_parallel != r.tensor_parallel) {  // AutoTP: one TP rank's shard of the model as given
     const models::ModelSpec full = wc.full_model();
     wc.model = full;
@@ -1293,6 +1334,10 @@ std::vector<ConfigChange> diff_plans(const planner::Workload& w, const nlohmann:
     from.erase(k);
     to.erase(k);
   }
+  // The optimizer section (written for Muon, configs/emit.cpp add_muon_optimizer): the recommendation keeps
+  // the user's optimizer and its hyper-parameters, so its keys are not changes.
+  for (auto* m : {&from, &to})
+    std::erase_if(*m, [](const auto& kv) { return kv.first.rfind("optimizer.", 0) == 0; });
   std::map<std::string, bool> keys;
   for (const auto& [k, _] : from) keys[k] = true;
   for (const auto& [k, _] : to) keys[k] = true;

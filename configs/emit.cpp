@@ -244,6 +244,22 @@ void add_optimizer_sections(json& c, bool hf_auto) {
                       {"warmup_num_steps", auto_or(hf_auto, kWarmupNumSteps)}}}};
 }
 
+// DeepSpeed's Muon (planner/muon.h): the optimizer section is what selects it, so it is written whether or
+// not --emit-optimizer asked for one (the HF Trainer then builds no optimizer of its own). muon_lr and
+// momentum are Muon's reference defaults (github.com/KellerJordan/Muon muon.py: lr 0.02, momentum 0.95);
+// adam_lr is the AdamW half's (engine.py _muon_half_defaults reads muon_lr / adam_lr over lr).
+void add_muon_optimizer(json& c, bool hf_auto) {
+  c["optimizer"] = {{"type", "muon"},
+                    {"params",
+                     {{"lr", auto_or(hf_auto, kAdamLr)},
+                      {"muon_lr", 0.02},
+                      {"adam_lr", kAdamLr},
+                      {"momentum", 0.95},
+                      {"betas", auto_or(hf_auto, json::array({kAdamBeta1, kAdamBeta2}))},
+                      {"eps", auto_or(hf_auto, kAdamEps)},
+                      {"weight_decay", auto_or(hf_auto, kAdamWeightDecay)}}}};
+}
+
 }  // namespace
 
 json deepspeed_config(const planner::Workload& w, const planner::Plan& p, bool hf_auto) {
@@ -288,6 +304,7 @@ json deepspeed_config(const planner::Workload& w, const planner::Plan& p, const 
     c["activation_checkpointing"] = std::move(ac);
 
   if (o.with_optimizer) add_optimizer_sections(c, o.hf_auto);
+  if (z.muon) add_muon_optimizer(c, o.hf_auto);
   return c;
 }
 

@@ -148,7 +148,8 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
             // and stage 3's norm all-reduce dtype. Neither changes stage 2's or stage 0's calls.
             int(z.overlap_comm && z.stage == 1) << 22 |
             int(z.offload_optimizer != Offload::None && (z.stage == 1 || z.stage == 3)) << 23 |
-            int(w.model.params_only) << 24 | int(z.seq_parallel_comm_fp32) << 25;
+            int(w.model.params_only) << 24 | int(z.seq_parallel_comm_fp32) << 25 |
+            int(z.muon) << 26;  // Muon's two param groups: two norms and two post-step gathers
   return k;
 }
 

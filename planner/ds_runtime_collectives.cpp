@@ -31,6 +31,7 @@
 #include "planner/comm_model.h"
 #include "planner/ds_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
@@ -751,6 +752,20 @@ void CallListBuilder::zero12() {
   if (w.train.precision != Precision::FP32 && w.train.deepspeed_version == DeepSpeedVersion::V0_19_8) {
     add(kStep, CollectiveKind::AllReduce, 1, 1, "DeepSpeedZeroOptimizer.has_overflow");
     tp_scalar(1);
+  }
+  if (z.muon) {
+    // Muon's two param groups (planner/muon.h), each normed and gathered on its own, Muon's first
+    // (recorded: tests/deepspeed/fixtures-muon, llama-gqa_s{1,2}_n{2,4}_*_muon).
+    const MuonHoldings h = muon_holdings(w.model, N);
+    add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
+    add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
+    if (N > 1) {
+      add(kStep, CollectiveKind::AllGather, h.muon_partition * comm, comm,
+          "all_gather_into_tensor_dp_groups");
+      add(kStep, CollectiveKind::AllGather, h.adam_partition * comm, comm,
+          "all_gather_into_tensor_dp_groups");
+    }
+    return;
   }
   add(kStep, CollectiveKind::AllReduce, 4, 4, "DeepSpeedZeroOptimizer.get_grad_norm_direct");
   tp_scalar(4);

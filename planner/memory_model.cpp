@@ -26,6 +26,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -118,6 +119,7 @@ struct StatesContext {
   void add_zero12_optimizer(MemoryBreakdown& out) const;
   void add_zero12_gradients(MemoryBreakdown& out, const char* gip_name, int64_t gip_bytes) const;
   void add_zero12_optimizer_states(MemoryBreakdown& out, bool compact) const;
+  void add_muon_states(MemoryBreakdown& out) const;
   int64_t add_zero12_offload_host(MemoryBreakdown& out) const;  // returns the bytes swapped to NVMe
   int64_t add_stage3_states(MemoryBreakdown& out) const;        // returns the bytes swapped to NVMe
   Stage3Sizes stage3_sizes() const;
@@ -333,7 +335,9 @@ void StatesContext::add_zero12_gradients(MemoryBreakdown& out, const char* gip_n
 // Stages 1/2 with the optimizer on the GPU: the master partition, Adam's moments and the step's copies.
 void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compact) const {
   const PartitionHoldings& held = m.params_in_partition;
-  if (!off_opt) {
+  if (!off_opt && z.muon) {
+    add_muon_states(out);
+  } else if (!off_opt) {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
     // fp32 training) + Adam exp_avg, exp_avg_sq.
     out.add_gpu(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), part_t), kAllPhases,
@@ -342,6 +346,8 @@ void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compa
     out.add_gpu("Adam momentum + variance (partition)", Category::OptimizerStates,
                 checked_mul(moment_bytes(), part_t), kAllPhases,
                 "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py; bf16 states: 4 bytes)");
+  }
+  if (!off_opt) {
     // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
     // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
     // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
@@ -385,6 +391,31 @@ void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compa
       b.step_moment = Buffer::StepMoment::Norm;
     }
   }
+}
+
+// Muon at stages 1-2 (planner/muon.h): two param groups, each partitioned on its own; the Adam group keeps
+// its two fp32 moments, the Muon group one momentum over the whole matrices overlapping the rank's
+// partition, in the gradient dtype, and DeepSpeed's staged copy of it. Recorded byte for byte
+// (tests/deepspeed/fixtures-muon: llama-gqa_s2_n2_bf16_muon rank 0 holds gate/up of both layers and the
+// first down_proj, 655,360 elements: momentum and staged copy 1,310,720 B each).
+void StatesContext::add_muon_states(MemoryBreakdown& out) const {
+  const MuonHoldings h = muon_holdings(w.model, N);
+  const int64_t held = w.train.modelled_rank.value_or(-1) == 0 ? h.momentum_rank0 : h.momentum_largest;
+  out.add_gpu(master_name(), Category::OptimizerStates,
+              checked_mul(master_bytes(), h.muon_partition + h.adam_partition), kAllPhases,
+              "stage_1_and_2.py single_partition_of_fp32_groups: 4 x (Muon group + Adam group partitions)")
+      .ds_name = "optimizer.single_partition_of_fp32_groups";
+  out.add_gpu(
+      "Adam momentum + variance (Adam group partition)", Category::OptimizerStates,
+      checked_mul(moment_bytes(), h.adam_partition), kAllPhases,
+      "MuonWithAuxAdam's Adam half (embeddings, head, norms, biases): exp_avg + exp_avg_sq of its partition");
+  out.add_gpu("Muon momentum (whole matrices in the partition)", Category::OptimizerStates,
+              checked_mul(pe, held), kAllPhases,
+              "stage_1_and_2.py _muon_momentum_buffer: sum of the held matrices' numel, gradient dtype");
+  // (DeepSpeed's optimizer._muon_pending_momentum holds it beside the group's master partition:
+  // known_exceptions.json buffer_attributes.)
+  out.add_gpu("Muon staged momentum", Category::Buffers, checked_mul(pe, held), kAllPhases,
+              "stage_1_and_2.py _muon_staging_momentum: a copy committed after the step, kept");
 }
 
 void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {

@@ -915,6 +915,19 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
     b.memory("gradient norm + unscale/clip", OpPass::Step, 2, 3.0 * mb * p, f);
     b.memory("fused Adam (multi-tensor) + 16-bit param copy", OpPass::Step, 3,
              (3.0 * mb + 2.0 * rt.moment_bytes + 2.0) * p, f);
+    // Muon (planner/muon.h): the Newton-Schulz products of every matrix the rank holds, in fp16
+    // (original_muon.py ns_compute_dtype "gram"), at the GEMM efficiency of one product. The momentum's
+    // element-wise work is left inside the Adam pass above (same bytes order).
+    if (rt.muon_ns_flops > 0) {
+      OpCost c;
+      c.name = "Muon Newton-Schulz orthogonalization (gram, 5 steps)";
+      c.pass = OpPass::Step;
+      c.bound = OpBound::Compute;
+      c.kernels = rt.muon_ns_launches;
+      c.flops = rt.muon_ns_flops;
+      c.efficiency = b.gemm_eff(rt.muon_ns_flops / std::max(1.0, rt.muon_ns_launches));
+      b.add(c);
+    }
     // ... and launches its per-tensor operations (norms, overflow checks, copies), host time only.
     if (rt.step_ops > 0)
       b.memory("DeepSpeed step per-tensor operations (norms, overflow checks, copies)", OpPass::Step,

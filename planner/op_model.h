@@ -185,6 +185,9 @@ struct RuntimeKernels {
   // bf16_optimizer_states): master partition and its gradient, and Adam's two moments together.
   double master_bytes = 4;
   double moment_bytes = 8;
+  // Muon (planner/muon.h): the step's Newton-Schulz products on the rank's held matrices.
+  double muon_ns_flops = 0;
+  double muon_ns_launches = 0;
   // DeepSpeed's optimizer step as measured (time_model.json "deepspeed_step"): its passes run at this
   // fraction of the derived bandwidth, and it launches `step_ops` small operations (per-tensor norms,
   // copies, overflow checks) at `step_host_us_per_op` of host time each. 1 / 0: the derived step.

@@ -15,6 +15,7 @@
 #include "planner/expert_parallel.h"
 #include "planner/hpz.h"
 #include "planner/memory_model.h"
+#include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/search.h"
 #include "planner/sequence_parallel.h"
@@ -620,6 +621,30 @@ std::string sequence_parallel_sentence(const Workload& w, const ModelStats& s, c
 
 // ZeRO++ hpZ (planner/hpz.h): what the secondary partition costs and what it buys, against the same plan
 // with hpZ off.
+// --optimizer muon (planner/muon.h): what Muon holds against AdamW for the same configuration, and what its
+// Newton-Schulz step costs.
+std::string muon_sentence(const Workload& w, const ModelStats& s, const Plan& rec) {
+  if (!rec.zero.muon) return "";
+  const MuonHoldings h = muon_holdings(w.model, data_parallel_size(w));
+  ZeroConfig adam = rec.zero;
+  adam.muon = false;
+  const Plan a = evaluate_plan(w, s, adam, 0.0);
+  const int64_t os = rec.memory.category(Category::OptimizerStates);
+  const int64_t oa = a.memory.category(Category::OptimizerStates);
+  const int64_t staged = (w.train.precision == Precision::FP32 ? 4 : 2) * h.momentum_largest;
+  return fmt::format(
+      "Optimizer: DeepSpeed's Muon (--optimizer muon). {:.1f}B of the {:.1f}B parameters (the hidden "
+      "matrices) "
+      "keep one momentum in the gradient dtype plus DeepSpeed's staged copy of it, over the whole matrices "
+      "each rank's partition touches, instead of Adam's two fp32 moments; the embeddings, head and norms "
+      "stay "
+      "on Adam. Optimizer states take {} per GPU at the peak against {} with AdamW, plus the staged copy {}, "
+      "and the step orthogonalizes up to {} matrices per GPU by Newton-Schulz: optimizer {} against {} with "
+      "AdamW. Muon changes the training itself (learning rates do not carry over from AdamW).",
+      static_cast<double>(h.muon_params) / 1e9, static_cast<double>(h.muon_params + h.adam_params) / 1e9,
+      gb(os), gb(oa), gb(staged), h.matrices_largest, ms(rec.time.optimizer_s), ms(a.time.optimizer_s));
+}
+
 std::string hpz_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts, const Plan& rec) {
   const int world = w.cluster.world_size();
   const int h = rec.zero.hpz(world);
@@ -1016,10 +1041,10 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   // The layout's and the levers' sentences, each "" where it does not apply, in this order.
-  for (std::string q :
-       {expert_parallel_sentence(w, s, r), sequence_parallel_sentence(w, s, rec),
-        tensor_parallel_sentence(w, s, rec), hpz_sentence(w, s, opts, rec), tiled_mlp_sentence(w, rec),
-        network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
+  for (std::string q : {expert_parallel_sentence(w, s, r), sequence_parallel_sentence(w, s, rec),
+                        tensor_parallel_sentence(w, s, rec), hpz_sentence(w, s, opts, rec),
+                        muon_sentence(w, s, rec), tiled_mlp_sentence(w, rec),
+                        network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
     if (!q.empty()) r.reasons.push_back(std::move(q));
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
   if (std::string q = save_sentence(w, s, rec); !q.empty()) r.reasons.push_back(std::move(q));

@@ -313,6 +313,9 @@ struct Knobs {
     // DeepSpeed keeps bf16 Adam states on the GPU only; offloaded, they need the engine's own CPU optimizer
     // (configs/check.cpp master_weights), which --emit writes only with --emit-optimizer: offered with the
     // optimizer on the GPU.
+    // Muon is modelled at stages 1-2 with the optimizer on the GPU (planner/muon.h).
+    if (w.train.muon && (stage < 1 || stage > 2 || oo != Offload::None || po != Offload::None || bf16_master))
+      return false;
     if (bf16_master &&
         !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
           w.train.precision == Precision::BF16 && w.train.implementation != Implementation::ZeroplanEngine))
@@ -328,6 +331,7 @@ struct Knobs {
     z.gather_16bit_weights_on_model_save = stage == 3;
     z.bf16_master_weights = bf16_master;
     z.bf16_optimizer_states = bf16_master;
+    z.muon = w.train.muon;
     z.offload_optimizer = oo;
     z.offload_param = po;
     z.checkpointing = ck;

@@ -78,6 +78,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/muon.h"
 #include "planner/op_model.h"
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
@@ -439,6 +440,13 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
   // runtime/base_optimizer.py _configure_master_weights (planner/zero_config.h).
   rt.master_bytes = static_cast<double>(master_bytes(z));
   rt.moment_bytes = static_cast<double>(moment_bytes(z, w.train.deepspeed_version));
+  if (z.muon && (z.stage == 1 || z.stage == 2)) {
+    const MuonHoldings h = muon_holdings(w.model, n);
+    const bool rank0 = w.train.modelled_rank.value_or(-1) == 0;
+    rt.muon_ns_flops = rank0 ? h.ns_flops_rank0 : h.ns_flops_largest;
+    rt.muon_ns_launches =
+        static_cast<double>(kGramNsProducts * (rank0 ? h.matrices_rank0 : h.matrices_largest));
+  }
   if (w.train.implementation != Implementation::ZeroplanEngine && trainable > 0) {
     // Gradient elements DeepSpeed touches before handing them to NCCL, per trained element (a =
     // gradient bytes: 16-bit, or fp32 under fp32 training and BF16_Optimizer's fp32 gradients):

@@ -108,6 +108,9 @@ struct TrainingSpec {
   // runtime/zero/config.py): under stage 3, zero.Init swaps torch.nn.functional.linear for
   // zero3_linear_wrap (runtime/zero/linear.py). false keeps torch's own linear, as PyTorch FSDP does.
   bool memory_efficient_linear = true;
+  // --optimizer muon: DeepSpeed's Muon (ds_config optimizer.type "muon"; planner/muon.h) instead of AdamW.
+  // Modelled at ZeRO stages 1-2 with the optimizer on the GPU, full training of a dense model.
+  bool muon = false;
   // Which data-parallel rank's memory is modelled. DeepSpeed's partitions are not equal: stage 1/2's
   // grads_in_partition holds every parameter that overlaps the rank's partition whole
   // (stage_1_and_2.py copy_grads_in_partition sums params_in_partition), so ranks holding a parameter

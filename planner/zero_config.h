@@ -55,6 +55,10 @@ struct ZeroConfig {
   // search never turns them on by itself.
   bool bf16_master_weights = false;
   bool bf16_optimizer_states = false;
+  // optimizer.type "muon" (runtime/zero/muon/muon_optimizer.py MuonWithAuxAdam; planner/muon.h): the
+  // matrices keep one momentum (and DeepSpeed's staged copy of it) instead of Adam's two moments, and the
+  // step orthogonalizes them. Set from TrainingSpec::muon by the search, from the config by `check`.
+  bool muon = false;
   // zero_optimization.stage3_gather_16bit_weights_on_model_save (runtime/zero/config.py, default False):
   // whether save_16bit_model (HF Trainer.save_model) gathers the stage-3 model on rank 0
   // (planner/save_phase.h). zeroplan's emitted stage-3 configs set it true; `check` reads the user's.

@@ -575,16 +575,45 @@ def _build_hpz():
     return out
 
 
+def _build_muon():
+    """DeepSpeed's Muon (ds_config optimizer.type "muon": runtime/zero/muon/muon_optimizer.py MuonWithAuxAdam),
+    recorded into tests/deepspeed/fixtures-muon/<ds>/ (run_matrix.py --set muon). Not in ORDER. deepspeed.initialize
+    tags each parameter (deepspeed/__init__.py set_optimizer_flags): use_muon when its layer shape has >= 2
+    dimensions and its name contains neither "embed" nor "lm_head"; the others go to the auxiliary Adam (FusedAdam on
+    the CPU accelerator). Stage 1/2 fold Muon into the gradient partition (stage_1_and_2.py get_flat_partition);
+    stage 3 refuses reduce_scatter true (stage3.py); BF16_Optimizer (stage 0, bf16) needs fp32 gradient
+    accumulation (bf16_optimizer.py)."""
+    out = []
+    muon = {"optimizer": {"type": "muon", "params": {"lr": 0.02, "momentum": 0.95, "weight_decay": 0.0}}}
+
+    def add(**kw):
+        name, case = make_case(extra=muon, **kw)
+        out.append((name, case))
+
+    add(stage=1, world=2, tag="muon")
+    add(stage=2, world=2, tag="muon")
+    add(stage=2, world=4, tag="muon")
+    add(stage=2, world=2, precision="fp32", tag="muon")
+    add(stage=2, world=2, grad_accum=2, tag="muon_ga2")
+    add(stage=2, world=2, zero={"offload_optimizer": {"device": "cpu"}}, tag="muon_offloadopt")
+    add(stage=3, world=2, tag="muon")  # reduce_scatter defaults to true: refused
+    add(stage=3, world=2, zero={"reduce_scatter": False}, tag="muon_rsoff")
+    add(stage=0, world=2, tag="muon")  # BF16_Optimizer with the default bf16 accumulation: refused
+    return out
+
+
 _built = _build()
 _built_sp = _build_sp()
 _built_tiled = _build_tiled()
 _built_tp = _build_tp()
 _built_hpz = _build_hpz()
-CASES = dict(_built + _built_sp + _built_tiled + _built_tp + _built_hpz)
-assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp) + len(_built_hpz), \
-    "duplicate case names"
+_built_muon = _build_muon()
+CASES = dict(_built + _built_sp + _built_tiled + _built_tp + _built_hpz + _built_muon)
+assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp) + len(_built_hpz) + \
+    len(_built_muon), "duplicate case names"
 ORDER = [n for n, _ in _built]
 SP_ORDER = [n for n, _ in _built_sp]
 TILED_ORDER = [n for n, _ in _built_tiled]
 TP_ORDER = [n for n, _ in _built_tp]
 HPZ_ORDER = [n for n, _ in _built_hpz]
+MUON_ORDER = [n for n, _ in _built_muon]

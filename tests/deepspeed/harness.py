@@ -373,7 +373,12 @@ def _unique_bytes(tensors, exclude=None):
     for t in tensors:
         if t.device.type != "cpu":
             continue
-        k = storage_key(t)
+        try:
+            k = storage_key(t)
+        except RuntimeError:
+            # A tensor without storage: the FakeTensors torch.compile's tracing leaves behind (Muon's
+            # compiled Newton-Schulz, runtime/zero/muon/original_muon.py) hold no bytes.
+            continue
         if k[1] == 0 or (exclude is not None and k in exclude):
             continue
         seen[k] = k[1]
