@@ -56,7 +56,9 @@ void infer_stage(const RunLog& log, int steps, CommsInference& out) {
         "{:.0f} parameter all-gathers per step and gradient reduce-scatters: ZeRO-3's fetches and "
         "reduction (stage3.py)",
         gathers_per_step);
-  } else if (ar.calls > 0 && rs.calls == 0 && ag.calls >= steps) {
+  } else if (ar.calls > 0 && rs.calls == 0 && ag.calls >= steps && gathers_per_step <= 4) {
+    // (at most a few gathers per step: one per param group in 0.19.8; ZeRO-3 with reduce_scatter false
+    // all-reduces too, but gathers every module's parameters)
     out.stage = 2;
     out.stage_evidence = fmt::format(
         "gradient all-reduces and {:.0f} all-gather(s) of the updated partitions per step: ZeRO-1 or 2 "
