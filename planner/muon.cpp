@@ -1,6 +1,7 @@
 #include "planner/muon.h"
 
 #include <algorithm>
+#include <cctype>
 #include <vector>
 
 namespace zeroplan::planner {
@@ -47,7 +48,45 @@ int64_t partition_of(int64_t numel, int64_t n) {
 
 }  // namespace
 
+namespace {
+
+MuonHoldings compute_holdings(const models::ModelSpec& m, int64_t n);
+
+}  // namespace
+
+// The search evaluates hundreds of candidates of one model and ZeRO group: a small per-thread cache keyed
+// on the model's name, family and the shapes its tensors follow from, and N, saves rebuilding the
+// inventory for each.
 MuonHoldings muon_holdings(const models::ModelSpec& m, int64_t n) {
+  struct Entry {
+    std::string name, type;
+    std::vector<int64_t> shape;
+    int64_t n = 0;
+    MuonHoldings h;
+  };
+  constexpr size_t kEntries = 8;
+  thread_local std::vector<Entry> cache;
+  const std::vector<int64_t> shape = {m.hidden_size,
+                                      m.num_layers,
+                                      m.intermediate_size,
+                                      m.vocab_size,
+                                      m.num_heads,
+                                      m.kv_heads(),
+                                      m.head_dim,
+                                      m.num_experts,
+                                      int64_t{m.tie_word_embeddings},
+                                      static_cast<int64_t>(m.checkpoint_tensors.size())};
+  for (const Entry& e : cache)
+    if (e.n == n && e.shape == shape && e.name == m.name && e.type == m.model_type) return e.h;
+  Entry e{m.name, m.model_type, shape, n, compute_holdings(m, n)};
+  if (cache.size() >= kEntries) cache.erase(cache.begin());
+  cache.push_back(e);
+  return e.h;
+}
+
+namespace {
+
+MuonHoldings compute_holdings(const models::ModelSpec& m, int64_t n) {
   MuonHoldings h;
   if (m.params_only || n < 1) return h;
   const std::vector<models::LayerInventory> inventory = m.runtime_inventory();  // the pointers below point in
@@ -94,5 +133,7 @@ MuonHoldings muon_holdings(const models::ModelSpec& m, int64_t n) {
   h.matrices_largest = *std::max_element(count.begin(), count.end());
   return h;
 }
+
+}  // namespace
 
 }  // namespace zeroplan::planner
