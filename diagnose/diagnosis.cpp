@@ -633,9 +633,10 @@ std::optional<Cause> overlap_off_cause(const RuleContext& x) {
 // and AutoTP's all-reduces of one micro-batch's hidden states (micro x seq x hidden,
 // module_inject/layers.py RowParallel / ColumnParallel) in the TP group of tp consecutive GPUs: an
 // all-reduce of `tp_bytes` is counted as the TP group's. Returns those calls.
-int64_t check_logged_collectives(const RunLog& log, Diagnosis& d, int tp, int64_t tp_bytes) {
-  const auto topo = planner::data_parallel_topology(d.workload->cluster, tp);
-  const auto tp_topo = planner::contiguous_group_topology(d.workload->cluster, tp);
+int64_t check_logged_collectives(const RunLog& log, Diagnosis& d, const hw::ClusterSpec& cluster, int tp,
+                                 int64_t tp_bytes) {
+  const auto topo = planner::data_parallel_topology(cluster, tp);
+  const auto tp_topo = planner::contiguous_group_topology(cluster, tp);
   const int n = topo.ranks;
   int64_t tp_calls = 0;
   for (const auto& r : log.comms) {
@@ -684,7 +685,7 @@ void autotp_observation(Diagnosis& d, int64_t tp_bytes, int64_t tp_calls, int st
 // The low-busbw cause of the collective `worst`: NCCL's transport as evidence, the fix it points to, and
 // the gain of every logged collective >= 1 MiB at the link model's busbw, capped at the measured step's
 // excess over the prediction.
-Cause low_busbw(const RuleContext& x, const CollectiveCheck& worst) {
+Cause low_busbw(const RuleContext& x, const CollectiveCheck& worst, const planner::Workload& wl) {
   const RunLog& log = x.log;
   const Diagnosis& d = x.d;
   const PhaseTimes& m = d.measured;
@@ -694,7 +695,7 @@ Cause low_busbw(const RuleContext& x, const CollectiveCheck& worst) {
   c.title = fmt::format(
       "{} reaches {:.1f} GB/s busbw on {} messages, {:.0f}% of what {} does at that size ({:.1f} GB/s)",
       worst.op, worst.measured_busbw_GBps, size_str(worst.message_bytes), ratio * 100,
-      d.workload->cluster.intra_node.name, worst.model_busbw_GBps);
+      wl.cluster.intra_node.name, worst.model_busbw_GBps);
   c.evidence.push_back(fmt::format("comms logger: {} x {} at busbw {:.2f} Gbps", worst.count,
                                    size_str(worst.message_bytes), worst.measured_busbw_GBps * 8));
   for (const auto& [k, v] : log.nccl.evidence)
@@ -742,21 +743,23 @@ Cause low_busbw(const RuleContext& x, const CollectiveCheck& worst) {
 std::optional<Cause> low_busbw_cause(const RuleContext& x) {
   const RunLog& log = x.log;
   Diagnosis& d = x.d;
-  const bool gpu_backend =
-      !log.cpu_accelerator && log.backend != "gloo" && !(d.workload && d.workload->cluster.cpu_backend);
-  if (!d.workload || log.comms.empty()) {
+  // The workload as the config runs it, else --model/--gpus as given (a log without its config): the
+  // comparison needs the cluster only.
+  const planner::Workload* wl = d.workload ? &*d.workload : x.in.workload ? &*x.in.workload : nullptr;
+  const bool gpu_backend = !log.cpu_accelerator && log.backend != "gloo" && !(wl && wl->cluster.cpu_backend);
+  if (!wl || log.comms.empty()) {
     if (!log.comms.empty())
       d.observations.push_back(
           "comms logger table read; pass --gpus to compare its busbw with the link model");
     return std::nullopt;
   }
-  const int tp = std::max(1, d.workload->train.tensor_parallel);
+  const int tp = std::max(1, wl->train.tensor_parallel);
   int64_t tp_bytes = -1;
-  if (tp > 1 && d.predicted && !d.workload->model.params_only)
+  if (tp > 1 && d.predicted && d.workload && !d.workload->model.params_only)
     tp_bytes = d.predicted->zero.micro_batch * d.workload->train.rank_seq_len() *
                d.workload->full_model().hidden_size *
                (d.workload->train.precision == planner::Precision::FP32 ? 4 : 2);
-  const int64_t tp_calls = check_logged_collectives(log, d, tp, tp_bytes);
+  const int64_t tp_calls = check_logged_collectives(log, d, wl->cluster, tp, tp_bytes);
   if (tp_bytes > 0) autotp_observation(d, tp_bytes, tp_calls, x.steps);
   // The collective that matters most: the largest message moved (busbw is only meaningful there).
   const CollectiveCheck* worst = nullptr;
@@ -773,7 +776,7 @@ std::optional<Cause> low_busbw_cause(const RuleContext& x) {
              worst->measured_busbw_GBps < 0.4 * worst->model_busbw_GBps) {
     // 40%: below what NCCL reaches at this size on the link's own measured curve by a margin
     // larger than the run-to-run spread of nccl-tests (a few %), so the transport itself is suspect.
-    return low_busbw(x, *worst);
+    return low_busbw(x, *worst, *wl);
   }
   return std::nullopt;
 }
