@@ -15,25 +15,6 @@
 namespace zeroplan::diagnose {
 namespace {
 
-// Rows under 65 bytes are the scalar all-reduces of overflow checks and gradient norms (one fp32 or
-// int64 element, or a few): not gradient or parameter traffic.
-constexpr int64_t kScalarBytes = 65;
-
-struct Totals {
-  int64_t calls = 0;
-  double bytes = 0;
-};
-
-Totals totals(const RunLog& log, bool (*pred)(const std::string&)) {
-  Totals t;
-  for (const auto& r : log.comms)
-    if (pred(r.op) && r.message_bytes >= kScalarBytes) {
-      t.calls += r.count;
-      t.bytes += static_cast<double>(r.message_bytes) * static_cast<double>(r.count);
-    }
-  return t;
-}
-
 bool is_reduce_scatter(const std::string& op) {
   return op.rfind("reduce_scatter", 0) == 0;
 }
@@ -47,8 +28,8 @@ std::string mib(double b) {
 
 // The stage from which calls run every step (see the header).
 void infer_stage(const RunLog& log, int steps, CommsInference& out) {
-  const Totals rs = totals(log, is_reduce_scatter), ar = totals(log, is_all_reduce),
-               ag = totals(log, is_gather);
+  const CallTotals rs = call_totals(log, is_reduce_scatter), ar = call_totals(log, is_all_reduce),
+                   ag = call_totals(log, is_gather);
   const double gathers_per_step = static_cast<double>(ag.calls) / steps;
   if (rs.calls > 0 && gathers_per_step >= 2) {
     out.stage = 3;
@@ -73,7 +54,7 @@ void infer_stage(const RunLog& log, int steps, CommsInference& out) {
 // fit). Flagged when the log shows more than 4x that, at least 8 per step, and an average call under
 // 2 MiB: under 1e6 elements whatever the dtype, the config rule's "tiny" (diagnosis.cpp kTinyBucket).
 void infer_buckets(const RunLog& log, int steps, CommsInference& out) {
-  const Totals red = totals(log, is_reduction);
+  const CallTotals red = call_totals(log, is_reduction);
   if (red.calls == 0) return;
   out.reductions_per_step = static_cast<double>(red.calls) / steps;
   out.reduced_bytes_per_step = red.bytes / steps;

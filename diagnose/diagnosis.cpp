@@ -64,11 +64,8 @@ std::optional<planner::CollectiveKind> kind_of(const std::string& op) {
 
 // Calls of a row family per optimizer step, excluding the scalar all-reduces DeepSpeed issues for
 // overflow checks and gradient norms (<= 64 bytes: one fp32/int64 element or a few).
-int64_t calls(const RunLog& log, bool (*pred)(const std::string&), int64_t min_bytes = 65) {
-  int64_t n = 0;
-  for (const auto& r : log.comms)
-    if (pred(r.op) && r.message_bytes >= min_bytes) n += r.count;
-  return n;
+int64_t calls(const RunLog& log, bool (*pred)(const std::string&), int64_t min_bytes = kScalarBytes) {
+  return call_totals(log, pred, min_bytes).calls;
 }
 
 int optimizer_steps(const RunLog& log) {

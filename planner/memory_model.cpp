@@ -334,10 +334,11 @@ void StatesContext::add_zero12_gradients(MemoryBreakdown& out, const char* gip_n
 
 // Stages 1/2 with the optimizer on the GPU: the master partition, Adam's moments and the step's copies.
 void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compact) const {
+  if (off_opt) return;
   const PartitionHoldings& held = m.params_in_partition;
-  if (!off_opt && z.muon) {
+  if (z.muon) {
     add_muon_states(out);
-  } else if (!off_opt) {
+  } else {
     // single_partition_of_fp32_groups (`.clone().float()` of the rank's flat partition, also in
     // fp32 training) + Adam exp_avg, exp_avg_sq.
     out.add_gpu(master_name(), Category::OptimizerStates, checked_mul(master_bytes(), part_t), kAllPhases,
@@ -347,49 +348,47 @@ void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compa
                 checked_mul(moment_bytes(), part_t), kAllPhases,
                 "K*Psi/N with the master above, K=12 (ZeRO paper; stage_1_and_2.py; bf16 states: 4 bytes)");
   }
-  if (!off_opt) {
-    // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
-    // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
-    // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
-    // grads_in_partition, in the model dtype), then `.to(fp32)` while that copy is alive. The
-    // compact fp32 buffer (0.19) is used as it is (_get_preflattened_grad_partition, `.to` of an
-    // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
-    // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
-    // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
-    if (!compact && !master_is_16bit()) {
-      Buffer& b = out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t),
-                              kStep, "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
-      b.after_step = false;
-      if (!engine) b.step_moment = Buffer::StepMoment::Update;
-    }
-    if (!engine && !compact && !fp32) {
-      Buffer& b = out.add_gpu(
-          "16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t), kStep,
-          "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)");
-      b.after_step = false;
-      b.step_moment = Buffer::StepMoment::Update;
-    }
-    if (!engine && !m.params_only) {
-      // step() -> scaled_global_norm -> get_grad_norm_direct, before the flat copies above exist:
-      // `torch.linalg.vector_norm(g.data.double())` per gradient view of the partition (the .double()
-      // since DeepSpeed 0.14 at least; 0.19.8 writes .to(get_norm_dtype()), fp64 wherever the device
-      // has it), so one fp64 copy of the largest parameter's share of the partition is alive at a
-      // time. Measured with the harness's allocator (llama-gqa_s1_n4_bf16_default, rank 0: the
-      // embedding's 524,288 elements, +4,194,312 B inside scaled_global_norm, which is that step's
-      // peak).
-      // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition; a
-      // params-only model, whose tensors are unknown, gets none.)
-      const int64_t largest = m.trainable_tensors.largest_numel();
-      const int64_t piece = !held.valid                               ? std::min(part_t, largest)
-                            : w.train.modelled_rank.value_or(-1) == 0 ? held.rank0_piece
-                                                                      : held.largest_piece;
-      Buffer& b =
-          out.add_gpu("fp64 gradient copy for the norm", Category::Buffers, checked_mul(8, piece), kStep,
-                      "stage_1_and_2.py get_grad_norm_direct: g.double() of the largest parameter's "
-                      "share of the partition, one at a time");
-      b.after_step = false;
-      b.step_moment = Buffer::StepMoment::Norm;
-    }
+  // initialize_optimizer_states allocates the fp32 grad partition and frees it again; step()
+  // re-creates it from the 16-bit partition for the optimizer step: flat_grad_partition =
+  // self.flatten(self.averaged_gradients[i]) (a flat copy of the partition's slices of
+  // grads_in_partition, in the model dtype), then `.to(fp32)` while that copy is alive. The
+  // compact fp32 buffer (0.19) is used as it is (_get_preflattened_grad_partition, `.to` of an
+  // fp32 tensor is the tensor itself); in fp32 training the flat copy is the fp32 partition.
+  // Recorded (issue 23): llama-gqa_s{1,2}_n2_bf16 step peak - baseline = grads_in_partition
+  // 2,360,320 + flat copy 2,229,504 + fp32 copy 4,459,008 (+ 8 B of scalars).
+  if (!compact && !master_is_16bit()) {
+    Buffer& b = out.add_gpu("fp32 gradient partition at step", Category::Buffers, checked_mul(4, part_t),
+                            kStep, "stage_1_and_2.py step: single_grad_partition .to(fp32), 4Psi/N");
+    b.after_step = false;
+    if (!engine) b.step_moment = Buffer::StepMoment::Update;
+  }
+  if (!engine && !compact && !fp32) {
+    Buffer& b =
+        out.add_gpu("16-bit flat gradient partition at step", Category::Buffers, checked_mul(pe, part_t),
+                    kStep, "stage_1_and_2.py step: flatten(averaged_gradients), alive during its .to(fp32)");
+    b.after_step = false;
+    b.step_moment = Buffer::StepMoment::Update;
+  }
+  if (!engine && !m.params_only) {
+    // step() -> scaled_global_norm -> get_grad_norm_direct, before the flat copies above exist:
+    // `torch.linalg.vector_norm(g.data.double())` per gradient view of the partition (the .double()
+    // since DeepSpeed 0.14 at least; 0.19.8 writes .to(get_norm_dtype()), fp64 wherever the device
+    // has it), so one fp64 copy of the largest parameter's share of the partition is alive at a
+    // time. Measured with the harness's allocator (llama-gqa_s1_n4_bf16_default, rank 0: the
+    // embedding's 524,288 elements, +4,194,312 B inside scaled_global_norm, which is that step's
+    // peak).
+    // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition; a
+    // params-only model, whose tensors are unknown, gets none.)
+    const int64_t largest = m.trainable_tensors.largest_numel();
+    const int64_t piece = !held.valid                               ? std::min(part_t, largest)
+                          : w.train.modelled_rank.value_or(-1) == 0 ? held.rank0_piece
+                                                                    : held.largest_piece;
+    Buffer& b =
+        out.add_gpu("fp64 gradient copy for the norm", Category::Buffers, checked_mul(8, piece), kStep,
+                    "stage_1_and_2.py get_grad_norm_direct: g.double() of the largest parameter's "
+                    "share of the partition, one at a time");
+    b.after_step = false;
+    b.step_moment = Buffer::StepMoment::Norm;
   }
 }
 
