@@ -163,6 +163,15 @@ void add_training_flags(CLI::App& app, PlanFlags& f) {
          "the GPUs (1 = none; auto = also try the GPUs per node on several nodes)")
       ->group(t);
   app.add_option(
+         "--qwz", f.qwz,
+         "ZeRO++ qwZ at stage 3 (zero_quantized_weights): parameter gathers in int8 with fp32 scales, "
+         "dequantized on arrival: on|off (default off)")
+      ->group(t);
+  app.add_option("--qgz", f.qgz,
+                 "ZeRO++ qgZ at stage 3 (zero_quantized_gradients): on several nodes the gradient "
+                 "reduce-scatter becomes int4 all-to-alls inside and across nodes: on|off (default off)")
+      ->group(t);
+  app.add_option(
          "--sp", f.sp,
          "Sequence-parallel size (DeepSpeed Ulysses/ALST, UlyssesSPAttentionHF): each GPU holds seq/N "
          "tokens, attention runs the whole sequence on heads/N; must divide the heads, the GPUs and the "
@@ -623,6 +632,18 @@ planner::SearchOptions build_search_options(const PlanFlags& f) {
           "--stage 3",
           f.hpz);
   }
+  // --qwz / --qgz (planner/zeropp_quant.h): stage-3 settings, like --hpz.
+  for (const auto& [flag, value, out] :
+       {std::tuple{"--qwz", &f.qwz, &o.qwz}, std::tuple{"--qgz", &f.qgz, &o.qgz}}) {
+    if (*value != "on" && *value != "off") throw_user_error("{} '{}' must be on or off", flag, *value);
+    *out = *value == "on";
+    if (*out && o.stage && *o.stage != 3)
+      throw_user_error("{} on needs ZeRO stage 3 (DeepSpeed reads it at stage 3 only); use --stage 3", flag);
+  }
+  if (o.qgz && o.ep && *o.ep > 1)
+    throw UserError(
+        "--qgz on with --ep > 1: DeepSpeed 0.19.8 refuses it (\"AutoEP with ZeRO Stage 3 does not support "
+        "zero_quantized_gradients yet.\")");
   char* end = nullptr;
   const double m = std::strtod(f.memory_margin.c_str(), &end);
   if (f.memory_margin.empty() || *end != '\0' || !std::isfinite(m) || m < 0 || m >= 0.9)

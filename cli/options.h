@@ -35,6 +35,8 @@ struct PlanFlags {
   std::string tp = "1", sp;
   // --hpz N|auto: ZeRO++ hierarchical partitioning (zero_hpz_partition_size) at stage 3; "" = 1.
   std::string hpz;
+  // --qwz / --qgz on|off: ZeRO++ quantized weight gathers / gradient reduction at stage 3 (zeropp_quant.h).
+  std::string qwz = "off", qgz = "off";
   std::string deepspeed_version = "0.19.8";  // modelled DeepSpeed release (planner/ds_runtime.h)
   std::string torch_version = "2.11";  // --torch-version: decides SDPA's kernel (planner/torch_version.h)
   std::string z3_leaf_moe = "auto";    // ZeRO-3 leaf MoE blocks: auto|on|off (planner/zero3_leaf.h)

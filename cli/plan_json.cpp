@@ -142,6 +142,9 @@ json plan_to_json(const planner::Workload& w, const planner::Plan& p) {
            {"zero_group_size", planner::layout_of(w, z).zero()},
            // ZeRO++ zero_hpz_partition_size (--hpz, planner/hpz.h); 1 = none (always 1 below stage 3).
            {"hpz_partition_size", z.hpz(w.cluster.world_size())},
+           // ZeRO++ qwZ / qgZ in force (--qwz, --qgz, planner/zeropp_quant.h): qgZ only on several nodes.
+           {"qwz", z.qwz()},
+           {"qgz", z.qgz(w.cluster.nodes)},
            {"offload_optimizer", planner::to_string(z.offload_optimizer)},
            {"offload_param", planner::to_string(z.offload_param)},
            {"micro_batch", z.micro_batch},

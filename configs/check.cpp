@@ -302,8 +302,10 @@ class Reader {
 
   // ZeRO++ qwZ / qgZ (zero_quantized_weights, zero_quantized_nontrainable_weights, zero_quantized_gradients;
   // runtime/zero/config.py): stage-3 only (partition_parameters.py Init and stage3.py read them; stage 1/2 do
-  // not). Not modelled: their quantizer kernels exist for CUDA only, so the CPU harness cannot record them
-  // (tests/deepspeed/fixtures-hpz/failures-0.19.8.json: "This op had not been implemented on CPU backend").
+  // not). qwZ and qgZ are priced from the code (planner/zeropp_quant.h); their quantizer kernels exist for
+  // CUDA only, so the CPU harness cannot record them (tests/deepspeed/fixtures-hpz/failures-0.19.8.json:
+  // "This op had not been implemented on CPU backend"). zero_quantized_nontrainable_weights (frozen
+  // parameters stored in int8) is not modelled.
   void quantized_zero() {
     const json* zo = find(cfg_, {"zero_optimization"});
     if (zo == nullptr || !zo->is_object()) return;
@@ -326,18 +328,32 @@ class Reader {
         continue;
       }
       const bool grads = std::string(k) == "zero_quantized_gradients";
-      add(grads && w_.cluster.nodes <= 1 ? Severity::Info : Severity::Warning, path,
+      if (std::string(k) == "zero_quantized_nontrainable_weights") {
+        add(Severity::Warning, path,
+            "frozen parameters kept in int8 (qwZ for non-trainable weights) is not modelled; predicted with "
+            "16-bit frozen parameters and gathers",
+            "");
+        continue;
+      }
+      if (grads)
+        r_.zero.quantized_gradients = true;
+      else
+        r_.zero.quantized_weights = true;
+      add(Severity::Info, path,
           grads ? (w_.cluster.nodes > 1
                        ? std::string(
-                             "qgZ (int4 hierarchical all-to-all of the gradients) is not modelled; predicted "
-                             "with the 16-bit reduce-scatter, which sends more bytes")
+                             "qgZ: priced as DeepSpeed 0.19.8 runs it (all_to_all_quant_reduce: int4 "
+                             "all-to-alls of each gradient matrix inside the node, then across the nodes; "
+                             "1-D gradients reduce-scattered alone), from the code: its CUDA kernels were "
+                             "not recorded")
                        : std::string(
                              "on one node DeepSpeed 0.19.8 does not use qgZ: stage3.py __avg_scatter_grads "
                              "takes the quantized all-to-all only when world / GPUs per node > 1, so this "
                              "runs the plain reduce-scatter, as predicted"))
                 : std::string(
-                      "qwZ (int8 block-quantized weight all-gather) is not modelled; predicted with 16-bit "
-                      "gathers, which send about twice the bytes"),
+                      "qwZ: priced as DeepSpeed 0.19.8 runs it (each parameter gather in int8 plus fp32 "
+                      "scales, dequantized and cast on arrival), from the code: its CUDA kernels were "
+                      "not recorded"),
           "");
     }
   }

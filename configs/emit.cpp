@@ -220,6 +220,9 @@ json zero_optimization_block(const planner::Workload& w, const planner::ZeroConf
     // Written only when the plan was made with --memory-efficient-linear off (DeepSpeed's default is true).
     if (!z.memory_efficient_linear) zo["memory_efficient_linear"] = false;
     if (z.hpz_partition_size > 1) zo["zero_hpz_partition_size"] = z.hpz_partition_size;  // ZeRO++ hpZ (hpz.h)
+    // ZeRO++ qwZ / qgZ (planner/zeropp_quant.h).
+    if (z.quantized_weights) zo["zero_quantized_weights"] = true;
+    if (z.quantized_gradients) zo["zero_quantized_gradients"] = true;
     if (z.offload_optimizer != Offload::None)
       zo["offload_optimizer"] = offload_section(z.offload_optimizer, z.pin_memory, false, w);
     if (z.offload_param != Offload::None)

@@ -9,6 +9,7 @@
 
 #include "common/checked.h"
 #include "planner/ds_runtime_collectives.h"
+#include "planner/zeropp_quant.h"
 
 namespace zeroplan::planner {
 
@@ -26,31 +27,54 @@ CallFamilyId family_of(const CollectiveCall& c) {
   return std::strcmp(c.caller, "all_gather_into_tensor_dp_groups") == 0 ? kStepEndGather : kPersistentGathers;
 }
 
-// The calls of `calls` whose micro_step is `micro` (-1: once per step). `t` is the ZeRO group's topology;
-// a call in a smaller group of contiguous ranks (ZeRO++ hpZ's secondary gathers, group size `sec.ranks`)
-// is priced on `sec`.
-CallFamilies summarize(const std::vector<CollectiveCall>& calls, const CommTopology& t,
-                       const CommTopology& sec, int micro) {
+// The groups a step's ZeRO calls run in: the ZeRO group's topology `t`; ZeRO++ hpZ's secondary group
+// (contiguous ranks, group size `sec.ranks`); qgZ's node group and its cross-node group of one rank per
+// node (runtime/comm/coalesced_collectives.py all_to_all_quant_reduce: groups local_i and global_j).
+struct Groups {
+  CommTopology t, sec, node, across;
+};
+
+// The calls of `calls` whose micro_step is `micro` (-1: once per step), each priced on its group.
+CallFamilies summarize(const std::vector<CollectiveCall>& calls, const Groups& g, int micro) {
+  const CommTopology& t = g.t;
+  const CommTopology& sec = g.sec;
   CallFamilies out;
   // A step repeats few distinct sizes (one per layer kind): price each once (busbw interpolation
   // takes a log2 per call).
   struct Priced {
     CollectiveKind kind;
     int64_t size;
-    int group;
+    const CommTopology* group;  // one of g's members
     double time;
   };
   std::vector<Priced> seen;
   const auto time_of = [&](CollectiveKind k, int64_t size, const CommTopology& on) {
     for (const Priced& p : seen)
-      if (p.kind == k && p.size == size && p.group == on.ranks) return p.time;
+      if (p.kind == k && p.size == size && p.group == &on) return p.time;
     const double tm = collective_time_s(on, k, size);
-    if (seen.size() < 64) seen.push_back({k, size, on.ranks, tm});
+    if (seen.size() < 64) seen.push_back({k, size, &on, tm});
     return tm;
   };
   for (const CollectiveCall& c : calls) {
-    if (c.kind == CollectiveKind::AllToAll) continue;  // AutoEP: priced by planner/expert_parallel.h
     if (c.micro_step != micro) continue;
+    // ZeRO++ qgZ's all-to-alls replace the gradient reduce-scatter (planner/zeropp_quant.h).
+    const bool qgz_node = std::strcmp(c.caller, kQgzIntraCaller) == 0;
+    const bool qgz_across = std::strcmp(c.caller, kQgzInterCaller) == 0;
+    if (qgz_node || qgz_across) {
+      CallFamily& f = out.f[static_cast<size_t>(kStage3ReduceScatter)];
+      const CommTopology& on = qgz_node ? g.node : g.across;
+      const double time = time_of(CollectiveKind::AllToAll, c.bytes, on);
+      f.kind = CollectiveKind::AllToAll;
+      if (f.calls == 0) f.first_s = time;
+      f.last_s = time;
+      ++f.calls;
+      f.largest_bytes = std::max(f.largest_bytes, c.bytes);
+      f.bus_bytes_per_rank += bus_bytes_per_rank(CollectiveKind::AllToAll, on.ranks, c.bytes);
+      f.input_bytes += c.bytes;
+      f.time_s += time;
+      continue;
+    }
+    if (c.kind == CollectiveKind::AllToAll) continue;  // AutoEP: priced by planner/expert_parallel.h
     CallFamily& f = out.f[static_cast<size_t>(family_of(c))];
     // nccl-tests size: an all-gather's is its output (input x group); a reduce to one rank costs a
     // broadcast of the message (bus factor 1).
@@ -149,7 +173,8 @@ Key key_of(const Workload& w, const ModelStats& s, const ZeroConfig& z) {
             int(z.overlap_comm && z.stage == 1) << 22 |
             int(z.offload_optimizer != Offload::None && (z.stage == 1 || z.stage == 3)) << 23 |
             int(w.model.params_only) << 24 | int(z.seq_parallel_comm_fp32) << 25 |
-            int(z.muon) << 26;  // Muon's two param groups: two norms and two post-step gathers
+            int(z.muon) << 26 |  // Muon's two param groups: two norms and two post-step gathers
+            int(z.qwz()) << 27 | int(z.qgz(c.nodes)) << 28;  // ZeRO++ quantized gathers / reductions
   return k;
 }
 
@@ -175,9 +200,13 @@ Parts parts_for(const Workload& w, const ModelStats& s, const ZeroConfig& z, con
   ZeroConfig two = z;
   two.grad_accum = 2;
   const std::vector<CollectiveCall> calls = deepspeed_collectives(w, s, two);
-  // ZeRO++ hpZ's group: contiguous ranks (layout/parallel_layout.h GroupKind::ZeroSecondary).
-  const CommTopology sec = contiguous_group_topology(w.cluster, k.hpz);
-  const Parts v{summarize(calls, t, sec, -1), summarize(calls, t, sec, 0), summarize(calls, t, sec, 1)};
+  // ZeRO++ hpZ's group: contiguous ranks (layout/parallel_layout.h GroupKind::ZeroSecondary); qgZ's: a
+  // node's ranks, and the ranks of one local index across the nodes (strided by the GPUs per node, the
+  // node's L such groups sharing its NICs, as data_parallel_topology prices AutoTP's strided groups).
+  const int L = w.cluster.gpus_per_node;
+  const Groups g{t, contiguous_group_topology(w.cluster, k.hpz), contiguous_group_topology(w.cluster, L),
+                 data_parallel_topology(w.cluster, L)};
+  const Parts v{summarize(calls, g, -1), summarize(calls, g, 0), summarize(calls, g, 1)};
   if (cache.size() < kEntries) {
     cache.push_back({k, v});
   } else {

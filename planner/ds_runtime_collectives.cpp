@@ -24,6 +24,7 @@
 #include "planner/ds_runtime_collectives.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <string>
 
@@ -35,6 +36,7 @@
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/zero3_leaf.h"
+#include "planner/zeropp_quant.h"
 
 namespace zeroplan::planner {
 
@@ -90,7 +92,15 @@ struct ParamOrder {
   // create_reduce_and_remove_grad_hooks, reduce_leaf_module_grads), not one hook per parameter.
   std::vector<bool> leaf;
   std::vector<bool> trainable;  // per parameter (LoRA: the adapters only)
+  // Per parameter: max(shape[0], shape[1]) for two or more dimensions, 0 for a 1-D tensor or an unknown
+  // shape (QLoRA's and --params models' size tables). ZeRO++ qgZ's group count (planner/zeropp_quant.h).
+  std::vector<int64_t> lead;
 };
+
+// max(shape[0], shape[1]) of a tensor of two or more dimensions, 0 for a 1-D one.
+int64_t lead_of(const std::vector<int64_t>& shape) {
+  return shape.size() >= 2 ? std::max(shape[0], shape[1]) : 0;
+}
 
 // The module owning a tensor: its name without the last component.
 std::string owner_of(const std::string& tensor_name) {
@@ -135,6 +145,10 @@ struct ParamOrderBuilder {
     return all_linear ? in_layer && t.module != "lm_head"
                       : std::find(tg.begin(), tg.end(), t.module) != tg.end();
   }
+  // A targeted linear's LoRA adapters, A [r, in] then B [out, r]: (numel, lead_of(shape)) each.
+  std::array<std::pair<int64_t, int64_t>, 2> adapter_shapes(const models::TensorSpec& t) const {
+    return {{{r * t.shape[1], std::max(r, t.shape[1])}, {t.shape[0] * r, std::max(t.shape[0], r)}}};
+  }
   void module(bool no_bwd = false) {
     o.fwd_modules.push_back({});
     o.no_backward.push_back(no_bwd);
@@ -146,13 +160,15 @@ struct ParamOrderBuilder {
     o.exec.push_back(o.numel.size());
     o.numel.push_back(t.numel());
     o.trainable.push_back(!lora && !t.frozen);
+    o.lead.push_back(lead_of(t.shape));
     if (!targeted(t, in_layer)) return;
-    for (const int64_t n : {r * t.shape[1], t.shape[0] * r}) {
+    for (const auto [n, lead] : adapter_shapes(t)) {
       module();
       o.fwd_modules.back().push_back(o.numel.size());
       o.exec.push_back(o.numel.size());
       o.numel.push_back(n);
       o.trainable.push_back(true);
+      o.lead.push_back(lead);
     }
   }
   // A layer outside the decoder (embedding, final norm, head), or any layer of a model whose norms are
@@ -197,11 +213,13 @@ void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vect
       x.index = o.numel.size();
       o.numel.push_back(x.spec->numel());
       o.trainable.push_back(!lora && !x.spec->frozen);
+      o.lead.push_back(lead_of(x.spec->shape));
       if (targeted(*x.spec, true))
-        for (const int64_t n : {r * x.spec->shape[1], x.spec->shape[0] * r}) {
+        for (const auto [n, lead] : adapter_shapes(*x.spec)) {
           x.adapters.push_back(o.numel.size());
           o.numel.push_back(n);
           o.trainable.push_back(true);
+          o.lead.push_back(lead);
         }
     }
   for (T& x : attn)  // the parameter indices of the registration copies
@@ -331,6 +349,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       for (int64_t k = 0; k < t.count[i]; ++k) o.numel.push_back(t.numel[i]);
     for (size_t i = 0; i < o.numel.size(); ++i) o.exec.push_back(i);
     o.trainable.assign(o.numel.size(), true);
+    o.lead.assign(o.numel.size(), 0);
     return o;
   }
   const bool llama_layout = norms_registered_last(w.model.model_type);
@@ -534,6 +553,7 @@ struct CallListBuilder {
   // gathered over the ZeRO group (partitioned_param_coordinator.py __all_gather_params_: "some of the
   // parameters have a valid hpz secondary tensor ... but others do not", one all_gather_coalesced each).
   void stage3_fetch(Phase ph, const std::vector<size_t>& params, const std::vector<bool>& secondary);
+  void stage3_reduce(const std::vector<size_t>& members, int64_t payload);
   int hpz = 1;  // ZeRO++ hpZ group size (zero_config.h ZeroConfig::hpz); 1: no secondary partition
   std::vector<size_t> fetching;  // one fetch's parameters (reused: a step makes one per trace step)
   void stage3_step();
@@ -581,10 +601,53 @@ void CallListBuilder::stage3_fetch(Phase ph, const std::vector<size_t>& params,
     else
       primary += ceil_div(all[p], N);
   }
-  if (second > 0)
-    out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, second * comm, comm, hpz,
+  // ZeRO++ qwZ (planner/zeropp_quant.h): the int8 partition, then its fp32 scales, in the same group.
+  const auto gather = [&](int64_t numel, int group) {
+    if (z.qwz()) {
+      out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, numel, 1, group, "_dist_allgather_fn",
+                                   false, micro_step});
+      // DeepSpeed asserts where qwz_groups finds no group count; the scales are then sized at the
+      // target group size (0.05% of the data).
+      const int64_t g = qwz_groups(numel);
+      const int64_t groups = g > 0 ? g : (numel + kQwzTargetGroupSize - 1) / kQwzTargetGroupSize;
+      out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, groups * 4, 4, group, "_dist_allgather_fn",
+                                   false, micro_step});
+      return;
+    }
+    out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, numel * comm, comm, group,
                                  "_dist_allgather_fn", false, micro_step});
-  if (primary > 0) add(ph, CollectiveKind::AllGather, primary * comm, comm, "_dist_allgather_fn");
+  };
+  if (second > 0) gather(second, hpz);
+  if (primary > 0) gather(primary, n);
+}
+
+// One flush of stage 3's IPG bucket (stage3.py __avg_scatter_grads): one reduce_scatter_coalesced call, or
+// under ZeRO++ qgZ on several nodes all_to_all_quant_reduce's exchanges, gradient by gradient
+// (planner/zeropp_quant.h).
+void CallListBuilder::stage3_reduce(const std::vector<size_t>& members, int64_t payload) {
+  const int nodes = w.cluster.nodes;
+  if (!z.qgz(nodes)) {
+    add(kBackward, CollectiveKind::ReduceScatter, payload * grad_comm, grad_comm, "_torch_reduce_scatter_fn");
+    return;
+  }
+  const int L = w.cluster.gpus_per_node;
+  for (size_t p : members) {
+    const int64_t numel = order.numel[p];
+    const QgzExchange e = qgz_exchange(numel, p < order.lead.size() ? order.lead[p] : 0, N, L);
+    if (!e.quantized) {
+      add(kBackward, CollectiveKind::ReduceScatter, padded_to_n(numel, N) * grad_comm, grad_comm,
+          "_torch_reduce_scatter_fn");
+      continue;
+    }
+    const auto a2a = [&](int64_t bytes, int64_t eb, int group, const char* caller) {
+      out.push_back(
+          CollectiveCall{kBackward, CollectiveKind::AllToAll, bytes, eb, group, caller, false, micro_step});
+    };
+    a2a(e.intra_data, 1, L, kQgzIntraCaller);
+    a2a(e.intra_scales, 4, L, kQgzIntraCaller);
+    a2a(e.inter_data, 1, nodes, kQgzInterCaller);
+    a2a(e.inter_scales, 4, nodes, kQgzInterCaller);
+  }
 }
 
 // Stage 0 (Basic, FP16_Optimizer, BF16_Optimizer): the engine's allreduce_bucket, then the step's calls.
@@ -791,6 +854,7 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
   std::vector<int64_t> recent(P, static_cast<int64_t>(-1e10));
   int64_t n_available = 0;
   int64_t bucket_elems = 0, bucket_payload = 0;
+  std::vector<size_t> bucket;  // the IPG bucket's parameters (qgZ exchanges them one by one)
   for (size_t step = 0; step < trace.size(); ++step) {
     const Phase ph = step < fwd_len ? kForward : kBackward;
     const auto& params = trace[step];
@@ -832,12 +896,13 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
         if (!order.trainable[pi]) continue;  // frozen: no gradient, no hook
         const int64_t g = all[pi];
         if (bucket_elems > 0 && bucket_elems + g > z.reduce_bucket_size) {
-          add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * grad_comm, grad_comm,
-              "_torch_reduce_scatter_fn");
+          stage3_reduce(bucket, bucket_payload);
           bucket_elems = bucket_payload = 0;
+          bucket.clear();
         }
         bucket_elems += g;
         bucket_payload += padded_to_n(g, N);
+        bucket.push_back(pi);
       }
     }
     // release_sub_module after the module ran (step id already advanced): __params_to_release
@@ -862,9 +927,7 @@ void CallListBuilder::stage3_micro_step(const Stage3Trace& tr, std::vector<bool>
     }
   }
   // The backward epilogue flushes what is left (stage3.py independent_gradient_partition_epilogue).
-  if (bucket_elems > 0)
-    add(kBackward, CollectiveKind::ReduceScatter, bucket_payload * grad_comm, grad_comm,
-        "_torch_reduce_scatter_fn");
+  if (bucket_elems > 0) stage3_reduce(bucket, bucket_payload);
 }
 
 void CallListBuilder::stage3() {

@@ -17,8 +17,8 @@
 //    is at most the GPUs per node (planner/ds_runtime_collectives.cpp stage3_fetch; priced by
 //    planner/collective_families.cpp). The gradient reduce-scatter stays over all ranks (hpZ partitions
 //    parameters only).
-// Not modelled: qwZ / qgZ (zero_quantized_weights / zero_quantized_gradients), whose quantizer kernels
-// need CUDA (unrecorded: docs/conformance-hpz.md).
+// qwZ / qgZ (zero_quantized_weights / zero_quantized_gradients) are planner/zeropp_quant.h's; their
+// quantizer kernels need CUDA (unrecorded: docs/conformance-hpz.md).
 #include <string>
 #include <vector>
 

@@ -716,9 +716,13 @@ void Stage3Policy::add_gathered(MemoryBreakdown& out) const {
   // allocated at the first fetch, alive next to the copies through the decoder until lm_head is
   // waited, so the forward peaks at the final norm. Without prefetch each fetch's handle is dropped
   // right after its copies (the prefetch0 fixtures agree without it).
+  // Under ZeRO++ qwZ (planner/zeropp_quant.h) the handle keeps the int8 output (quantization.quantized_param,
+  // 1 B per element) and the partitions are views of its fp16 dequantization (2 B): 3 B per element
+  // whatever the training dtype (not recorded: CUDA-only kernels).
   if (!engine && !fetched_are_views && z.prefetch_bucket_size > 0)
-    out.add_gpu("coalesced all-gather flat buffer (forward)", Category::Buffers, checked_mul(pe, in_flight),
-                kForward,
+    out.add_gpu(z.qwz() ? "coalesced all-gather buffers, int8 + fp16 dequantized (forward, qwZ)"
+                        : "coalesced all-gather flat buffer (forward)",
+                Category::Buffers, checked_mul(z.qwz() ? 3 : pe, in_flight), kForward,
                 "AllGatherCoalescedHandle keeps the flat output until the fetch's last parameter is used")
         .forward_moment = Buffer::ForwardMoment::Body;
   // zero_optimization.memory_efficient_linear false: torch's own F.linear saves W^T, a view of the

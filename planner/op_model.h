@@ -185,6 +185,15 @@ struct RuntimeKernels {
   // bf16_optimizer_states): master partition and its gradient, and Adam's two moments together.
   double master_bytes = 4;
   double moment_bytes = 8;
+  // ZeRO++ qwZ (planner/zeropp_quant.h), per micro-step: the elements stage 3 gathers (forward and
+  // backward together), the bytes the dequantize and cast add per gathered element, and the rank's
+  // quantize pass before each gather (elements of its partitions, bytes per element); launches in all.
+  double qwz_gathered_elems = 0, qwz_gathered_bytes_per_elem = 0;
+  double qwz_partition_elems = 0, qwz_partition_bytes_per_elem = 0;
+  double qwz_launches = 0;
+  // ZeRO++ qgZ, per micro-step: the gradient elements all_to_all_quant_reduce quantizes, reduces and
+  // dequantizes, the bytes per element, and its launches.
+  double qgz_grad_elems = 0, qgz_bytes_per_elem = 0, qgz_launches = 0;
   // Muon (planner/muon.h): the step's Newton-Schulz products on the rank's held matrices.
   double muon_ns_flops = 0;
   double muon_ns_launches = 0;

@@ -47,6 +47,11 @@ struct SearchOptions {
   // 1 and the GPUs per node on several nodes). DeepSpeed reads it at stage 3 only, so stages 0-2 run 1.
   std::vector<int> hpz_choices = {1};
   bool hpz_auto = false;  // --hpz auto: hpz_choices becomes planner/hpz.h hpz_candidates(cluster)
+  // ZeRO++ qwZ / qgZ (--qwz, --qgz; planner/zeropp_quant.h): set on every stage-3 candidate. They change
+  // the numerics (int8 weights in the forward and backward, int4 gradients), so never searched unless
+  // asked; the reasons price them for multi-node stage-3 plans.
+  bool qwz = false;
+  bool qgz = false;
 };
 
 struct SearchResult {

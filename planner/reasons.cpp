@@ -303,6 +303,25 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
            std::move(p)});
     }
   }
+  // ZeRO++ qwZ / qgZ (planner/zeropp_quant.h) on several nodes, where the plan has them off and they
+  // would be faster: quantized gathers, and (without AutoEP, which DeepSpeed refuses with it) quantized
+  // gradient all-to-alls. They change the numerics, so they are offered only where they buy time.
+  if (rec.zero.stage == 3 && w.cluster.nodes > 1) {
+    const auto offer = [&](ZeroConfig z, const char* what) {
+      Plan p = eval(z);
+      if (p.tokens_per_s > rec.tokens_per_s) out.push_back({what, std::move(p)});
+    };
+    if (!rec.zero.quantized_weights) {
+      ZeroConfig z = rec.zero;
+      z.quantized_weights = true;
+      offer(z, "zero_quantized_weights (ZeRO++ qwZ: int8 parameter gathers)");
+    }
+    if (!rec.zero.quantized_gradients && rec.zero.ep_size <= 1) {
+      ZeroConfig z = rec.zero;
+      z.quantized_gradients = true;
+      offer(z, "zero_quantized_gradients (ZeRO++ qgZ: int4 gradient all-to-alls)");
+    }
+  }
   return out;
 }
 
@@ -676,6 +695,46 @@ std::string hpz_sentence(const Workload& w, const ModelStats& s, const SearchOpt
       pct(rec.tokens_per_s, base.tokens_per_s));
 }
 
+// ZeRO++ qwZ / qgZ (planner/zeropp_quant.h): what the quantized calls send and cost against the same plan
+// without them.
+std::string zeropp_quant_sentence(const Workload& w, const ModelStats& s, const SearchOptions& opts,
+                                  const Plan& rec) {
+  const bool qwz = rec.zero.qwz(), qgz = rec.zero.qgz(w.cluster.nodes);
+  if (!qwz && !qgz) return "";
+  ZeroConfig off = rec.zero;
+  off.quantized_weights = off.quantized_gradients = false;
+  const Plan base = evaluate_plan(w, s, off, opts.memory_margin);
+  const auto family = [](const Plan& p, const char* name) -> const CollectiveCost* {
+    for (int i = 0; i < p.time.num_collectives; ++i)
+      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) == name)
+        return &p.time.collectives[static_cast<size_t>(i)];
+    return nullptr;
+  };
+  std::string parts;
+  const auto compare = [&](const char* name, const char* what, const char* rec_name = nullptr) {
+    const CollectiveCost* a = family(base, name);
+    const CollectiveCost* b = family(rec, rec_name != nullptr ? rec_name : name);
+    if (a == nullptr || b == nullptr) return;
+    parts += fmt::format("{}{} {} -> {} per GPU per step, {} -> {} ({} -> {} exposed)",
+                         parts.empty() ? "" : "; ", what, gb(a->bytes_per_rank), gb(b->bytes_per_rank),
+                         ms(a->time_s), ms(b->time_s), ms(a->exposed_s), ms(b->exposed_s));
+  };
+  if (qwz) {
+    compare(kStage3ForwardGathersName, "forward gathers");
+    compare(kStage3BackwardGathersName, "backward gathers");
+  }
+  if (qgz) compare(kStage3ReduceScatterName, "gradient reduction", kStage3QgzName);
+  return fmt::format(
+      "ZeRO++ {}: {}. The quantize and dequantize kernels add {} of GPU work per step. Against the same plan "
+      "without them: {} -> {} ({}). Priced from DeepSpeed 0.19.8's code (planner/zeropp_quant.h); their CUDA "
+      "kernels were not recorded, and int8 weights / int4 gradients change the numerics.",
+      qwz && qgz ? "qwZ + qgZ"
+      : qwz      ? "qwZ (zero_quantized_weights)"
+                 : "qgZ (zero_quantized_gradients)",
+      parts, ms(rec.time.compute_s - base.time.compute_s), tps(base.tokens_per_s), tps(rec.tokens_per_s),
+      pct(rec.tokens_per_s, base.tokens_per_s));
+}
+
 // AutoTP (planner/tensor_parallel.h): what the shard saves against the same plan at tp 1 on the same GPUs,
 // component by component, and why it saves no more (DeepSpeed#7684: ZeRO already divided the optimizer
 // states over every GPU; the residual stream stays whole on every rank), then what its calls cost.
@@ -1041,10 +1100,11 @@ void explain(const Workload& w, const ModelStats& s, const SearchOptions& opts, 
   for (const Plan& p : r.best_per_stage)
     if (p.zero.stage != rec.zero.stage) r.reasons.push_back(compare_stage(w, rec, p));
   // The layout's and the levers' sentences, each "" where it does not apply, in this order.
-  for (std::string q : {expert_parallel_sentence(w, s, r), sequence_parallel_sentence(w, s, rec),
-                        tensor_parallel_sentence(w, s, rec), hpz_sentence(w, s, opts, rec),
-                        muon_sentence(w, s, rec), tiled_mlp_sentence(w, rec),
-                        network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
+  for (std::string q :
+       {expert_parallel_sentence(w, s, r), sequence_parallel_sentence(w, s, rec),
+        tensor_parallel_sentence(w, s, rec), hpz_sentence(w, s, opts, rec),
+        zeropp_quant_sentence(w, s, opts, rec), muon_sentence(w, s, rec), tiled_mlp_sentence(w, rec),
+        network_sentence(w, s, opts, rec), checkpoint_offload_sentence(w, s, opts, rec)})
     if (!q.empty()) r.reasons.push_back(std::move(q));
   if (opts.allow_bf16_master) r.reasons.push_back(bf16_master_sentence(w, s, opts, rec));
   if (std::string q = save_sentence(w, s, rec); !q.empty()) r.reasons.push_back(std::move(q));

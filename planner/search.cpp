@@ -307,6 +307,7 @@ struct Knobs {
   bool overlap;
   int ep, hpz;
   bool bf16_master;
+  bool qwz = false, qgz = false;  // ZeRO++ quantized communication (SearchOptions::qwz / qgz)
 
   // Whether the search offers this combination.
   bool offered(const Workload& w, const SearchOptions& opts) const {
@@ -320,6 +321,8 @@ struct Knobs {
         !(opts.allow_bf16_master && stage >= 1 && oo == Offload::None &&
           w.train.precision == Precision::BF16 && w.train.implementation != Implementation::ZeroplanEngine))
       return false;
+    // engine.py asserts "AutoEP with ZeRO Stage 3 does not support zero_quantized_gradients yet."
+    if (stage == 3 && qgz && ep > 1) return false;
     // DeepSpeed refuses hpZ beside AutoEP (layout::validate); --hpz auto keeps it to plans whose parameters
     // stay on the GPU (with offload_param the secondary copy sits on the host).
     return !(hpz > 1 && (ep > 1 || (opts.hpz_auto && po != Offload::None)));
@@ -340,6 +343,8 @@ struct Knobs {
     z.overlap_comm = overlap;
     z.ep_size = ep;
     z.hpz_partition_size = hpz;
+    z.quantized_weights = stage == 3 && qwz;
+    z.quantized_gradients = stage == 3 && qgz;
     z.memory_efficient_linear = w.train.memory_efficient_linear;
     return z;
   }
@@ -404,7 +409,8 @@ SearchResult search_plans(const Workload& w, const ModelStats& s, const SearchOp
               for (bool overlap : {false, true}) {
                 for (int hpz : hpz_choices)
                   for (bool bf16_master : {false, true}) {
-                    const Knobs k{stage, oo, po, ck, bucket, overlap, ep, hpz, bf16_master};
+                    const Knobs k{stage, oo,  po,          ck,       bucket,  overlap,
+                                  ep,    hpz, bf16_master, opts.qwz, opts.qgz};
                     if (k.offered(w, opts)) ev.consider(k.config(w), bp, best_ep, have_ep);
                   }
               }

@@ -29,8 +29,12 @@ struct CollectiveCost {
 
 inline constexpr int kMaxCollectives = 12;
 
-// The name of the stage-3 backward gathers' entry (time_model.cpp), which the hpZ reason looks up.
+// The names of stage 3's entries (time_model.cpp), which the hpZ and ZeRO++ quantization reasons look up.
 inline constexpr const char* kStage3BackwardGathersName = "stage-3 backward parameter all-gathers";
+inline constexpr const char* kStage3ForwardGathersName = "stage-3 forward parameter all-gathers";
+inline constexpr const char* kStage3ReduceScatterName = "stage-3 gradient reduce-scatter (every micro-step)";
+// The same entry under ZeRO++ qgZ on several nodes (planner/zeropp_quant.h).
+inline constexpr const char* kStage3QgzName = "stage-3 gradient qgZ all-to-alls (every micro-step)";
 
 struct StepTime {
   double compute_s = 0;  // GPU compute (forward, backward, recompute, optimizer on GPU)

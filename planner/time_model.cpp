@@ -83,6 +83,7 @@
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
 #include "planner/zero3_leaf.h"
+#include "planner/zeropp_quant.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -430,6 +431,43 @@ OptimizerShare optimizer_share(const Workload& w, const ComputeStats& s, const Z
   return o;
 }
 
+// ZeRO++ qwZ / qgZ's element-wise kernels per micro-step (planner/zeropp_quant.h). Stage 3 gathers each
+// non-persistent parameter once in the forward and once in the backward (the recompute reuses the
+// backward's fetch), so the gathered elements are twice theirs; the launches are one dequantize per
+// fetch (a module's parameters), a torch.cat and a cast per parameter, and the sender's cat, cast and
+// quantize per fetch. qgZ treats every trained gradient, about five launches each.
+void add_zeropp_quant_kernels(const Workload& w, const ComputeStats& s, const ZeroConfig& z, int64_t n,
+                              RuntimeKernels& rt) {
+  if (!z.qwz() && !z.qgz(w.cluster.nodes)) return;
+  double gathered = 0, tensors = 0, fetches = 0, trained = 0, trained_tensors = 0;
+  for (const ParamGroup& g : s.groups) {
+    const double rep = static_cast<double>(g.repeat);
+    fetches += rep * static_cast<double>(g.modules);
+    for (size_t i = 0; i < g.numels.size(); ++i) {
+      if (g.numels[i] > z.param_persistence_threshold) {
+        gathered += rep * static_cast<double>(g.numels[i]);
+        tensors += rep;
+      }
+      if (g.trainable[i]) {
+        trained += rep * static_cast<double>(g.numels[i]);
+        trained_tensors += rep;
+      }
+    }
+  }
+  if (z.qwz()) {
+    rt.qwz_gathered_elems = 2.0 * gathered;
+    rt.qwz_gathered_bytes_per_elem = qwz_gathered_bytes_per_elem(w.train.precision == Precision::BF16);
+    rt.qwz_partition_elems = 2.0 * gathered / static_cast<double>(std::max<int64_t>(1, n));
+    rt.qwz_partition_bytes_per_elem = kQwzPartitionBytesPerElem;
+    rt.qwz_launches = 2.0 * (4.0 * fetches + 2.0 * tensors);
+  }
+  if (z.qgz(w.cluster.nodes)) {
+    rt.qgz_grad_elems = trained;
+    rt.qgz_bytes_per_elem = qgz_bytes_per_grad_elem(w.cluster.gpus_per_node, w.cluster.nodes);
+    rt.qgz_launches = 5.0 * trained_tensors;
+  }
+}
+
 // The operator table for a rank's optimizer share (step_operator_table; estimate_time passes the
 // share it has already computed).
 OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, const OptimizerShare& share,
@@ -440,6 +478,7 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
   // runtime/base_optimizer.py _configure_master_weights (planner/zero_config.h).
   rt.master_bytes = static_cast<double>(master_bytes(z));
   rt.moment_bytes = static_cast<double>(moment_bytes(z, w.train.deepspeed_version));
+  add_zeropp_quant_kernels(w, s, z, n, rt);
   if (z.muon && (z.stage == 1 || z.stage == 2)) {
     const MuonHoldings h = muon_holdings(w.model, n);
     const bool rank0 = w.train.modelled_rank.value_or(-1) == 0;
@@ -459,9 +498,13 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
       // w a; skipped only for a lone tensor divisible by the world size), then
       // tensor_partition_flat_buffer.div_(world_sz) (r a, w a), every micro-step.
       rt.zero3_linear_wrap = z.zero3_linear_wrap();
-      rt.grad_reduce_name = "gradient bucket cat + pre-divide (reduce_scatter_coalesced)";
-      rt.grad_reduce_bytes_per_elem = 4.0 * a;
-      rt.grad_reduce_launches = 2.0 * buckets;
+      // Under qgZ (several nodes) the matrices skip reduce_scatter_coalesced: their passes are
+      // add_zeropp_quant_kernels' instead (the 1-D gradients' fallback is left out: under 0.1%).
+      if (!z.qgz(w.cluster.nodes)) {
+        rt.grad_reduce_name = "gradient bucket cat + pre-divide (reduce_scatter_coalesced)";
+        rt.grad_reduce_bytes_per_elem = 4.0 * a;
+        rt.grad_reduce_launches = 2.0 * buckets;
+      }
     } else if (z.stage == 1 || z.stage == 2) {
       // stage_1_and_2.py average_tensor: tensor.div_(dp world size) over each bucket (r a, w a) before
       // the reduce/all-reduce; stage 2 reduces during the backward of every micro-step, stage 1 at
@@ -686,7 +729,7 @@ void StepComm::stage3_micro_step_comm(double& exposed, FetchPass& forward, Fetch
   double ef = 0;  // forward gathers' exposed time per micro-step
   if (pf.calls > 0 && n > 1 && st.num_collectives + 3 <= kMaxCollectives) {
     CollectiveCost& cf = st.collectives[st.num_collectives++];
-    cf = {"stage-3 forward parameter all-gathers",
+    cf = {kStage3ForwardGathersName,
           CollectiveKind::AllGather,
           pf.calls * accum,
           pf.largest_message,
@@ -723,9 +766,10 @@ void StepComm::stage3_micro_step_comm(double& exposed, FetchPass& forward, Fetch
   }
   const int rs_index = st.num_collectives;
   const double trs =
-      (ds_calls ? add_family("stage-3 gradient reduce-scatter (every micro-step)", kStage3ReduceScatter)
-                : add_collective(st, timer, "stage-3 gradient reduce-scatter (every micro-step)",
-                                 CollectiveKind::ReduceScatter, rb.count, accum, rb.bytes, rb.last_bytes)) /
+      (ds_calls ? add_family(z.qgz(w.cluster.nodes) ? kStage3QgzName : kStage3ReduceScatterName,
+                             kStage3ReduceScatter)
+                : add_collective(st, timer, kStage3ReduceScatterName, CollectiveKind::ReduceScatter, rb.count,
+                                 accum, rb.bytes, rb.last_bytes)) /
       af;
   const double last_rs =
       ds_calls ? fam[kStage3ReduceScatter].last_s : timer(CollectiveKind::ReduceScatter, rb.last_bytes);

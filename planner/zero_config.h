@@ -77,6 +77,15 @@ struct ZeroConfig {
   // The hpZ group size DeepSpeed builds: stage 3 only, clamped to the world (utils/groups.py
   // _create_zero_param_parallel_group `min(group_size, world_size)`).
   int hpz(int world) const { return stage == 3 ? std::clamp(hpz_partition_size, 1, std::max(1, world)) : 1; }
+  // ZeRO++ qwZ and qgZ, zero_optimization.zero_quantized_weights / zero_quantized_gradients
+  // (runtime/zero/config.py, default False; read at stage 3 only). Planned by planner/zeropp_quant.h.
+  bool quantized_weights = false;
+  bool quantized_gradients = false;
+  // qwZ in force: stage 3's parameter gathers send int8 plus fp32 scales.
+  bool qwz() const { return stage == 3 && quantized_weights; }
+  // qgZ in force: stage3.py __avg_scatter_grads takes all_to_all_quant_reduce only when
+  // world / GPUs per node > 1 (`num_nodes > 1`); on one node it runs the plain reduce-scatter.
+  bool qgz(int nodes) const { return stage == 3 && quantized_gradients && nodes > 1; }
   // Whether stage 3 runs DeepSpeed's zero3_linear_wrap (the rule the time and memory models share).
   bool zero3_linear_wrap() const { return stage == 3 && memory_efficient_linear; }
 

@@ -149,16 +149,18 @@ TEST(CliHpz, CheckReadsItAsDeepSpeedDoes) {
   fs::remove(cfg);
 }
 
-// qwZ and qgZ are not modelled (their quantizers are CUDA-only: the recorded CPU runs fail, fixtures-hpz
-// failures-0.19.8.json), so check says so; on one node stage3.py __avg_scatter_grads never takes qgZ's
-// all-to-all (`num_nodes = world // device_count() > 1`), which is what the plan prices.
-TEST(CliHpz, QuantizedZeroIsSaidNotModelled) {
+// qwZ and qgZ are priced from DeepSpeed's code (planner/zeropp_quant.h; their quantizers are CUDA-only, so
+// the recorded CPU runs fail, fixtures-hpz failures-0.19.8.json), and check says so; on one node stage3.py
+// __avg_scatter_grads never takes qgZ's all-to-all (`num_nodes = world // device_count() > 1`), which is
+// what the plan prices. The --json plan says which are in force.
+TEST(CliHpz, QuantizedZeroIsPricedAndSaidSo) {
   const fs::path p = fs::temp_directory_path() / ("zeroplan-qz-" + std::to_string(::getpid()) + ".json");
   std::ofstream(p) << R"({"train_micro_batch_size_per_gpu": 1, "bf16": {"enabled": true}, "zero_optimization":
  {"stage": 3, "zero_quantized_weights": true, "zero_quantized_gradients": true}})";
   auto r = run_cli({"check", p.string(), "--model", "7b", "--gpus", "2x8xA100"});
-  EXPECT_NE(r.out.find("warning: zero_optimization.zero_quantized_weights: qwZ"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("warning: zero_optimization.zero_quantized_gradients: qgZ"), std::string::npos)
+  EXPECT_NE(r.out.find("info: zero_optimization.zero_quantized_weights: qwZ: priced"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("info: zero_optimization.zero_quantized_gradients: qgZ: priced"), std::string::npos)
       << r.out;
   r = run_cli({"check", p.string(), "--model", "7b", "--gpus", "8xA100"});
   EXPECT_NE(r.out.find("info: zero_optimization.zero_quantized_gradients: on one node"), std::string::npos)

@@ -215,6 +215,9 @@ class Plan(Record):
     zero_group_size: int = 0
     # ZeRO++ zero_hpz_partition_size (--hpz): the ranks each parameter's secondary copy is split over; 1 = none
     hpz_partition_size: int = 1
+    # ZeRO++ qwZ / qgZ in force (--qwz, --qgz): int8 parameter gathers; int4 gradient all-to-alls (several nodes)
+    qwz: bool = False
+    qgz: bool = False
     offload_optimizer: str = "none"
     offload_param: str = "none"
     micro_batch: int = 0
