@@ -248,8 +248,48 @@ def ds_step_time(z, row, ckpt, env):
         args += ["--network", row["network"]]
     if row.get("nics") and row["nodes"] > 1:
         args += ["--nics", str(row["nics"])]
+    # Optional: LoRA ("method": "lora", "lora_rank"), the kernels the script ran ("kernels", --kernels).
+    if row.get("method"):
+        args += ["--method", row["method"]]
+    if row.get("lora_rank"):
+        args += ["--lora-rank", str(row["lora_rank"])]
+    if row.get("kernels"):
+        args += ["--kernels", row["kernels"]]
+    # "zero_optimization": the source's own ZeRO knobs (bucket and prefetch sizes the plan CLI has no flag
+    # for): priced by `zeroplan check` on a ds_config with them, the plan's other flags alike.
+    if row.get("zero_optimization"):
+        return ds_check_step(z, row, args, env)
     args.append("--json")
     return run_plan(args, env)
+
+
+def ds_check_step(z, row, plan_args, env):
+    """A row with its own zero_optimization knobs: `zeroplan check` on a ds_config holding them, its
+    micro-batch, accumulation, bf16 and AdamW (the plan's flags carried over where check takes them)."""
+    cfg = {"train_micro_batch_size_per_gpu": row["micro_batch"],
+           "gradient_accumulation_steps": row.get("grad_accum", 1),
+           "bf16": {"enabled": row.get("precision", "bf16") == "bf16"},
+           "fp16": {"enabled": row.get("precision", "bf16") == "fp16"},
+           "gradient_clipping": 1.0,
+           "optimizer": {"type": "AdamW", "params": {"lr": 1e-4}},
+           "zero_optimization": dict(row["zero_optimization"], stage=row.get("stage", 3))}
+    keep = {"--model", "--gpus", "--seq-len", "--checkpointing", "--attention", "--torch-version",
+            "--checkpoint-impl", "--network", "--nics", "--kernels", "--method", "--lora-rank"}
+    rest = []
+    for i in range(1, len(plan_args) - 1, 2):
+        if plan_args[i] in keep:
+            rest += [plan_args[i], plan_args[i + 1]]
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(cfg, f)
+    try:
+        p = subprocess.run([z, "check", f.name] + rest + ["--json"], capture_output=True, text=True, env=env,
+                           timeout=120)
+    finally:
+        os.unlink(f.name)
+    out = json.loads(p.stdout)
+    if out.get("predicted") is None:
+        raise RuntimeError(f"check {row['id']}: no prediction: {p.stderr.strip()} {out.get('errors')}")
+    return out["predicted"]["time"]["step_s"], out["predicted"]
 
 
 def ds_evaluate(z, rows, env):
