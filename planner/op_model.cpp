@@ -556,6 +556,7 @@ struct LayerOps {
   void attention(OpPass pass, bool backward, const char* name);
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
   void layer_forward(OpPass pass);
+  void zeropp_kernels();  // ZeRO++ qwZ / qgZ's quantize and dequantize passes
   void run();  // the forward, the head and loss, the backward, the recomputation
 };
 
@@ -768,6 +769,22 @@ void LayerOps::layer_forward(OpPass pass) {
              s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
 }
 
+void LayerOps::zeropp_kernels() {
+  // ZeRO++ qwZ: the int8 gathers' quantize (sender) and dequantize + cast (receiver) on the compute
+  // stream (AllGatherCoalescedHandle.wait runs where the fetch waits), every micro-step; qgZ: the
+  // gradients' int4 quantize, node reduction and dequantize (planner/zeropp_quant.h).
+  // The gathers are split evenly between the forward's fetches and the backward's re-fetches.
+  if (rt.qwz_gathered_elems > 0)
+    for (OpPass pass : {OpPass::Forward, OpPass::Backward})
+      b.memory("ZeRO++ qwZ quantize + dequantize + cast of gathered parameters", pass, rt.qwz_launches / 2,
+               (rt.qwz_gathered_elems * rt.qwz_gathered_bytes_per_elem +
+                rt.qwz_partition_elems * rt.qwz_partition_bytes_per_elem) /
+                   2);
+  if (rt.qgz_grad_elems > 0)
+    b.memory("ZeRO++ qgZ gradient quantize + reduce + dequantize", OpPass::Backward, rt.qgz_launches,
+             rt.qgz_grad_elems * rt.qgz_bytes_per_elem);
+}
+
 void LayerOps::run() {
   layer_forward(OpPass::Forward);
   b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
@@ -844,17 +861,7 @@ void LayerOps::run() {
     b.memory(rt.grad_reduce_name, rt.grad_reduce_every_micro_step ? OpPass::Backward : OpPass::Step,
              rt.grad_reduce_launches,
              rt.grad_reduce_bytes_per_elem * static_cast<double>(s.trainable_params));
-  // ZeRO++ qwZ: the int8 gathers' quantize (sender) and dequantize + cast (receiver) on the compute
-  // stream (AllGatherCoalescedHandle.wait runs where the fetch waits), every micro-step; qgZ: the
-  // gradients' int4 quantize, node reduction and dequantize (planner/zeropp_quant.h).
-  if (rt.qwz_gathered_elems > 0)
-    b.memory("ZeRO++ qwZ quantize + dequantize + cast of gathered parameters", OpPass::Backward,
-             rt.qwz_launches,
-             rt.qwz_gathered_elems * rt.qwz_gathered_bytes_per_elem +
-                 rt.qwz_partition_elems * rt.qwz_partition_bytes_per_elem);
-  if (rt.qgz_grad_elems > 0)
-    b.memory("ZeRO++ qgZ gradient quantize + reduce + dequantize", OpPass::Backward, rt.qgz_launches,
-             rt.qgz_grad_elems * rt.qgz_bytes_per_elem);
+  zeropp_kernels();
   if (s.quantized_base) {
     // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the forward GEMM and again
     // before the backward's input-grad GEMM: read 0.5 B + write 2 B per parameter.

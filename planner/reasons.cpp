@@ -200,6 +200,49 @@ std::string compare_stage(const Workload& w, const Plan& rec, const Plan& other)
 
 using Knob = KnobEffect;
 
+// ZeRO++'s knobs for knob_effects: hpZ turned on or off, and qwZ / qgZ where they buy time.
+void add_zeropp_effects(const Workload& w, const ModelStats& s, const SearchOptions& opts, const Plan& rec,
+                        std::vector<KnobEffect>& out) {
+  auto eval = [&](const ZeroConfig& z) { return evaluate_plan(w, s, z, opts.memory_margin); };
+  // ZeRO++ hpZ (planner/hpz.h) on several nodes: a node-wide secondary partition keeps the backward's
+  // gathers on the node's link, for a second copy of the parameters split over the node; and turning it
+  // off where the plan has it.
+  if (rec.zero.stage == 3 && rec.zero.ep_size == 1) {
+    const int world = w.cluster.world_size();
+    const int has = rec.zero.hpz(world);
+    for (int h : has > 1 ? std::vector<int>{1} : hpz_candidates(w)) {
+      if (h == has || (h > 1 && rec.zero.offload_param != Offload::None)) continue;
+      ZeroConfig z = rec.zero;
+      z.hpz_partition_size = h;
+      Plan p = eval(z);
+      const int64_t more = p.memory.peak - rec.memory.peak;
+      out.push_back(
+          {fmt::format("zero_hpz_partition_size {} ({}, peak {}{}/GPU)", h, h > 1 ? "ZeRO++ hpZ" : "hpZ off",
+                       more >= 0 ? "+" : "-", gb(more >= 0 ? more : -more)),
+           std::move(p)});
+    }
+  }
+  // ZeRO++ qwZ / qgZ (planner/zeropp_quant.h) on several nodes, where the plan has them off and they
+  // would be faster: quantized gathers, and (without AutoEP, which DeepSpeed refuses with it) quantized
+  // gradient all-to-alls. They change the numerics, so they are offered only where they buy time.
+  if (rec.zero.stage == 3 && w.cluster.nodes > 1) {
+    const auto offer = [&](ZeroConfig z, const char* what) {
+      Plan p = eval(z);
+      if (p.tokens_per_s > rec.tokens_per_s) out.push_back({what, std::move(p)});
+    };
+    if (!rec.zero.quantized_weights) {
+      ZeroConfig z = rec.zero;
+      z.quantized_weights = true;
+      offer(z, "zero_quantized_weights (ZeRO++ qwZ: int8 parameter gathers)");
+    }
+    if (!rec.zero.quantized_gradients && rec.zero.ep_size <= 1) {
+      ZeroConfig z = rec.zero;
+      z.quantized_gradients = true;
+      offer(z, "zero_quantized_gradients (ZeRO++ qgZ: int4 gradient all-to-alls)");
+    }
+  }
+}
+
 }  // namespace
 
 // One-knob variants of a plan, evaluated. Knobs the user fixed are included: this is where a user
@@ -285,43 +328,7 @@ std::vector<KnobEffect> knob_effects(const Workload& w, const ModelStats& s, con
       out.push_back(
           {fmt::format("stage3_param_persistence_threshold {}", z.param_persistence_threshold), eval(z)});
   }
-  // ZeRO++ hpZ (planner/hpz.h) on several nodes: a node-wide secondary partition keeps the backward's
-  // gathers on the node's link, for a second copy of the parameters split over the node; and turning it
-  // off where the plan has it.
-  if (rec.zero.stage == 3 && rec.zero.ep_size == 1) {
-    const int world = w.cluster.world_size();
-    const int has = rec.zero.hpz(world);
-    for (int h : has > 1 ? std::vector<int>{1} : hpz_candidates(w)) {
-      if (h == has || (h > 1 && rec.zero.offload_param != Offload::None)) continue;
-      ZeroConfig z = rec.zero;
-      z.hpz_partition_size = h;
-      Plan p = eval(z);
-      const int64_t more = p.memory.peak - rec.memory.peak;
-      out.push_back(
-          {fmt::format("zero_hpz_partition_size {} ({}, peak {}{}/GPU)", h, h > 1 ? "ZeRO++ hpZ" : "hpZ off",
-                       more >= 0 ? "+" : "-", gb(more >= 0 ? more : -more)),
-           std::move(p)});
-    }
-  }
-  // ZeRO++ qwZ / qgZ (planner/zeropp_quant.h) on several nodes, where the plan has them off and they
-  // would be faster: quantized gathers, and (without AutoEP, which DeepSpeed refuses with it) quantized
-  // gradient all-to-alls. They change the numerics, so they are offered only where they buy time.
-  if (rec.zero.stage == 3 && w.cluster.nodes > 1) {
-    const auto offer = [&](ZeroConfig z, const char* what) {
-      Plan p = eval(z);
-      if (p.tokens_per_s > rec.tokens_per_s) out.push_back({what, std::move(p)});
-    };
-    if (!rec.zero.quantized_weights) {
-      ZeroConfig z = rec.zero;
-      z.quantized_weights = true;
-      offer(z, "zero_quantized_weights (ZeRO++ qwZ: int8 parameter gathers)");
-    }
-    if (!rec.zero.quantized_gradients && rec.zero.ep_size <= 1) {
-      ZeroConfig z = rec.zero;
-      z.quantized_gradients = true;
-      offer(z, "zero_quantized_gradients (ZeRO++ qgZ: int4 gradient all-to-alls)");
-    }
-  }
+  add_zeropp_effects(w, s, opts, rec, out);
   return out;
 }
 
