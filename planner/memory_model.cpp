@@ -380,9 +380,9 @@ void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compa
     // (Without the parameter order -- QLoRA -- the largest trainable tensor, at most the partition; a
     // params-only model, whose tensors are unknown, gets none.)
     const int64_t largest = m.trainable_tensors.largest_numel();
-    const int64_t piece = !held.valid                               ? std::min(part_t, largest)
-                          : w.train.modelled_rank.value_or(-1) == 0 ? held.rank0_piece
-                                                                    : held.largest_piece;
+    const int64_t piece = !held.valid              ? std::min(part_t, largest)
+                          : w.train.models_rank0() ? held.rank0_piece
+                                                   : held.largest_piece;
     Buffer& b =
         out.add_gpu("fp64 gradient copy for the norm", Category::Buffers, checked_mul(8, piece), kStep,
                     "stage_1_and_2.py get_grad_norm_direct: g.double() of the largest parameter's "
@@ -399,7 +399,7 @@ void StatesContext::add_zero12_optimizer_states(MemoryBreakdown& out, bool compa
 // first down_proj, 655,360 elements: momentum and staged copy 1,310,720 B each).
 void StatesContext::add_muon_states(MemoryBreakdown& out) const {
   const MuonHoldings h = muon_holdings(w.model, N);
-  const int64_t held = w.train.modelled_rank.value_or(-1) == 0 ? h.momentum_rank0 : h.momentum_largest;
+  const int64_t held = w.train.models_rank0() ? h.momentum_rank0 : h.momentum_largest;
   out.add_gpu(master_name(), Category::OptimizerStates,
               checked_mul(master_bytes(), h.muon_partition + h.adam_partition), kAllPhases,
               "stage_1_and_2.py single_partition_of_fp32_groups: 4 x (Muon group + Adam group partitions)")
@@ -436,8 +436,7 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
   const bool compact = !engine && !fp32 && path.grad_accum == Precision::FP32 &&
                        w.train.deepspeed_version == DeepSpeedVersion::V0_19_8;
   const PartitionHoldings& held = m.params_in_partition;
-  const int64_t held_numel =
-      !held.valid ? part_t : (w.train.modelled_rank.value_or(-1) == 0 ? held.rank0 : held.largest);
+  const int64_t held_numel = !held.valid ? part_t : (w.train.models_rank0() ? held.rank0 : held.largest);
   const int64_t gip_bytes = compact ? checked_mul(4, part_t) : checked_mul(pe, engine ? part_t : held_numel);
   const char* gip_name = compact ? "fp32 gradient partition (compact)"
                          : fp32  ? "fp32 gradient partition"

@@ -481,7 +481,7 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
   add_zeropp_quant_kernels(w, s, z, n, rt);
   if (z.muon && (z.stage == 1 || z.stage == 2)) {
     const MuonHoldings h = muon_holdings(w.model, n);
-    const bool rank0 = w.train.modelled_rank.value_or(-1) == 0;
+    const bool rank0 = w.train.models_rank0();
     rt.muon_ns_flops = rank0 ? h.ns_flops_rank0 : h.ns_flops_largest;
     rt.muon_ns_launches =
         static_cast<double>(kGramNsProducts * (rank0 ? h.matrices_rank0 : h.matrices_largest));

@@ -117,6 +117,8 @@ struct TrainingSpec {
   // that straddles a partition boundary hold more. Unset: the rank holding the most (the one that runs
   // out of memory first); 0: rank 0, which the conformance harness records (tests/deepspeed).
   std::optional<int> modelled_rank;
+  // Whether rank 0's holdings are the ones to price (else the rank holding the most).
+  bool models_rank0() const { return modelled_rank.value_or(-1) == 0; }
   // --kernels liger: the HF Trainer's `use_liger_kernel=True` (transformers integrations/liger.py ->
   // liger_kernel.transformers apply_liger_kernel_to_<family>: fused linear cross-entropy, RMSNorm,
   // SwiGLU, RoPE). What the planner models of it: the fused linear cross-entropy
