@@ -168,7 +168,21 @@ bool is_llama_family(const std::string& t) {
                                        "hunyuan_v1_dense",
                                        "hunyuan_v1_moe",
                                        "apertus",
-                                       "ernie4_5_moe"};
+                                       "ernie4_5_moe",
+                                       "olmo",
+                                       "stablelm",
+                                       "glm",
+                                       "cohere2",
+                                       "granite_swa",
+                                       "flex_olmo",
+                                       "solar_open",
+                                       "exaone_moe",
+                                       "mellum",
+                                       "kolibri1",
+                                       "sarvam_moe",
+                                       "glm4_moe_lite",
+                                       "minicpm3",
+                                       "hy_v3"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -195,6 +209,26 @@ std::vector<int64_t> opt_layer_list(const ConfigReader& r, const char* key, int6
       throw_user_error("model config '{}': field '{}' holds {}, not a layer index in [0, {})", r.origin(),
                        key, e.dump(), layers);
     out.push_back(e.get<int64_t>());
+  }
+  return out;
+}
+
+// mlp_layer_types (ExaoneMoeConfig, MellumConfig, Glm4MoeLiteConfig, HYV3Config): one "dense" or "sparse" per
+// decoder layer; true for sparse. Empty when the config has none.
+std::vector<bool> opt_mlp_layer_types(const ConfigReader& r, int64_t layers) {
+  std::vector<bool> out;
+  const json* v = r.find({"mlp_layer_types"});
+  if (!v) return out;
+  if (!v->is_array() || static_cast<int64_t>(v->size()) != layers)
+    throw_user_error(
+        "model config '{}': field 'mlp_layer_types' must list \"dense\" or \"sparse\" for each of "
+        "the {} layers, found {}",
+        r.origin(), layers, v->dump());
+  for (const auto& e : *v) {
+    if (!e.is_string() || (e != "dense" && e != "sparse"))
+      throw_user_error("model config '{}': field 'mlp_layer_types' holds {}, not \"dense\" or \"sparse\"",
+                       r.origin(), e.dump());
+    out.push_back(e == "sparse");
   }
   return out;
 }
@@ -277,7 +311,7 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     all_moe(false);
     for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
     m.router_score_bias = v3;
-  } else if (type == "glm4_moe" || type == "dots1") {
+  } else if (type == "glm4_moe" || type == "dots1" || type == "sarvam_moe") {
     // DeepSeek-V3's MoE layout: layer i is sparse iff i >= first_k_dense_replace; the block holds
     // experts, a router (a [E, h] weight with e_score_correction_bias a buffer) and one shared MLP of
     // moe_intermediate_size * n_shared_experts (modeling_glm4_moe.py Glm4MoeMoE, modeling_dots1.py
@@ -289,8 +323,13 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     //  - Dots1Config (dots.llm1): n_routed_experts, n_shared_experts and num_experts_per_tok default to
     //    None, with which transformers builds no model, so they are required; first_k_dense_replace 0,
     //    norm_topk_prob False.
-    const bool glm = type == "glm4_moe";
-    if (!glm)
+    //  - SarvamMoEConfig (Sarvam-30B; configuration_sarvam_moe.py, a Glm4MoeConfig subclass that
+    //    transformers builds as Glm4MoeForCausalLM): n_routed_experts 128 (Glm4MoeConfig's; attribute_map
+    //    also num_experts), num_experts_per_tok 6, moe_intermediate_size 1024, n_shared_experts 1
+    //    (attribute_map num_shared_experts), first_k_dense_replace 1, norm_topk_prob True.
+    const bool sarvam = type == "sarvam_moe";
+    const bool glm = type == "glm4_moe" || sarvam;
+    if (type == "dots1")
       for (const char* key : {"n_routed_experts", "n_shared_experts", "num_experts_per_tok"})
         if (!r.find({key}))
           throw_user_error(
@@ -298,11 +337,14 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
               "builds no model); give the value from the model's config.json",
               r.origin(), key);
     m.moe_style = MoeStyle::PerExpert;
-    m.num_experts = r.opt_int({"n_routed_experts", "num_local_experts"}, kMaxExperts).value_or(128);
-    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
-    m.moe_intermediate_size = glm ? r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1408)
-                                  : r.req_int({"moe_intermediate_size"}, kMaxIntermediate);
-    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(1);
+    m.num_experts =
+        r.opt_int({"n_routed_experts", "num_local_experts", "num_experts"}, kMaxExperts).value_or(128);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(sarvam ? 6 : 8);
+    m.moe_intermediate_size =
+        glm ? r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(sarvam ? 1024 : 1408)
+            : r.req_int({"moe_intermediate_size"}, kMaxIntermediate);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts)
+                               .value_or(opt_count(r, "num_shared_experts", kMaxExperts).value_or(1));
     m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
     m.norm_topk_prob = r.opt_bool("norm_topk_prob", glm);
     const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(glm ? 1 : 0);
@@ -335,6 +377,116 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     for (int64_t i = 0; i < L; ++i)
       m.moe_layers[static_cast<size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
     m.router_score_bias_param = true;
+  } else if (type == "flex_olmo") {
+    // FlexOlmoConfig (FlexOlmo-7x7B): num_experts 7 (attribute_map num_local_experts),
+    // num_experts_per_tok 5, norm_topk_prob False; every layer is a FlexOlmoSparseMoeBlock (gate, then
+    // experts as wide as intermediate_size), no shared expert (modeling_flex_olmo.py).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(7);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(5);
+    m.moe_intermediate_size = m.intermediate_size;
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", false);
+  } else if (type == "solar_open" || type == "kolibri1") {
+    // Every layer sparse, a router whose e_score_correction_bias is a buffer, and one shared-expert MLP:
+    //  - SolarOpenConfig (Solar-Open-100B): n_routed_experts 128 (attribute_map num_local_experts),
+    //    num_experts_per_tok 8, moe_intermediate_size 1280, n_shared_experts 1 (SolarOpenMoE.shared_experts
+    //    is one SolarOpenMLP of moe_intermediate_size * n_shared_experts), norm_topk_prob True
+    //    (modeling_solar_open.py SolarOpenMoE, SolarOpenTopkRouter).
+    //  - Kolibri1Config: num_local_experts 384 (attribute_map num_experts), num_experts_per_tok 6,
+    //    moe_intermediate_size 512, shared_expert_intermediate_size 512 (Kolibri1SparseMoeBlock's
+    //    shared_experts, one Kolibri1MLP), norm_topk_prob False (modeling_kolibri1.py).
+    // Neither config has an intermediate_size (no dense MLP): zeroplan takes one expert's width as the
+    // model's MLP width (read_llama_family).
+    const bool solar = type == "solar_open";
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts =
+        r.opt_int(solar ? std::initializer_list<const char*>{"n_routed_experts", "num_local_experts"}
+                        : std::initializer_list<const char*>{"num_local_experts", "num_experts"},
+                  kMaxExperts)
+            .value_or(solar ? 128 : 384);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(solar ? 8 : 6);
+    m.moe_intermediate_size =
+        r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(solar ? 1280 : 512);
+    if (solar) {
+      m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(1);
+      m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    } else {
+      m.shared_expert_intermediate_size =
+          opt_count(r, "shared_expert_intermediate_size", kMaxIntermediate).value_or(512);
+      m.num_shared_experts = m.shared_expert_intermediate_size > 0 ? 1 : 0;
+    }
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", solar);
+    m.router_score_bias = true;
+  } else if (type == "glm4_moe_lite") {
+    // Glm4MoeLiteConfig: n_routed_experts 64 (attribute_map num_local_experts), num_experts_per_tok 4,
+    // moe_intermediate_size 1536, n_shared_experts 1, norm_topk_prob True; layer i is sparse iff
+    // mlp_layer_types[i] == "sparse" (default: the first layer dense, the rest sparse); the block is
+    // Glm4MoeLiteMoE, GLM-4-MoE's (experts, gate with e_score_correction_bias a buffer, one shared MLP of
+    // moe_intermediate_size * n_shared_experts) (modeling_glm4_moe_lite.py Glm4MoeLiteDecoderLayer).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"n_routed_experts", "num_local_experts"}, kMaxExperts).value_or(64);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(4);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1536);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(1);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    m.router_score_bias = true;
+    m.moe_layers = opt_mlp_layer_types(r, L);
+    if (m.moe_layers.empty()) {
+      all_moe(true);
+      if (L > 0) m.moe_layers[0] = false;
+    }
+  } else if (type == "hy_v3") {
+    // HYV3Config: num_experts 192 (attribute_map num_local_experts), num_experts_per_tok 8,
+    // moe_intermediate_size 1536, num_shared_experts 1 (HYV3MoE.shared_experts: one HYV3MLP of
+    // moe_intermediate_size * num_shared_experts, bias=mlp_bias); layer i is sparse iff
+    // mlp_layer_types[i] == "sparse" (default: the first layer dense, the rest sparse). HYV3MoE holds
+    // e_score_correction_bias as a buffer of the block (modeling_hy_v3.py HYV3MoE, HYV3DecoderLayer).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(192);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(1536);
+    m.num_shared_experts = opt_count(r, "num_shared_experts", kMaxExperts).value_or(1);
+    m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+    m.router_score_bias = true;
+    m.moe_layers = opt_mlp_layer_types(r, L);
+    if (m.moe_layers.empty()) {
+      all_moe(true);
+      if (L > 0) m.moe_layers[0] = false;
+    }
+  } else if (type == "exaone_moe" || type == "mellum") {
+    // Layer i is sparse iff mlp_layer_types[i] == "sparse" (ExaoneMoeDecoderLayer, MellumDecoderLayer);
+    // the dense layers are an MLP of intermediate_size.
+    //  - ExaoneMoeConfig (K-EXAONE): num_experts 64, num_experts_per_tok 8, moe_intermediate_size 1024,
+    //    num_shared_experts 1 (ExaoneMoeSparseMoEBlock.shared_experts: one ExaoneMoeMLP of
+    //    moe_intermediate_size * num_shared_experts), norm_topk_prob True; mlp_layer_types defaults to
+    //    dense for i < first_k_dense_replace (default 1); the router's e_score_correction_bias is a buffer
+    //    (modeling_exaone_moe.py ExaoneMoeTopkRouter).
+    //  - MellumConfig: num_local_experts 64 (attribute_map num_experts), num_experts_per_tok 8,
+    //    moe_intermediate_size 896, no shared expert, norm_topk_prob True; mlp_layer_types defaults to all
+    //    sparse (MellumSparseMoeBlock: experts, gate). num_nextn_predict_layers (MTP) builds no module:
+    //    MellumForCausalLM drops mtp.* weights on load.
+    const bool exaone = type == "exaone_moe";
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int(exaone ? std::initializer_list<const char*>{"num_experts", "num_local_experts"}
+                                     : std::initializer_list<const char*>{"num_local_experts", "num_experts"},
+                              kMaxExperts)
+                        .value_or(64);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size =
+        r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(exaone ? 1024 : 896);
+    if (exaone) {
+      m.num_shared_experts = opt_count(r, "num_shared_experts", kMaxExperts).value_or(1);
+      m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
+      m.router_score_bias = true;
+    }
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    m.moe_layers = opt_mlp_layer_types(r, L);
+    if (m.moe_layers.empty()) {
+      const int64_t first_dense = exaone ? opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(1) : 0;
+      all_moe(false);
+      for (int64_t i = first_dense; i < L; ++i) m.moe_layers[static_cast<size_t>(i)] = true;
+    }
   } else if (type == "hunyuan_v1_moe") {
     // HunYuanMoEV1Config (Hunyuan-A13B): num_experts 1 (attribute_map num_local_experts), moe_topk 1
     // (num_experts_per_tok); every layer is a HunYuanMoEV1Moe: gate (HunYuanMoEV1Gate holding wg =
@@ -425,7 +577,14 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   m.hidden_size = r.req_int({"hidden_size"}, kMaxHidden);
   m.num_layers = r.req_int({"num_hidden_layers"}, kMaxLayers);
   m.num_heads = r.req_int({"num_attention_heads"}, kMaxHeads);
-  m.intermediate_size = r.req_int({"intermediate_size"}, kMaxIntermediate);
+  // SolarOpenConfig and Kolibri1Config have no intermediate_size: every layer is MoE. zeroplan takes one
+  // routed expert's width (moe_intermediate_size: SolarOpenConfig 1280, Kolibri1Config 512) as the
+  // model's MLP width, as for Mixtral-style models whose experts are intermediate_size wide.
+  if (type == "solar_open" || type == "kolibri1")
+    m.intermediate_size = r.opt_int({"intermediate_size", "moe_intermediate_size"}, kMaxIntermediate)
+                              .value_or(type == "solar_open" ? 1280 : 512);
+  else
+    m.intermediate_size = r.req_int({"intermediate_size"}, kMaxIntermediate);
   m.vocab_size = r.req_int({"vocab_size"}, kMaxVocab);
   // num_key_value_heads defaults: MistralConfig/MixtralConfig 8, Qwen3MoeConfig 4, Gemma2Config/
   // Gemma3TextConfig 4, Glm4Config 2, Starcoder2Config 2, GptOssConfig 8, Llama4TextConfig 8; the
@@ -440,6 +599,15 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "ernie4_5_moe") dflt_kv = 4;  // Ernie4_5_MoeConfig num_key_value_heads 4
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
   if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
+  // GlmConfig 2; GraniteSWAConfig 4; SolarOpenConfig 8; MellumConfig 4; Kolibri1Config 4; SarvamMoEConfig
+  // 4; ExaoneMoeConfig 32; StableLmConfig 32; OlmoConfig, FlexOlmoConfig and Cohere2Config None (=
+  // num_attention_heads).
+  if (type == "glm") dflt_kv = 2;
+  if (type == "granite_swa" || type == "mellum" || type == "kolibri1" || type == "sarvam_moe") dflt_kv = 4;
+  if (type == "solar_open" || type == "hy_v3") dflt_kv = 8;  // HYV3Config num_key_value_heads 8
+  if (type == "exaone_moe" || type == "stablelm") dflt_kv = 32;
+  if (type == "minicpm3") dflt_kv = 40;       // MiniCPM3Config num_key_value_heads 40
+  if (type == "glm4_moe_lite") dflt_kv = 20;  // Glm4MoeLiteConfig num_key_value_heads 20
   m.num_kv_heads = r.opt_int({"num_key_value_heads"}, kMaxHeads).value_or(std::min(dflt_kv, m.num_heads));
   // head_dim defaults: GemmaConfig/Gemma2Config/Gemma3TextConfig 256, Qwen3Config 128,
   // Glm4Config 128, Llama4TextConfig 128, GptOssConfig 64; the others hidden/heads.
@@ -456,6 +624,14 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // Ernie4_5Config head_dim 128 (None: hidden / heads).
   if (((type == "seed_oss" || type == "ernie4_5") && !r.is_null("head_dim")) || type == "minimax_m2")
     dflt_head_dim = 128;
+  // GlmConfig head_dim 128 (None: hidden / heads); SolarOpenConfig, MellumConfig, Kolibri1Config 128;
+  // SarvamMoEConfig 64. ExaoneMoeConfig, FlexOlmoConfig, OlmoConfig, GraniteSWAConfig have no head_dim
+  // field (their attention's getattr falls back to hidden / heads).
+  if ((type == "glm" && !r.is_null("head_dim")) || type == "solar_open" || type == "mellum" ||
+      type == "kolibri1")
+    dflt_head_dim = 128;
+  if (type == "sarvam_moe") dflt_head_dim = 64;
+  if (type == "hy_v3") dflt_head_dim = 128;  // HYV3Config head_dim 128
   // HunYuanDenseV1Config.head_dim defaults to None, and HunYuanDenseV1Attention's getattr(config,
   // "head_dim", hidden // heads) then returns None: transformers builds no model without it.
   // HunYuanMoEV1Config and HunYuanMoEV1Attention alike.
@@ -466,6 +642,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
         "model); give the value from the model's config.json",
         r.origin(), type, type == "hunyuan_v1_dense" ? "HunYuanDenseV1Config" : "HunYuanMoEV1Config");
   m.head_dim = r.opt_int({"head_dim"}, kMaxHidden).value_or(dflt_head_dim);
+  // StableLmAttention takes hidden_size // num_attention_heads and reads no head_dim. (Cohere2Config's
+  // __post_init__ sets head_dim = hidden // heads, but a head_dim the file gives is set after it, as a
+  // PreTrainedConfig kwarg, and Cohere2Attention uses that: read as given.)
+  if (type == "stablelm") m.head_dim = m.hidden_size / m.num_heads;
   // max_position_embeddings defaults of LlamaConfig (2048), MistralConfig/MixtralConfig (4096*32),
   // Qwen2Config (32768), GemmaConfig/Gemma2Config (8192), Phi3Config (4096). Rotary: no parameters.
   int64_t dflt_pos = 2048;
@@ -480,6 +660,17 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "arcee") dflt_pos = 4096;
   if (type == "apertus") dflt_pos = 65536;
   if (type == "minimax_m2") dflt_pos = 196608;
+  // Glm4MoeLiteConfig 202752, MiniCPM3Config 32768.
+  if (type == "glm4_moe_lite") dflt_pos = 202752;
+  if (type == "minicpm3") dflt_pos = 32768;
+  if (type == "hy_v3") dflt_pos = 131072;  // HYV3Config
+  // StableLmConfig 4096, GlmConfig 131072, Cohere2Config 8192, GraniteSWAConfig 8192, FlexOlmoConfig 4096,
+  // SolarOpenConfig 131072, ExaoneMoeConfig 2048, MellumConfig 131072, Kolibri1Config 262144,
+  // SarvamMoEConfig 131072 (OlmoConfig 2048, LlamaConfig's).
+  if (type == "stablelm" || type == "flex_olmo") dflt_pos = 4096;
+  if (type == "glm" || type == "solar_open" || type == "mellum" || type == "sarvam_moe") dflt_pos = 131072;
+  if (type == "cohere2" || type == "granite_swa") dflt_pos = 8192;
+  if (type == "kolibri1") dflt_pos = 262144;
   m.max_position_embeddings = r.opt_int({"max_position_embeddings"}, kMaxPositions).value_or(dflt_pos);
   m.norm = NormKind::RMSNorm;
   m.norm_eps = r.opt_double({"rms_norm_eps", "norm_epsilon", "layer_norm_eps"}, 0.0);
@@ -489,7 +680,11 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // SmolLM3Config.
   const bool tie_default = type == "gemma" || type == "gemma2" || type == "gemma3_text" ||
                            type == "starcoder2" || type == "cohere" || type == "smollm3" ||
-                           type == "ernie4_5" || type == "ernie4_5_moe";
+                           type == "ernie4_5" || type == "ernie4_5_moe" ||
+                           // Cohere2Config and GraniteSWAConfig tie_word_embeddings True.
+                           type == "cohere2" || type == "granite_swa" ||
+                           // MiniCPM3Config tie_word_embeddings True.
+                           type == "minicpm3";
   m.tie_word_embeddings = r.opt_bool("tie_word_embeddings", tie_default);
   m.activation =
       r.opt_string({"hidden_activation", "hidden_act"},
@@ -508,6 +703,23 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     // Glm4MoeAttention: q/k/v bias=attention_bias (Glm4MoeConfig default False; GLM-4.5's files set
     // it true), o_proj bias=False.
     m.qkv_bias_only = r.opt_bool("attention_bias", false);
+  } else if (type == "sarvam_moe") {
+    // Built as Glm4MoeAttention: q/k/v bias=attention_bias (SarvamMoEConfig attribute_map use_qkv_bias;
+    // Glm4MoeConfig's default False), o_proj bias=False.
+    m.qkv_bias_only =
+        r.find({"attention_bias"}) ? r.opt_bool("attention_bias", false) : r.opt_bool("use_qkv_bias", false);
+  } else if (type == "glm") {
+    // GlmAttention: q/k/v bias=attention_bias (GlmConfig default True), o_proj bias=False.
+    m.qkv_bias_only = r.opt_bool("attention_bias", true);
+  } else if (type == "solar_open") {
+    // SolarOpenAttention: q/k/v bias=attention_bias (SolarOpenConfig default False), o_proj bias=False.
+    m.qkv_bias_only = r.opt_bool("attention_bias", false);
+  } else if (type == "stablelm") {
+    // StableLmAttention: q/k/v bias=use_qkv_bias (StableLmConfig default False), o_proj bias=False.
+    m.qkv_bias_only = r.opt_bool("use_qkv_bias", false);
+  } else if (type == "exaone_moe" || type == "kolibri1") {
+    // ExaoneMoeAttention and Kolibri1Attention: q/k/v/o always bias=False (no attention_bias field).
+    m.attention_bias = false;
   } else if (type == "starcoder2") {
     m.attention_bias = m.mlp_bias = r.opt_bool("use_bias", true);
   } else if (type == "ernie4_5") {
@@ -534,7 +746,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type != "starcoder2" && type != "ernie4_5" && type != "ernie4_5_moe")
     m.mlp_bias = r.opt_bool("mlp_bias", false);
   m.fused_qkv = type == "phi3";
-  m.fused_gate_up = type == "phi3" || type == "glm4";
+  // GlmMLP (GLM-4-9B, model_type glm): gate_up_proj [2 * intermediate, hidden] as GLM-4's.
+  m.fused_gate_up = type == "phi3" || type == "glm4" || type == "glm";
 
   // Norm placement and q/k norms (modeling_<family>.py DecoderLayer / Attention __init__).
   if (type == "gemma2" || type == "gemma3_text") m.norm_placement = NormPlacement::Sandwich;
@@ -552,13 +765,23 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "glm4") m.norm_placement = NormPlacement::Glm4;
   // Olmo3 and EXAONE-4 keep OLMo-2's post-norms (post_attention_layernorm and
   // post_feedforward_layernorm on the sub-layer outputs, no input norm).
-  if (type == "olmo2" || type == "olmo3" || type == "exaone4") m.norm_placement = NormPlacement::PostOnly;
+  // FlexOlmoDecoderLayer likewise (post_attention_layernorm, post_feedforward_layernorm).
+  if (type == "olmo2" || type == "olmo3" || type == "exaone4" || type == "flex_olmo")
+    m.norm_placement = NormPlacement::PostOnly;
+  // Kolibri1DecoderLayer: input_layernorm, post_attention_layernorm, post_self_attn_layernorm,
+  // post_mlp_layernorm, GLM-4's four norms.
+  if (type == "kolibri1") m.norm_placement = NormPlacement::Glm4;
   m.extra_norms = m.norm_placement == NormPlacement::Sandwich || m.norm_placement == NormPlacement::Glm4;
   if (type == "qwen3" || type == "qwen3_moe" || type == "gemma3_text") m.qk_norm = QkNorm::PerHead;
   // Full-width q/k norms ([heads * head_dim] before the per-head reshape): OLMo-2/3, OLMoE, MiniMax-M2
   // (built whatever use_qk_norm says: modeling_minimax_m2.py); per head ([head_dim]): EXAONE-4.
-  if (type == "olmo2" || type == "olmoe" || type == "olmo3" || type == "minimax_m2")
+  // FlexOlmoAttention: q_norm RMSNorm(heads * head_dim), k_norm RMSNorm(kv_heads * head_dim), always.
+  if (type == "olmo2" || type == "olmoe" || type == "olmo3" || type == "minimax_m2" || type == "flex_olmo")
     m.qk_norm = QkNorm::FullWidth;
+  // ExaoneMoeAttention, MellumAttention and Kolibri1Attention: q_norm/k_norm = RMSNorm(head_dim), always.
+  // HYV3Attention likewise.
+  if (type == "exaone_moe" || type == "mellum" || type == "kolibri1" || type == "hy_v3")
+    m.qk_norm = QkNorm::PerHead;
   // Dots1Attention: q_norm/k_norm = Dots1RMSNorm(head_dim), always built.
   if (type == "exaone4" || type == "dots1") m.qk_norm = QkNorm::PerHead;
   // HunYuanDenseV1Attention: query_layernorm/key_layernorm = RMSNorm(head_dim), always built, applied
@@ -567,6 +790,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") m.qk_norm = QkNorm::PerHead;
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
+  // SarvamMoEConfig use_qk_norm default True (the same Glm4MoeAttention q_norm/k_norm).
+  if (type == "sarvam_moe" && r.opt_bool("use_qk_norm", true)) m.qk_norm = QkNorm::PerHead;
   if (type == "starcoder2") {
     // Starcoder2: nn.LayerNorm (bias) everywhere, plain MLP c_fc -> gelu -> c_proj.
     m.norm = NormKind::LayerNorm;
@@ -583,7 +808,42 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.parallel_attention = true;
     if (r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::HeadMatrix;
   }
-  m.attention_sinks = type == "gpt_oss";
+  if (type == "cohere2") {
+    // Cohere2 (Command R7B / A): Cohere2LayerNorm weight only (bias=False), one input_layernorm feeding
+    // attention and MLP in parallel (Cohere2DecoderLayer); no q/k norm; q/k/v/o bias=attention_bias
+    // (Cohere2Config default False) (modeling_cohere2.py).
+    m.norm = NormKind::LayerNorm;
+    m.norm_placement = NormPlacement::Parallel;
+    m.parallel_attention = true;
+  }
+  if (type == "olmo") {
+    // OLMo-1 (modeling_olmo.py OlmoLayerNorm): input_layernorm, post_attention_layernorm and the final norm
+    // are LayerNorms with no learnable weight or bias; q/k/v/o bias=attention_bias (OlmoConfig default
+    // False); clip_qkv clamps activations, no parameters.
+    m.norm = NormKind::LayerNorm;
+    m.norm_params = false;
+  }
+  if (type == "stablelm") {
+    // StableLmDecoderLayer / StableLmModel (modeling_stablelm.py): nn.LayerNorm (weight and bias) for the
+    // input, post-attention and final norms; use_parallel_residual (StableLmConfig default False) drops
+    // post_attention_layernorm and feeds attention and MLP the same input. qk_layernorm (default False)
+    // adds StableLmLayerNormPerHead, one nn.LayerNorm(head_dim) per head (q_layernorm.norms.<i>), which
+    // zeroplan does not model: refused by name.
+    m.norm = NormKind::LayerNorm;
+    m.norm_bias = true;
+    if (r.opt_bool("qk_layernorm", false))
+      throw_user_error(
+          "model config '{}': stablelm with qk_layernorm true is not modelled (StableLmLayerNormPerHead "
+          "keeps "
+          "one LayerNorm per attention head, q_layernorm.norms.<i>)",
+          r.origin());
+    if (r.opt_bool("use_parallel_residual", false)) {
+      m.norm_placement = NormPlacement::Parallel;
+      m.parallel_attention = true;
+    }
+  }
+  // gpt-oss and GraniteSWAAttention (modeling_granite_swa.py): sinks, one learned logit per head, always.
+  m.attention_sinks = type == "gpt_oss" || type == "granite_swa";
   if (type == "seed_oss") {
     // SeedOssConfig attention_dropout 0.1 and residual_dropout 0.1: dropout on the attention
     // probabilities, on o_proj's output and on down_proj's output (modeling_seed_oss.py).
@@ -628,14 +888,28 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   }
 
   // MLA (modeling_deepseek_v3.py DeepseekV3Attention; DeepseekV2/V3Config defaults identical).
-  if (type == "deepseek_v2" || type == "deepseek_v3") {
+  // Glm4MoeLiteAttention is DeepseekV3Attention (Glm4MoeLiteConfig: q_lora_rank 768, kv_lora_rank 512,
+  // qk_rope_head_dim 64, qk_nope_head_dim 192, v_head_dim 256); MiniCPM3Attention builds
+  // DeepseekV2Attention's modules (MiniCPM3Config: q_lora_rank 768, kv_lora_rank 256, qk_rope_head_dim 32,
+  // qk_nope_head_dim 64, v_head_dim None = hidden_size // num_attention_heads) (modular_minicpm3.py).
+  if (type == "deepseek_v2" || type == "deepseek_v3" || type == "glm4_moe_lite" || type == "minicpm3") {
+    const bool lite = type == "glm4_moe_lite", cpm = type == "minicpm3";
     m.mla = true;
     // q_lora_rank null (DeepSeek-V2-Lite) means a plain q_proj; absent means the default 1536.
-    m.q_lora_rank = r.is_null("q_lora_rank") ? 0 : r.opt_int({"q_lora_rank"}, kMaxHidden).value_or(1536);
-    m.kv_lora_rank = r.opt_int({"kv_lora_rank"}, kMaxHidden).value_or(512);
-    m.qk_rope_head_dim = r.opt_int({"qk_rope_head_dim"}, kMaxHidden).value_or(64);
-    m.qk_nope_head_dim = r.opt_int({"qk_nope_head_dim"}, kMaxHidden).value_or(128);
-    m.v_head_dim = r.opt_int({"v_head_dim"}, kMaxHidden).value_or(128);
+    m.q_lora_rank = r.is_null("q_lora_rank")
+                        ? 0
+                        : r.opt_int({"q_lora_rank"}, kMaxHidden).value_or(lite || cpm ? 768 : 1536);
+    m.kv_lora_rank = r.opt_int({"kv_lora_rank"}, kMaxHidden).value_or(cpm ? 256 : 512);
+    // Glm4MoeLiteConfig attribute_map: head_dim -> qk_rope_head_dim.
+    m.qk_rope_head_dim = r.opt_int(lite ? std::initializer_list<const char*>{"qk_rope_head_dim", "head_dim"}
+                                        : std::initializer_list<const char*>{"qk_rope_head_dim"},
+                                   kMaxHidden)
+                             .value_or(cpm ? 32 : 64);
+    m.qk_nope_head_dim = r.opt_int({"qk_nope_head_dim"}, kMaxHidden).value_or(lite ? 192 : cpm ? 64 : 128);
+    m.v_head_dim = r.opt_int({"v_head_dim"}, kMaxHidden)
+                       .value_or(lite  ? 256
+                                 : cpm ? m.hidden_size / m.num_heads
+                                       : 128);
     m.head_dim = m.qk_nope_head_dim + m.qk_rope_head_dim;  // the query/key head width
   }
 
@@ -850,6 +1124,42 @@ std::vector<std::string> structural_fields_present(const json& j) {
   return out;
 }
 
+// Families transformers 5.24 builds as causal LMs from configs with only Llama's standard fields, whose
+// module tree a Llama-style reading would count wrongly (checked against AutoModelForCausalLM on the
+// meta device from each config class's defaults): what differs, or nothing when `type` is not one of
+// them (or the config turns the difference off).
+std::optional<std::string> unmodelled_family(const std::string& type, const ConfigReader& r) {
+  if (type == "diffllama")
+    return "DiffLlamaAttention adds four learned vectors per layer (lambda_q1, lambda_k1, lambda_q2, "
+           "lambda_k2, "
+           "head_dim each) to Llama's attention (models/diffllama/modeling_diffllama.py)";
+  if (type == "hrm_text")
+    return "HrmTextModel runs two stacks of layers over H_cycles x L_cycles, so num_hidden_layers counts "
+           "layer "
+           "applications, not stored layers (models/hrm_text/modeling_hrm_text.py)";
+  if (type == "modernbert-decoder")
+    return "ModernBertDecoderForCausalLM has ModernBERT's module tree (LayerNorms, fused Wi/Wo MLP, a "
+           "prediction head), not Llama's (models/modernbert_decoder/modeling_modernbert_decoder.py)";
+  if (type == "phi4_multimodal")
+    return "Phi4MultimodalForCausalLM builds its image and audio encoders (model.embed_tokens_extend) inside "
+           "the language model (models/phi4_multimodal/modeling_phi4_multimodal.py)";
+  if (type == "gemma4_unified_text" || type == "gemma4_unified")
+    return "Gemma4UnifiedForCausalLM's layers are Gemma's, not Llama's (q_norm/k_norm on each head, "
+           "pre_feedforward_layernorm and post_feedforward_layernorm around the MLP) "
+           "(models/gemma4_unified/modeling_gemma4_unified.py)";
+  if (type == "cohere_compass_text")
+    return "its language model is built inside CohereCompassForConditionalGeneration, and transformers 5.24 "
+           "builds no CohereCompassForCausalLM from CohereCompassTextConfig's defaults, so no count could be "
+           "checked (models/cohere_compass/modeling_cohere_compass.py)";
+  // HyperCLOVAXConfig use_post_norm default True: HyperCLOVAXDecoderLayer adds post_norm1 and post_norm2,
+  // RMSNorms on each sub-layer's output (models/hyperclovax/modeling_hyperclovax.py); without it the layer
+  // is Llama's (residual/embedding multipliers hold no parameters).
+  if (type == "hyperclovax" && r.opt_bool("use_post_norm", true))
+    return "use_post_norm (HyperCLOVAXConfig default True) adds post_norm1 and post_norm2 to every layer "
+           "(models/hyperclovax/modeling_hyperclovax.py)";
+  return std::nullopt;
+}
+
 }  // namespace
 
 ModelSpec model_from_hf_config(const std::string& origin, const std::string& json_text) {
@@ -900,6 +1210,21 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
   } else if (t == "gpt_neox") {
     read_gpt_neox(r, m);
   } else {
+    if (const auto why = unmodelled_family(t, r)) {
+      if (!with_checkpoint)
+        throw_user_error(
+            "model config '{}': model_type '{}' is not a family zeroplan models, and a Llama-style reading "
+            "of "
+            "its fields would miscount it: {}. Give --model the folder of the checkpoint (config.json with "
+            "its *.safetensors files) for an exact tensor inventory",
+            origin, t, *why);
+      m.warnings.push_back(fmt::format(
+          "model config '{}': model_type '{}' is not a family zeroplan models ({}): parameter counts come "
+          "from "
+          "the safetensors headers; activations and FLOPs from the config's standard fields as a dense "
+          "Llama-style decoder (approximate)",
+          origin, t, *why));
+    }
     const auto fields = structural_fields_present(j);
     if (!fields.empty() && with_checkpoint) {
       m.warnings.push_back(

@@ -8,6 +8,8 @@
 //   Llama/Mistral/Mixtral/Qwen2/Qwen3/Qwen2-MoE/Qwen3-MoE/DeepSeek-V2/V3/gpt-oss/Llama-4 text/
 //   Gemma 1-3/OLMo-2/OLMoE/Granite/GLM-4/Starcoder2/Cohere: models/<family>/modeling_<family>.py
 //   Phi-3: models/phi3/modeling_phi3.py (qkv_proj, gate_up_proj)
+//   OLMo-1/StableLM/GLM (glm)/Cohere2/GraniteSWA/FlexOlmo/Solar-Open/EXAONE-MoE/Mellum/Kolibri1 and
+//   Sarvam-MoE (built as GLM-4-MoE): models/<family>/modeling_<family>.py of transformers 5.24
 //   GPT-2: models/gpt2/modeling_gpt2.py; OPT: models/opt/modeling_opt.py;
 //   BLOOM: models/bloom/modeling_bloom.py; Falcon: models/falcon/modeling_falcon.py;
 //   GPT-NeoX: models/gpt_neox/modeling_gpt_neox.py
@@ -42,6 +44,7 @@ class GroupBuilder {
   }
 
   void norm(const std::string& path, int64_t dim, bool bias) {
+    if (!norm_params_) return;  // OLMo-1's OlmoLayerNorm holds no parameters
     const std::string module = leaf(path);
     TensorSpec w{.name = full(path) + ".weight", .module = module, .shape = {dim}};
     w.is_norm = true;
@@ -78,6 +81,8 @@ class GroupBuilder {
   }
 
   LayerInventory take() { return std::move(group_); }
+  // False: norm() adds nothing (ModelSpec::norm_params, OLMo-1's parameter-free LayerNorms).
+  void set_norm_params(bool on) { norm_params_ = on; }
 
  private:
   static std::string leaf(const std::string& path) {
@@ -88,6 +93,7 @@ class GroupBuilder {
 
   LayerInventory group_;
   std::string prefix_;
+  bool norm_params_ = true;
 };
 
 // A gated MLP (gate_proj, up_proj, down_proj) of width f under `prefix` (or fused gate_up_proj).
@@ -198,13 +204,14 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
       if (m.shared_expert_intermediate_size > 0) {
         // Qwen2-MoE: mlp.shared_expert (+ shared_expert_gate [1, h]); DeepSeek: mlp.shared_experts.
         const bool qwen = m.shared_expert_gate;
-        // ERNIE-4.5-MoE's shared experts are an Ernie4_5_MoeMLP, biased with use_bias.
+        // ERNIE-4.5-MoE's shared experts are an Ernie4_5_MoeMLP, biased with use_bias; HY-V3's a HYV3MLP,
+        // biased with mlp_bias (modeling_hy_v3.py).
         // HunYuan-MoE's is mlp.shared_mlp.
         const char* shared = qwen                               ? "mlp.shared_expert"
                              : m.model_type == "hunyuan_v1_moe" ? "mlp.shared_mlp"
                                                                 : "mlp.shared_experts";
         gated_mlp(m, g, shared, m.shared_expert_intermediate_size,
-                  m.model_type == "ernie4_5_moe" && m.mlp_bias);
+                  (m.model_type == "ernie4_5_moe" || m.model_type == "hy_v3") && m.mlp_bias);
       }
       if (m.shared_expert_gate) g.linear("mlp.shared_expert_gate", 1, h, false);
       break;
@@ -403,6 +410,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
 
   for (int64_t i = 0; i < num_layers; ++i) {
     GroupBuilder g("layers." + std::to_string(i), n.layers + "." + std::to_string(i), true);
+    g.set_norm_params(norm_params);
     switch (layout) {
       case Layout::Llama:
       case Layout::Phi3:
@@ -430,6 +438,7 @@ std::vector<LayerInventory> ModelSpec::inventory() const {
 
   {
     GroupBuilder g("final_norm", "", false);
+    g.set_norm_params(norm_params);
     // Llama layout: the final norm is the layers' kind (Starcoder2 LayerNorm with bias, Cohere without).
     if (final_norm)
       g.norm(n.final_norm, h, layout == Layout::Llama || layout == Layout::Phi ? norm_bias : layer_norm_bias);

@@ -121,6 +121,9 @@ struct ModelSpec {
   bool qkv_bias_only = false;   // Qwen2: biases on q,k,v but not o
   bool mlp_bias = false;
   bool norm_bias = false;            // LayerNorm with bias
+  // The norms hold a weight (and a bias with norm_bias). False: OLMo-1's OlmoLayerNorm, a LayerNorm with
+  // no learnable weight or bias (transformers 5.24 models/olmo/modeling_olmo.py OlmoLayerNorm).
+  bool norm_params = true;
   bool fused_qkv = false;            // one qkv projection (GPT-2 c_attn, BLOOM/Falcon query_key_value)
   bool parallel_attention = false;   // Falcon/GPT-J style: attention and MLP read the same input
   bool extra_norms = false;          // Gemma-2: pre+post norms around attention and MLP

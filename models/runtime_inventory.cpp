@@ -22,6 +22,16 @@
 //              holding e_score_correction_bias [1, E], a frozen parameter), experts, shared_experts;
 //              forward: shared_experts, gate (moe_statics inside it), experts
 //   minimax_m2 MiniMaxM2SparseMoeBlock: gate, experts; forward: gate, experts
+//   flex_olmo  FlexOlmoSparseMoeBlock: gate, experts; forward: gate, experts
+//   solar_open SolarOpenMoE: experts, gate (SolarOpenTopkRouter, e_score_correction_bias a buffer),
+//              shared_experts; forward: gate, experts, shared_experts
+//   exaone_moe ExaoneMoeSparseMoEBlock: experts, gate (bias a buffer), shared_experts; forward as solar_open
+//   mellum     MellumSparseMoeBlock: experts, gate; forward: gate, experts
+//   kolibri1   Kolibri1SparseMoeBlock: experts, gate (bias a buffer), shared_experts; forward as solar_open
+//   sarvam_moe built as Glm4MoeForCausalLM (Glm4MoeMoE, as glm4_moe)
+//   hy_v3      HYV3MoE: gate, experts (e_score_correction_bias a buffer of the block), shared_experts;
+//              forward: gate, experts, shared_experts
+//   glm4_moe_lite Glm4MoeLiteMoE: experts, gate (bias a buffer), shared_experts (GLM-4-MoE's block)
 //   phimoe     PhimoeSparseMoeBlock: router (PhimoeTopKRouter), experts; forward: router, experts
 //   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
 //              GptOssMLP: router, experts; Llama4TextMoe: experts, router, shared_expert (forward:
@@ -62,6 +72,19 @@ Family family_of(const std::string& type) {
     return {"transformers.models.minimax_m2.modeling_minimax_m2.MiniMaxM2SparseMoeBlock", false};
   if (type == "phimoe")
     return {"transformers.models.phimoe.modeling_phimoe.PhimoeSparseMoeBlock", false, "router"};
+  if (type == "flex_olmo")
+    return {"transformers.models.flex_olmo.modeling_flex_olmo.FlexOlmoSparseMoeBlock", false};
+  if (type == "solar_open") return {"transformers.models.solar_open.modeling_solar_open.SolarOpenMoE", true};
+  if (type == "exaone_moe")
+    return {"transformers.models.exaone_moe.modeling_exaone_moe.ExaoneMoeSparseMoEBlock", true};
+  if (type == "mellum") return {"transformers.models.mellum.modeling_mellum.MellumSparseMoeBlock", true};
+  if (type == "kolibri1")
+    return {"transformers.models.kolibri1.modeling_kolibri1.Kolibri1SparseMoeBlock", true};
+  if (type == "hy_v3") return {"transformers.models.hy_v3.modeling_hy_v3.HYV3MoE", false};
+  if (type == "glm4_moe_lite")
+    return {"transformers.models.glm4_moe_lite.modeling_glm4_moe_lite.Glm4MoeLiteMoE", true};
+  // sarvam_moe: transformers builds Glm4MoeForCausalLM from a SarvamMoEConfig.
+  if (type == "sarvam_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
   if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
   if (type == "llama4_text" || type == "llama4")
     return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};

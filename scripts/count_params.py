@@ -48,6 +48,8 @@ DEFAULT_FAMILIES = [
     "olmoe", "granite", "glm4", "starcoder2", "cohere", "phi", "gpt_neox", "gpt2", "opt", "falcon", "bloom",
     "glm4_moe", "seed_oss", "minimax_m2", "phimoe", "olmo3", "exaone4", "smollm3",
     "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe", "apertus",
+    "olmo", "stablelm", "glm", "cohere2", "granite_swa", "flex_olmo", "solar_open", "exaone_moe", "mellum",
+    "kolibri1", "sarvam_moe", "glm4_moe_lite", "minicpm3", "hy_v3",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava",
 ]

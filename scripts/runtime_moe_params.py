@@ -35,6 +35,22 @@ CONFIGS = {
     "deepseek_v3": dict(moe_intermediate_size=32, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
                         first_k_dense_replace=1, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
                         qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
+    # (pad_token_id 0: some config classes default it beyond the test vocabulary of 128)
+    "flex_olmo": dict(pad_token_id=0, num_experts=4, num_experts_per_tok=2),
+    "solar_open": dict(pad_token_id=0, moe_intermediate_size=32, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+                       head_dim=16, n_group=1, topk_group=1),
+    "exaone_moe": dict(pad_token_id=0, moe_intermediate_size=32, num_experts=4, num_shared_experts=1, num_experts_per_tok=2,
+                       first_k_dense_replace=1, n_group=1, topk_group=1),
+    "mellum": dict(pad_token_id=0, moe_intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, head_dim=16),
+    "kolibri1": dict(pad_token_id=0, moe_intermediate_size=32, num_local_experts=4, num_experts_per_tok=2, head_dim=16,
+                     shared_expert_intermediate_size=32),
+    "sarvam_moe": dict(pad_token_id=0, moe_intermediate_size=32, n_routed_experts=4, n_shared_experts=1, num_experts_per_tok=2,
+                       first_k_dense_replace=1, head_dim=16, n_group=1, topk_group=1),
+    "glm4_moe_lite": dict(pad_token_id=0, moe_intermediate_size=32, n_routed_experts=4, n_shared_experts=1,
+                          num_experts_per_tok=2, q_lora_rank=16, kv_lora_rank=16, qk_rope_head_dim=8,
+                          qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
+    "hy_v3": dict(pad_token_id=0, moe_intermediate_size=32, num_experts=4, num_shared_experts=1,
+                  num_experts_per_tok=2, head_dim=16, mlp_bias=True),
 }
 
 

@@ -256,6 +256,134 @@ TEST(TransformersCountByHand, HunyuanMoeNeedsHeadDimAndRefusesPerLayerLists) {
   expect_refused(j, "'moe_topk'");
 }
 
+// Families added for issue 29 (transformers 5.24), on small shapes; each expected total is
+// AutoModelForCausalLM.from_config(AutoConfig.for_model(type, **fields)) on the meta device, sum(p.numel()).
+nlohmann::json small(const std::string& type) {
+  return {{"model_type", type},       {"hidden_size", 256},       {"num_hidden_layers", 4},
+          {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"intermediate_size", 512},
+          {"vocab_size", 1024}};
+}
+
+// StableLM: use_parallel_residual drops post_attention_layernorm, use_qkv_bias adds q/k/v (not o) biases:
+// 3,151,360 in transformers; qk_layernorm (one LayerNorm per head) is refused by name.
+TEST(TransformersCountByHand, StableLmVariants) {
+  nlohmann::json j = small("stablelm");
+  j["use_parallel_residual"] = true;
+  j["use_qkv_bias"] = true;
+  EXPECT_EQ(model_from_hf_json("stablelm-config", j).num_parameters(), 3151360);
+  j["qk_layernorm"] = true;
+  try {
+    (void)model_from_hf_json("stablelm-config", j);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const UserError& e) {
+    EXPECT_NE(std::string(e.what()).find("qk_layernorm"), std::string::npos) << e.what();
+  }
+}
+
+// EXAONE-MoE: mlp_layer_types decides which layers are sparse (over first_k_dense_replace): 3,250,944.
+TEST(TransformersCountByHand, ExaoneMoeFollowsMlpLayerTypes) {
+  nlohmann::json j = small("exaone_moe");
+  j["moe_intermediate_size"] = 64;
+  j["num_experts"] = 8;
+  j["num_experts_per_tok"] = 2;
+  j["mlp_layer_types"] = {"sparse", "dense", "sparse", "dense"};
+  const ModelSpec m = model_from_hf_json("exaone-moe-config", j);
+  EXPECT_EQ(m.num_parameters(), 3250944);
+  EXPECT_EQ(m.num_moe_layers(), 2);
+  EXPECT_TRUE(m.is_moe_layer(0));
+  EXPECT_FALSE(m.is_moe_layer(1));
+  j["mlp_layer_types"] = {"sparse", "dense"};
+  EXPECT_THROW((void)model_from_hf_json("exaone-moe-config", j), UserError);
+}
+
+// Sarvam-MoE's own spellings (SarvamMoEConfig attribute_map: num_experts, num_shared_experts, use_qkv_bias):
+// 3,452,672 in transformers (built as Glm4MoeForCausalLM).
+TEST(TransformersCountByHand, SarvamMoeAliases) {
+  nlohmann::json j = small("sarvam_moe");
+  j["head_dim"] = 64;
+  j["moe_intermediate_size"] = 64;
+  j["num_experts"] = 8;
+  j["num_shared_experts"] = 2;
+  j["use_qkv_bias"] = true;
+  j["num_experts_per_tok"] = 2;
+  const ModelSpec m = model_from_hf_json("sarvam-config", j);
+  EXPECT_EQ(m.num_parameters(), 3452672);
+  EXPECT_EQ(m.num_experts, 8);
+  EXPECT_EQ(m.shared_expert_intermediate_size, 128);
+  EXPECT_TRUE(m.qkv_bias_only);
+}
+
+// Cohere2Config.__post_init__ sets head_dim = hidden // heads, but a head_dim given in the file is set after
+// it and Cohere2Attention uses it: 2,360,576 with head_dim 32 given (2,884,864 without, head_dim 64);
+// StableLmAttention ignores head_dim: 3,150,336 either way.
+TEST(TransformersCountByHand, HeadDimReadOrIgnoredAsTransformersDoes) {
+  nlohmann::json j = small("cohere2");
+  EXPECT_EQ(model_from_hf_json("cohere2-config", j).num_parameters(), 2884864);
+  j["head_dim"] = 32;
+  EXPECT_EQ(model_from_hf_json("cohere2-config", j).num_parameters(), 2360576);
+  nlohmann::json k = small("stablelm");
+  EXPECT_EQ(model_from_hf_json("stablelm-config", k).num_parameters(), 3150336);
+  k["head_dim"] = 32;
+  EXPECT_EQ(model_from_hf_json("stablelm-config", k).num_parameters(), 3150336);
+}
+
+// The MoE routing of the new families at their config classes' defaults (tests/data/models/hf_defaults):
+// routed experts, top-k, shared-expert width, sparse layers and whether the router's correction bias is
+// a buffer (not counted), as the configuration_<family>.py classes set them.
+TEST(TransformersCountByHand, NewMoeFamiliesRouting) {
+  struct Want {
+    const char* type;
+    int64_t experts, top_k, shared_width, moe_layers;
+    bool score_bias_buffer;
+  };
+  const Want wants[] = {
+      {"flex_olmo", 7, 5, 0, 32, false},         // FlexOlmoConfig: 7 experts, top-5, 32 layers all sparse
+      {"solar_open", 128, 8, 1280, 48, true},    // SolarOpenConfig: 128, top-8, 1 shared x 1280, 48 layers
+      {"exaone_moe", 64, 8, 1024, 31, true},     // ExaoneMoeConfig: 64, top-8, 1 x 1024, first layer dense
+      {"mellum", 64, 8, 0, 28, false},           // MellumConfig: 64, top-8, 28 layers all sparse
+      {"kolibri1", 384, 6, 512, 50, true},       // Kolibri1Config: 384, top-6, shared 512, 50 layers
+      {"sarvam_moe", 128, 6, 1024, 18, true},    // SarvamMoEConfig: 128, top-6, 1 x 1024, first of 19 dense
+      {"glm4_moe_lite", 64, 4, 1536, 46, true},  // Glm4MoeLiteConfig: 64, top-4, 1 x 1536, first of 47 dense
+      {"hy_v3", 192, 8, 1536, 79, true},         // HYV3Config: 192, top-8, 1 x 1536, first of 80 dense
+  };
+  for (const Want& w : wants) {
+    const ModelSpec m = load_model(kSource + "/tests/data/models/hf_defaults/" + w.type + ".json");
+    EXPECT_EQ(m.num_experts, w.experts) << w.type;
+    EXPECT_EQ(m.experts_per_token, w.top_k) << w.type;
+    EXPECT_EQ(m.shared_expert_intermediate_size, w.shared_width) << w.type;
+    EXPECT_EQ(m.num_moe_layers(), w.moe_layers) << w.type;
+    EXPECT_EQ(m.router_score_bias, w.score_bias_buffer) << w.type;
+    EXPECT_LT(m.active_parameters(), m.num_parameters()) << w.type;
+    bool named = false;
+    for (const auto& l : m.runtime_inventory())
+      if (!l.moe_block_class.empty()) named = true;
+    EXPECT_TRUE(named) << w.type << ": no DeepSpeed leaf class for its MoE block";
+  }
+}
+
+// Families a Llama-style reading of the standard fields would miscount (transformers 5.24's counts of the
+// class defaults differ from it, or transformers builds none) are refused naming what differs;
+// HyperCLOVA X without use_post_norm is Llama's layer (3,148,032 in transformers, with the warning).
+TEST(TransformersCountByHand, MiscountedFamiliesAreRefusedByName) {
+  for (const char* type : {"diffllama", "hrm_text", "modernbert-decoder", "phi4_multimodal",
+                           "gemma4_unified_text", "cohere_compass_text", "hyperclovax"}) {
+    try {
+      (void)model_from_hf_json("cfg", small(type));
+      ADD_FAILURE() << "expected a refusal for " << type;
+    } catch (const UserError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find(type), std::string::npos) << msg;
+      EXPECT_NE(msg.find("would miscount"), std::string::npos) << msg;
+    }
+  }
+  nlohmann::json j = small("hyperclovax");
+  j["head_dim"] = 64;
+  j["use_post_norm"] = false;
+  const ModelSpec m = model_from_hf_json("hyperclovax-config", j);
+  EXPECT_EQ(m.num_parameters(), 3148032);
+  EXPECT_FALSE(m.warnings.empty());
+}
+
 TEST(TransformersData, RecordsTheVersionsUsed) {
   const auto& v = counts().at("versions");
   EXPECT_FALSE(v.at("transformers").get<std::string>().empty());
