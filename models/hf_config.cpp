@@ -182,7 +182,8 @@ bool is_llama_family(const std::string& t) {
                                        "sarvam_moe",
                                        "glm4_moe_lite",
                                        "minicpm3",
-                                       "hy_v3"};
+                                       "hy_v3",
+                                       "sarvam_mla"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -274,18 +275,31 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     m.num_experts = r.opt_int({"num_experts", "num_local_experts"}, kMaxExperts).value_or(64);
     m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
     m.moe_intermediate_size = m.intermediate_size;
-  } else if (type == "deepseek_v2" || type == "deepseek_v3") {
+  } else if (type == "deepseek_v2" || type == "deepseek_v3" || type == "sarvam_mla") {
     // DeepseekV2Config: n_routed_experts 64, n_shared_experts 2, moe_intermediate_size 1407,
     // first_k_dense_replace 0, num_experts_per_tok None; DeepseekV3Config: 256, 1, 2048, 3, 8.
+    // SarvamMLAConfig (Sarvam-105B; configuration_sarvam_mla.py, a DeepseekV3Config subclass that
+    // transformers builds as DeepseekV3ForCausalLM): n_routed_experts 128 (attribute_map also
+    // num_experts; num_shared_experts for n_shared_experts), first_k_dense_replace 1, the rest DeepSeek-V3's.
     // Layer i is sparse iff i >= first_k_dense_replace (modeling_deepseek_v3.py
     // DeepseekV3DecoderLayer); the shared experts are one MLP of moe_intermediate_size *
     // n_shared_experts (DeepseekV3MoE.shared_experts).
-    const bool v3 = type == "deepseek_v3";
+    const bool sarvam = type == "sarvam_mla";
+    const bool v3 = type == "deepseek_v3" || sarvam;
     m.moe_style = MoeStyle::PerExpert;
-    m.num_experts = r.opt_int({"n_routed_experts"}, kMaxExperts).value_or(v3 ? 256 : 64);
+    m.num_experts = r.opt_int(sarvam ? std::initializer_list<const char*>{"n_routed_experts", "num_experts",
+                                                                          "num_local_experts"}
+                                     : std::initializer_list<const char*>{"n_routed_experts"},
+                              kMaxExperts)
+                        .value_or(sarvam ? 128
+                                  : v3   ? 256
+                                         : 64);
     m.moe_intermediate_size =
         r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(v3 ? 2048 : 1407);
-    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts).value_or(v3 ? 1 : 2);
+    m.num_shared_experts = opt_count(r, "n_shared_experts", kMaxExperts)
+                               .value_or(sarvam ? opt_count(r, "num_shared_experts", kMaxExperts).value_or(1)
+                                         : v3   ? 1
+                                                : 2);
     m.shared_expert_intermediate_size = checked_mul(m.moe_intermediate_size, m.num_shared_experts);
     if (auto k = r.opt_int({"num_experts_per_tok"}, kMaxExperts)) {
       m.experts_per_token = *k;
@@ -299,7 +313,10 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
             "per token (deepseek-ai/DeepSeek-V2's value)",
             r.origin()));
     }
-    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers).value_or(v3 ? 3 : 0);
+    const int64_t first_dense = opt_count(r, "first_k_dense_replace", kMaxLayers)
+                                    .value_or(sarvam ? 1
+                                              : v3   ? 3
+                                                     : 0);
     if (const auto freq = r.opt_int({"moe_layer_freq"}, kMaxLayers); freq && *freq != 1)
       m.warnings.push_back(
           fmt::format("model config '{}': moe_layer_freq {} is ignored, as transformers' DeepSeek model "
@@ -892,11 +909,13 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // qk_rope_head_dim 64, qk_nope_head_dim 192, v_head_dim 256); MiniCPM3Attention builds
   // DeepseekV2Attention's modules (MiniCPM3Config: q_lora_rank 768, kv_lora_rank 256, qk_rope_head_dim 32,
   // qk_nope_head_dim 64, v_head_dim None = hidden_size // num_attention_heads) (modular_minicpm3.py).
-  if (type == "deepseek_v2" || type == "deepseek_v3" || type == "glm4_moe_lite" || type == "minicpm3") {
+  // SarvamMLAConfig: q_lora_rank None (a plain q_proj) unless given; the rest DeepseekV3Config's.
+  if (type == "deepseek_v2" || type == "deepseek_v3" || type == "glm4_moe_lite" || type == "minicpm3" ||
+      type == "sarvam_mla") {
     const bool lite = type == "glm4_moe_lite", cpm = type == "minicpm3";
     m.mla = true;
     // q_lora_rank null (DeepSeek-V2-Lite) means a plain q_proj; absent means the default 1536.
-    m.q_lora_rank = r.is_null("q_lora_rank")
+    m.q_lora_rank = r.is_null("q_lora_rank") || (type == "sarvam_mla" && !r.find({"q_lora_rank"}))
                         ? 0
                         : r.opt_int({"q_lora_rank"}, kMaxHidden).value_or(lite || cpm ? 768 : 1536);
     m.kv_lora_rank = r.opt_int({"kv_lora_rank"}, kMaxHidden).value_or(cpm ? 256 : 512);

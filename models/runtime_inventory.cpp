@@ -60,7 +60,8 @@ Family family_of(const std::string& type) {
   if (type == "olmoe") return {"transformers.models.olmoe.modeling_olmoe.OlmoeSparseMoeBlock", false};
   if (type == "deepseek_v2")
     return {"transformers.models.deepseek_v2.modeling_deepseek_v2.DeepseekV2Moe", true};
-  if (type == "deepseek_v3")
+  // sarvam_mla: transformers builds DeepseekV3ForCausalLM from a SarvamMLAConfig.
+  if (type == "deepseek_v3" || type == "sarvam_mla")
     return {"transformers.models.deepseek_v3.modeling_deepseek_v3.DeepseekV3MoE", true};
   if (type == "glm4_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
   if (type == "dots1") return {"transformers.models.dots1.modeling_dots1.Dots1MoE", true};

@@ -51,6 +51,9 @@ CONFIGS = {
                           qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
     "hy_v3": dict(pad_token_id=0, moe_intermediate_size=32, num_experts=4, num_shared_experts=1,
                   num_experts_per_tok=2, head_dim=16, mlp_bias=True),
+    "sarvam_mla": dict(pad_token_id=0, moe_intermediate_size=32, num_experts=4, num_shared_experts=1,
+                       num_experts_per_tok=2, first_k_dense_replace=1, kv_lora_rank=16, qk_rope_head_dim=8,
+                       qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
 }
 
 

@@ -345,6 +345,7 @@ TEST(TransformersCountByHand, NewMoeFamiliesRouting) {
       {"sarvam_moe", 128, 6, 1024, 18, true},    // SarvamMoEConfig: 128, top-6, 1 x 1024, first of 19 dense
       {"glm4_moe_lite", 64, 4, 1536, 46, true},  // Glm4MoeLiteConfig: 64, top-4, 1 x 1536, first of 47 dense
       {"hy_v3", 192, 8, 1536, 79, true},         // HYV3Config: 192, top-8, 1 x 1536, first of 80 dense
+      {"sarvam_mla", 128, 8, 2048, 31, true},    // SarvamMLAConfig: 128, top-8, 1 x 2048, first of 32 dense
   };
   for (const Want& w : wants) {
     const ModelSpec m = load_model(kSource + "/tests/data/models/hf_defaults/" + w.type + ".json");
