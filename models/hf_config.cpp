@@ -183,7 +183,9 @@ bool is_llama_family(const std::string& t) {
                                        "glm4_moe_lite",
                                        "minicpm3",
                                        "hy_v3",
-                                       "sarvam_mla"};
+                                       "sarvam_mla",
+                                       "granitemoe",
+                                       "granitemoeshared"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -394,6 +396,24 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     for (int64_t i = 0; i < L; ++i)
       m.moe_layers[static_cast<size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
     m.router_score_bias_param = true;
+  } else if (type == "granitemoe" || type == "granitemoeshared") {
+    // GraniteMoeConfig / GraniteMoeSharedConfig (Granite-3 MoE): num_local_experts 8,
+    // num_experts_per_tok 2; every layer's block_sparse_moe (GraniteMoeMoE: router, then experts as wide
+    // as intermediate_size) is sparse. The Hub checkpoints store the experts fused already
+    // (block_sparse_moe.input_linear.weight [E, 2f, h], output_linear.weight [E, h, f],
+    // router.layer.weight [E, h]), which transformers renames on load (conversion_mapping.py
+    // "granitemoe"). GraniteMoeSharedConfig shared_intermediate_size (default 0: none) adds
+    // GraniteMoeSharedDecoderLayer.shared_mlp (input_linear [2s, h], output_linear [h, s]) beside the
+    // block (modeling_granitemoeshared.py GraniteMoeSharedMLP).
+    m.moe_style = MoeStyle::Mixtral;
+    m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(8);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
+    m.moe_intermediate_size = m.intermediate_size;
+    if (type == "granitemoeshared") {
+      m.shared_expert_intermediate_size =
+          opt_count(r, "shared_intermediate_size", kMaxIntermediate).value_or(0);
+      m.num_shared_experts = m.shared_expert_intermediate_size > 0 ? 1 : 0;
+    }
   } else if (type == "flex_olmo") {
     // FlexOlmoConfig (FlexOlmo-7x7B): num_experts 7 (attribute_map num_local_experts),
     // num_experts_per_tok 5, norm_topk_prob False; every layer is a FlexOlmoSparseMoeBlock (gate, then

@@ -176,6 +176,20 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
     case MoeStyle::None:
       break;
     case MoeStyle::Mixtral:
+      if (m.model_type == "granitemoe" || m.model_type == "granitemoeshared") {
+        // GraniteMoe checkpoints: block_sparse_moe.router.layer [E, h] and the experts already fused,
+        // input_linear [E, 2f, h] (gate and up) and output_linear [E, h, f] (modeling_granitemoe.py;
+        // conversion_mapping.py renames them to router.weight, experts.gate_up_proj, experts.down_proj);
+        // GraniteMoeShared's shared_mlp (input_linear [2s, h], output_linear [h, s]) follows the block.
+        g.linear("block_sparse_moe.router.layer", E, h, false);
+        g.param("block_sparse_moe.input_linear.weight", {E, 2 * f, h}, "input_linear");
+        g.param("block_sparse_moe.output_linear.weight", {E, h, f}, "output_linear");
+        if (const int64_t s = m.shared_expert_intermediate_size; s > 0) {
+          g.linear("shared_mlp.input_linear", 2 * s, h, false);
+          g.linear("shared_mlp.output_linear", h, s, false);
+        }
+        break;
+      }
       // Mixtral: block_sparse_moe.gate is the router (Linear hidden -> experts, no bias);
       // experts.{e}.w1/w3 are gate/up, w2 is down (MixtralBlockSparseTop2MLP in the checkpoints;
       // transformers 5 fuses them into mlp.experts.gate_up_proj at load time, same count).

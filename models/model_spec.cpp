@@ -49,6 +49,12 @@ int64_t ModelSpec::num_moe_layers() const {
 // all have the same shape, so the untouched share is exactly (E - k) / E of that layer's
 // routed-expert parameters. Embeddings are included, as in the published "12.9B active" for
 // Mixtral-8x7B and "3.3B activated" for Qwen3-30B-A3B (its model card).
+bool is_routed_expert_tensor(const std::string& name) {
+  return name.find(".experts.") != std::string::npos ||
+         name.find(".block_sparse_moe.input_linear.") != std::string::npos ||
+         name.find(".block_sparse_moe.output_linear.") != std::string::npos;
+}
+
 int64_t ModelSpec::active_parameters() const {
   if (params_only || !is_moe()) return num_parameters();
   int64_t total = 0, untouched = 0;
@@ -56,9 +62,9 @@ int64_t ModelSpec::active_parameters() const {
     int64_t routed = 0;
     for (const auto& t : layer.tensors) {
       total = checked_add(total, t.numel());
-      // Routed experts: "...experts.<e>..." per expert or the fused "...experts.gate_up_proj" [E, ...];
-      // the shared experts are "shared_expert(s)", which this does not match.
-      if (t.name.find(".experts.") != std::string::npos) routed = checked_add(routed, t.numel());
+      // Routed experts (is_routed_expert_tensor); the shared experts are "shared_expert(s)" or
+      // GraniteMoeShared's "shared_mlp", which it does not match.
+      if (is_routed_expert_tensor(t.name)) routed = checked_add(routed, t.numel());
     }
     if (routed == 0) continue;
     ZP_CHECK(routed % num_experts == 0, "routed expert parameters {} of {} not divisible by {} experts",

@@ -241,6 +241,11 @@ ModelSpec model_from_hf_config(const std::string& origin, const std::string& jso
 // "embed", "layers.<i>", "final_norm", "lm_head" (anything else goes to "other"). When `m` was read
 // from the folder's config.json, every disagreement between the two is added to m.warnings.
 void read_safetensors_folder(const std::string& dir, ModelSpec& m);
+// A routed expert's tensor (not a shared expert's): "...experts.<e>..." per expert, the fused
+// "...experts.gate_up_proj" [E, ...], or GraniteMoe's fused checkpoint tensors
+// "...block_sparse_moe.input_linear.weight" / "output_linear.weight" (transformers 5.24
+// conversion_mapping.py renames them to experts.gate_up_proj / experts.down_proj).
+bool is_routed_expert_tensor(const std::string& name);
 // A model known only by its parameter count (--params).
 ModelSpec model_from_param_count(int64_t n);
 

@@ -33,6 +33,8 @@
 //              forward: gate, experts, shared_experts
 //   glm4_moe_lite Glm4MoeLiteMoE: experts, gate (bias a buffer), shared_experts (GLM-4-MoE's block)
 //   phimoe     PhimoeSparseMoeBlock: router (PhimoeTopKRouter), experts; forward: router, experts
+//   granitemoe GraniteMoeMoE (block_sparse_moe): router (GraniteMoeTopKRouter), experts; forward: router,
+//              experts (granitemoeshared: GraniteMoeSharedMoE alike; its shared_mlp is outside the block)
 //   gpt_oss, llama4 text: already fused in their checkpoints (inventory() lists them as stored);
 //              GptOssMLP: router, experts; Llama4TextMoe: experts, router, shared_expert (forward:
 //              router, experts, shared_expert).
@@ -86,6 +88,11 @@ Family family_of(const std::string& type) {
     return {"transformers.models.glm4_moe_lite.modeling_glm4_moe_lite.Glm4MoeLiteMoE", true};
   // sarvam_moe: transformers builds Glm4MoeForCausalLM from a SarvamMoEConfig.
   if (type == "sarvam_moe") return {"transformers.models.glm4_moe.modeling_glm4_moe.Glm4MoeMoE", true};
+  if (type == "granitemoe")
+    return {"transformers.models.granitemoe.modeling_granitemoe.GraniteMoeMoE", false, "router"};
+  if (type == "granitemoeshared")
+    return {"transformers.models.granitemoeshared.modeling_granitemoeshared.GraniteMoeSharedMoE", false,
+            "router"};
   if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
   if (type == "llama4_text" || type == "llama4")
     return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};
@@ -121,7 +128,9 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     const std::string idx = "." + std::to_string(layer) + ".";
     const std::string prefix = first.substr(0, first.find(idx) + idx.size() - 1);
     const bool llama4 = moe_style == MoeStyle::FusedLlama4;
-    const std::string block = prefix + (llama4 ? ".feed_forward" : ".mlp");
+    // GraniteMoe keeps the block's checkpoint name, block_sparse_moe, at runtime.
+    const bool granite = model_type == "granitemoe" || model_type == "granitemoeshared";
+    const std::string block = prefix + (llama4 ? ".feed_forward" : granite ? ".block_sparse_moe" : ".mlp");
     l.moe_block = block;
     l.moe_block_class = fam.hf_class;
     if (moe_style == MoeStyle::FusedGptOss) {

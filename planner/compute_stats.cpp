@@ -47,7 +47,7 @@ std::string module_path(const std::string& tensor_name) {
 }
 
 bool is_expert_tensor(const models::TensorSpec& t) {
-  return t.name.find(".experts.") != std::string::npos;
+  return models::is_routed_expert_tensor(t.name);
 }
 
 // Hooked module calls of one MoE decoder layer as transformers 5.24 builds it (ModelSpec::runtime_inventory:
@@ -79,7 +79,8 @@ MoeLayerHooks moe_layer_hooks(const models::ModelSpec& m, const models::LayerInv
   int64_t act = m.moe_style == models::MoeStyle::FusedGptOss ? 0 : 1;  // the experts' act_fn
   for (const auto& c : containers) {
     // A shared expert is a gated MLP with its own act_fn.
-    if (c.ends_with(".shared_expert") || c.ends_with(".shared_experts")) ++act;
+    // (GraniteMoeShared's shared_mlp, an MLP with its own activation, lies outside the block.)
+    if (c.ends_with(".shared_expert") || c.ends_with(".shared_experts") || c.ends_with(".shared_mlp")) ++act;
   }
   MoeLayerHooks h;
   h.all = static_cast<int64_t>(owners.size() + containers.size()) + act;
@@ -257,9 +258,13 @@ void add_tensor_gemms(const models::TensorSpec& t, bool decoder, bool target, bo
                       LayerWalk& walk, ComputeStats& s) {
   // Fused 3-D experts (gpt-oss, Llama-4: gate_up_proj [E, h, 2f], down_proj [E, f, h], x @ W): E GEMMs
   // of in = shape[1], out = shape[2], each on k/E of the tokens.
+  // GraniteMoe's checkpoint stores them as nn.Linear weights instead (input_linear [E, 2f, h], output_linear
+  // [E, h, f], F.linear per expert: out = shape[1], in = shape[2]).
   if (t.shape.size() == 3 && is_expert_tensor(t) && decoder) {
+    const bool linear_layout = t.name.find(".block_sparse_moe.") != std::string::npos;
     add_gemm(s.layer_gemms,
-             GemmShape{t.shape[2], t.shape[1], t.shape[0], walk.moe_fraction, tensor_trainable});
+             GemmShape{linear_layout ? t.shape[1] : t.shape[2], linear_layout ? t.shape[2] : t.shape[1],
+                       t.shape[0], walk.moe_fraction, tensor_trainable});
     return;
   }
   if (!t.is_linear || t.shape.size() != 2) return;

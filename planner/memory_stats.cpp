@@ -126,10 +126,12 @@ LayerFlags layer_flags(const Workload& w, const models::LayerInventory* layer) {
     if (!lt.targeted(t)) continue;
     const std::string& m = t.module;
     const bool in_mlp = t.name.find("mlp") != std::string::npos;
-    if (m == "down_proj" || m == "fc2" || m == "dense_4h_to_h" || m == "w2" || (m == "c_proj" && in_mlp))
+    // GraniteMoeShared's shared_mlp: input_linear (gate and up), output_linear (down).
+    if (m == "down_proj" || m == "fc2" || m == "dense_4h_to_h" || m == "w2" || (m == "c_proj" && in_mlp) ||
+        m == "output_linear")
       f.down_in_saved = true;
     else if (m == "gate_proj" || m == "up_proj" || m == "gate_up_proj" || m == "fc1" || m == "c_fc" ||
-             m == "dense_h_to_4h" || m == "w1" || m == "w3")
+             m == "dense_h_to_4h" || m == "w1" || m == "w3" || m == "input_linear")
       f.mlp_in_saved = true;
     else if (m == "o_proj" || m == "out_proj" || m == "dense" || m == "c_proj")
       f.o_in_saved = true;

@@ -54,6 +54,8 @@ CONFIGS = {
     "sarvam_mla": dict(pad_token_id=0, moe_intermediate_size=32, num_experts=4, num_shared_experts=1,
                        num_experts_per_tok=2, first_k_dense_replace=1, kv_lora_rank=16, qk_rope_head_dim=8,
                        qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
+    "granitemoe": dict(num_local_experts=4, num_experts_per_tok=2),
+    "granitemoeshared": dict(num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=48),
 }
 
 
@@ -66,7 +68,8 @@ def main():
             m = AutoModelForCausalLM.from_config(c)
         blocks = {}
         for name, mod in m.named_modules():
-            if name.endswith(".mlp") and any(n.endswith("experts") for n, _ in mod.named_children()):
+            # (GraniteMoe keeps its block under the checkpoint's name, block_sparse_moe)
+            if (name.endswith(".mlp") or name.endswith(".block_sparse_moe")) and any(n.endswith("experts") for n, _ in mod.named_children()):
                 blocks[name] = type(mod).__module__ + "." + type(mod).__name__
         out["models"][mt] = {
             "config": dict(cfg, model_type=mt),
