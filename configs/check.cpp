@@ -22,6 +22,7 @@
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
 #include "planner/tensor_parallel.h"
+#include "planner/zenflow.h"
 #include "planner/zero3_leaf.h"
 
 namespace zeroplan::configs {
@@ -155,6 +156,7 @@ class Reader {
     expert_parallel();
     hpz();
     quantized_zero();
+    zenflow();
     r_.zero.checkpointing = w_.train.checkpointing.value_or(planner::Checkpointing::None);
     activation_checkpointing();
     traps();
@@ -362,6 +364,72 @@ class Reader {
   // divides the world by it (runtime/config.py _configure_train_batch_size, without an mpu), and
   // UlyssesSPAttentionHF refuses heads or KV heads it cannot split. The workload's --sp stands when the
   // file has no such key.
+  // zero_optimization.zenflow (planner/zenflow.h): DeepSpeed's refusals as errors; otherwise one warning
+  // that the prediction is plain ZeRO-Offload's, with the selective AdamW's GPU bytes it leaves out.
+  void zenflow() {
+    const json* zf = find(cfg_, {"zero_optimization", "zenflow"});
+    if (zf == nullptr || !zf->is_object()) return;
+    planner::ZenFlowSettings z;
+    if (const json* v = find(*zf, {"topk_ratio"}); v && v->is_number()) z.topk_ratio = v->get<double>();
+    if (const json* v = find(*zf, {"select_strategy"}); v && v->is_string())
+      z.select_strategy = v->get<std::string>();
+    z.select_interval = as_int(find(*zf, {"select_interval"}));
+    z.update_interval = as_int(find(*zf, {"update_interval"}));
+    z.overlap_step = zbool(find(*zf, {"overlap_step"})).value_or(false);
+    z.offload = zbool(find(*zf, {"offload"})).value_or(false);
+    const std::string path = "zero_optimization.zenflow";
+    const planner::ZenFlowHost host{r_.zero.stage, r_.zero.offload_optimizer == Offload::CPU,
+                                    r_.zero.overlap_comm};
+    if (const std::string refused = planner::zenflow_refusal(z, host); !refused.empty()) {
+      add(Severity::Error, path, "DeepSpeed 0.19.8 refuses it at deepspeed.initialize: " + refused,
+          host.offload_optimizer_cpu ? "fix the zenflow settings"
+                                     : "add \"offload_optimizer\": {\"device\": \"cpu\"}");
+      return;
+    }
+    if (const std::string refused = planner::zenflow_model_refusal(w_.model); !refused.empty()) {
+      add(Severity::Error, path, refused, "remove zenflow for this model");
+      return;
+    }
+    // runtime/zenflow/engine.py configure_zenflow: engine._config.gradient_accumulation_steps =
+    // update_interval (0 for "auto"), so the engine's accumulation boundary follows ZenFlow's update
+    // interval.
+    if (z.update_interval && *z.update_interval != r_.zero.grad_accum)
+      add(Severity::Warning, "gradient_accumulation_steps",
+          fmt::format(
+              "ZenFlow replaces gradient_accumulation_steps ({}) with its update_interval ({}): the engine "
+              "steps the CPU optimizer every {} micro-steps (runtime/zenflow/engine.py configure_zenflow)",
+              r_.zero.grad_accum, *z.update_interval, *z.update_interval),
+          "set them equal");
+    // Recorded (fixtures-zenflow llama-gqa_s2_n2_bf16_zenflow_auto): with update_interval "auto" the engine's
+    // gradient_accumulation_steps is 0 and engine.py backward divides the loss by it
+    // (`loss / self.gradient_accumulation_steps()`); the measured step's loss is NaN.
+    if (!z.update_interval)
+      add(Severity::Warning, path + ".update_interval",
+          "\"auto\" (ZenFlow's default) makes DeepSpeed 0.19.8 set the engine's gradient_accumulation_steps "
+          "to 0 "
+          "(runtime/zenflow/engine.py configure_zenflow), and engine.backward divides the loss by it: "
+          "recorded on "
+          "CPU ranks, the loss is NaN from the second step (users report NaN losses with ZenFlow too: "
+          "DeepSpeed#7759, open)",
+          "set update_interval to a number, e.g. 4");
+    std::string gpu_bytes;
+    if (w_.train.method == planner::Method::Full && !z.offload && !w_.model.params_only) {
+      const int bytes = r_.precision == Precision::FP32 ? 4 : 2;
+      gpu_bytes = fmt::format(
+          "; it leaves out the selective AdamW's states ZenFlow keeps on every GPU, {} (exp_avg and "
+          "exp_avg_sq "
+          "of {:g} of each matrix's columns, recorded exactly)",
+          human_bytes(
+              static_cast<double>(planner::zenflow_selective_state_bytes(w_.model, z.topk_ratio, bytes))),
+          z.topk_ratio);
+    }
+    add(Severity::Warning, path,
+        "ZenFlow's asynchronous top-k update is not modelled: memory and step time are predicted for plain "
+        "ZeRO-Offload (every step waits for the CPU Adam)" +
+            gpu_bytes,
+        "");
+  }
+
   void sequence_parallel() {
     r_.sequence_parallel = std::max(1, w_.train.sequence_parallel);
     const json* v = find(cfg_, {"sequence_parallel_size"});

@@ -360,6 +360,11 @@ class Validator {
             "write the value you want");
         return;
       }
+      // Where the field's own default is "auto" (ZenFlowConfig select_strategy, select_interval,
+      // update_interval; data_types.keep_in_fp32_modules, read with dict.get in runtime/config.py),
+      // "auto" is a value DeepSpeed understands, not a placeholder; a pydantic model dropping it
+      // (DeepSpeedConfigModel.__init__, runtime/config_utils.py) lands on the same default.
+      if (schema.contains("default") && schema["default"] == "auto") return;
       if (pydantic) {
         const std::string def = schema.contains("default") ? short_json(schema["default"]) : "its default";
         add(Severity::Warning, path,

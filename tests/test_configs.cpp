@@ -261,6 +261,26 @@ TEST(DeepSpeedKeys, AutoWhereNothingFillsIt) {
   EXPECT_EQ(find_issue(ds, "zero_optimization.stage3_max_live_parameters")->severity, Severity::Warning);
 }
 
+TEST(DeepSpeedKeys, AutoThatIsTheKeysOwnValue) {
+  // DeepSpeed 0.19.8 reads "auto" as a setting here: data_types.keep_in_fp32_modules (runtime/constants.py
+  // KEEP_IN_FP32_MODULES_DEFAULT = "auto") and ZenFlowConfig's select_strategy / select_interval /
+  // update_interval (runtime/zenflow/zenflow_config.py, default "auto"). Recorded: the zenflow_auto case of
+  // tests/deepspeed/fixtures-zenflow ran with them.
+  const json c = {{"train_micro_batch_size_per_gpu", 1},
+                  {"data_types", {{"keep_in_fp32_modules", "auto"}}},
+                  {"zero_optimization",
+                   {{"stage", 2},
+                    {"offload_optimizer", {{"device", "cpu"}}},
+                    {"zenflow", {{"select_strategy", "auto"}, {"update_interval", "auto"}}}}}};
+  const auto ds = validate_keys(c, {"", Runner::DeepSpeed});
+  EXPECT_TRUE(ds.empty()) << dump_issues(ds);
+  // accelerate's deepspeed_config_process still raises for an "auto" it does not fill.
+  const auto hf = validate_keys(c, {"", Runner::HF});
+  ASSERT_NE(find_issue(hf, "data_types.keep_in_fp32_modules"), nullptr);
+  EXPECT_EQ(find_issue(hf, "data_types.keep_in_fp32_modules")->severity, Severity::Error);
+  ASSERT_NE(find_issue(hf, "zero_optimization.zenflow.update_interval"), nullptr);
+}
+
 TEST(DeepSpeedKeys, DeprecatedOpaqueAndAliasKeys) {
   const json c = {
       {"train_micro_batch_size_per_gpu", 1},

@@ -602,18 +602,59 @@ def _build_muon():
     return out
 
 
+def _build_zenflow():
+    """ZenFlow (ds_config zero_optimization.zenflow: runtime/zenflow/zenflow_config.py ZenFlowConfig), recorded into
+    tests/deepspeed/fixtures-zenflow/<ds>/ (run_matrix.py --set zenflow; docs/conformance-zenflow.md). Not in ORDER.
+    llama-gqa, bf16, micro-batch 2, seq 64. What DeepSpeed 0.19.8 does with it:
+    - runtime/engine.py: the stage 1/2 optimizer becomes ZenFlowZeroOptimizer (zenflow_stage_1_and_2.py), stage 3
+      ZenFlowZeroOptimizerStage3 (engine_stage3.py); the CPU optimizer is ZenFlowCPUAdam;
+    - runtime/zenflow/engine.py configure_zenflow: gradient_accumulation_steps is replaced by update_interval;
+    - zenflow_stage_1_and_2.py _configure_zenflow: "Zenflow must be used with cpu offload".
+    The cases cover the plain ZeRO-Offload baselines' configurations (fixtures/<ds>/llama-gqa_s{1,2}_n2_bf16_offloadopt)
+    with ZenFlow on, fixed and "auto" intervals, its own `offload`, and the refusals."""
+    out = []
+
+    def add(zf, zero=None, **kw):
+        z = dict({"offload_optimizer": {"device": "cpu"}, "zenflow": zf}, **(zero or {}))
+        name, case = make_case(world=2, zero=z, **kw)
+        out.append((name, case))
+
+    fixed = {"topk_ratio": 0.1, "select_strategy": "step", "select_interval": 2, "update_interval": 2,
+             "full_warm_up_rounds": 0, "overlap_step": False}
+    add(fixed, stage=2, tag="zenflow")
+    add(fixed, stage=1, tag="zenflow")
+    add(dict(fixed, overlap_step=True), stage=2, tag="zenflow_overlap")
+    add({"topk_ratio": 0.05}, stage=2, tag="zenflow_auto")
+    add(dict(fixed, offload=True), stage=2, zero={"overlap_comm": True}, tag="zenflow_offload")
+    add(fixed, stage=3, tag="zenflow")
+    add(fixed, stage=2, grad_accum=4, tag="zenflow_ga4")
+    # refused: without offload_optimizer; a select interval under the update interval
+    name, case = make_case(stage=2, world=2, zero={"zenflow": fixed}, tag="zenflow_nooffload")
+    out.append((name, case))
+    add(dict(fixed, select_interval=1, update_interval=2), stage=2, tag="zenflow_select1")
+    # "auto" strategy with a fixed select interval (configure_zenflow raises Warning), and the converse
+    add({"select_strategy": "auto", "select_interval": 2}, stage=2, tag="zenflow_autoint")
+    add({"select_strategy": "step", "select_interval": "auto"}, stage=2, tag="zenflow_stepauto")
+    # transformers 5.24's Mixtral keeps its experts fused in 3-D parameters ([E, 2f, h]; _process_selected_fp32_groups_grad
+    # unpacks `num_row, num_col = param.shape`)
+    add(fixed, stage=2, family="mixtral", tag="zenflow")
+    return out
+
+
 _built = _build()
 _built_sp = _build_sp()
 _built_tiled = _build_tiled()
 _built_tp = _build_tp()
 _built_hpz = _build_hpz()
 _built_muon = _build_muon()
-CASES = dict(_built + _built_sp + _built_tiled + _built_tp + _built_hpz + _built_muon)
+_built_zenflow = _build_zenflow()
+CASES = dict(_built + _built_sp + _built_tiled + _built_tp + _built_hpz + _built_muon + _built_zenflow)
 assert len(CASES) == len(_built) + len(_built_sp) + len(_built_tiled) + len(_built_tp) + len(_built_hpz) + \
-    len(_built_muon), "duplicate case names"
+    len(_built_muon) + len(_built_zenflow), "duplicate case names"
 ORDER = [n for n, _ in _built]
 SP_ORDER = [n for n, _ in _built_sp]
 TILED_ORDER = [n for n, _ in _built_tiled]
 TP_ORDER = [n for n, _ in _built_tp]
 HPZ_ORDER = [n for n, _ in _built_hpz]
 MUON_ORDER = [n for n, _ in _built_muon]
+ZENFLOW_ORDER = [n for n, _ in _built_zenflow]

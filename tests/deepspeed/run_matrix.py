@@ -44,17 +44,19 @@ def main():
     ap.add_argument("--timeout", type=int, default=900)
     ap.add_argument("--subprocess", action="store_true",
                     help="one harness.py process per case (default: fork each case's ranks from this process)")
-    ap.add_argument("--set", choices=("default", "sp", "tiled", "tp", "hpz", "muon"), default="default",
+    ap.add_argument("--set", choices=("default", "sp", "tiled", "tp", "hpz", "muon", "zenflow"), default="default",
                     help="sp: the Ulysses sequence-parallel cases (cases.SP_ORDER), default folder fixtures-sp/<ds>/; "
                          "tiled: the TiledMLP cases (cases.TILED_ORDER), default folder fixtures-tiled/<ds>/; "
                          "tp: the AutoTP cases (cases.TP_ORDER), default folder fixtures-tp/<ds>/; "
                          "hpz: the ZeRO++ hpZ cases (cases.HPZ_ORDER), default folder fixtures-hpz/<ds>/; "
-                         "muon: DeepSpeed's Muon cases (cases.MUON_ORDER), default folder fixtures-muon/<ds>/")
+                         "muon: DeepSpeed's Muon cases (cases.MUON_ORDER), default folder fixtures-muon/<ds>/; "
+                         "zenflow: the ZenFlow cases (cases.ZENFLOW_ORDER), default folder fixtures-zenflow/<ds>/")
     args = ap.parse_args()
     ver = ds_version()
     order, folder = {"sp": (cases.SP_ORDER, "fixtures-sp"), "tiled": (cases.TILED_ORDER, "fixtures-tiled"),
                      "tp": (cases.TP_ORDER, "fixtures-tp"), "hpz": (cases.HPZ_ORDER, "fixtures-hpz"),
                      "muon": (cases.MUON_ORDER, "fixtures-muon"),
+                     "zenflow": (cases.ZENFLOW_ORDER, "fixtures-zenflow"),
                      "default": (cases.ORDER, "fixtures")}[args.set]
     out_dir = args.out_dir or os.path.join(HERE, folder, ver)
     os.makedirs(out_dir, exist_ok=True)
