@@ -322,7 +322,7 @@ std::string prediction_text(const planner::Workload& w, const CheckAnswer& a) {
         "  pinned memory is page-locked and counts against the memlock limit: `ulimit -l` must be unlimited "
         "or "
         "above {} per process (containers: --ulimit memlock=-1)\n",
-        gb(predicted.memory.host_pinned_per_node / std::max(1, w.cluster.gpus_per_node)));
+        gb(predicted.memory.host_pinned_per_process(w.cluster.gpus_per_node)));
   // The checkpoint save (planner/save_phase.h).
   const planner::SaveEstimate& sv = predicted.save;
   s += fmt::format(

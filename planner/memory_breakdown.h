@@ -69,6 +69,11 @@ struct MemoryBreakdown {
   std::array<int64_t, kNumCategories> at_peak{};  // category bytes live in the peak phase
   int64_t host_per_node = 0;                      // all host buffers of the node's ranks
   int64_t host_pinned_per_node = 0;
+  // What one rank pins (the memlock limit, `ulimit -l`, is per process): the node's pinned bytes over its
+  // ranks, which pin alike.
+  int64_t host_pinned_per_process(int gpus_per_node) const {
+    return host_pinned_per_node / (gpus_per_node > 0 ? gpus_per_node : 1);
+  }
   // Offloaded model states swapped to NVMe (offload_optimizer/offload_param "nvme"), all the node's
   // ranks together: what the node's NVMe must hold.
   int64_t nvme_per_node = 0;

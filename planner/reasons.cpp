@@ -678,14 +678,8 @@ std::string hpz_sentence(const Workload& w, const ModelStats& s, const SearchOpt
   ZeroConfig off = rec.zero;
   off.hpz_partition_size = 1;
   const Plan base = evaluate_plan(w, s, off, opts.memory_margin);
-  const auto backward_gathers = [](const Plan& p) -> const CollectiveCost* {
-    for (int i = 0; i < p.time.num_collectives; ++i)
-      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) == kStage3BackwardGathersName)
-        return &p.time.collectives[static_cast<size_t>(i)];
-    return nullptr;
-  };
-  const CollectiveCost* a = backward_gathers(base);
-  const CollectiveCost* b = backward_gathers(rec);
+  const CollectiveCost* a = find_collective(base.time, kStage3BackwardGathersName);
+  const CollectiveCost* b = find_collective(rec.time, kStage3BackwardGathersName);
   const int nodes_spanned = (h + w.cluster.gpus_per_node - 1) / std::max(1, w.cluster.gpus_per_node);
   return fmt::format(
       "ZeRO++ hpZ: zero_hpz_partition_size {} keeps a second copy of the parameters split over each group of "
@@ -711,16 +705,10 @@ std::string zeropp_quant_sentence(const Workload& w, const ModelStats& s, const 
   ZeroConfig off = rec.zero;
   off.quantized_weights = off.quantized_gradients = false;
   const Plan base = evaluate_plan(w, s, off, opts.memory_margin);
-  const auto family = [](const Plan& p, const char* name) -> const CollectiveCost* {
-    for (int i = 0; i < p.time.num_collectives; ++i)
-      if (std::string(p.time.collectives[static_cast<size_t>(i)].name) == name)
-        return &p.time.collectives[static_cast<size_t>(i)];
-    return nullptr;
-  };
   std::string parts;
   const auto compare = [&](const char* name, const char* what, const char* rec_name = nullptr) {
-    const CollectiveCost* a = family(base, name);
-    const CollectiveCost* b = family(rec, rec_name != nullptr ? rec_name : name);
+    const CollectiveCost* a = find_collective(base.time, name);
+    const CollectiveCost* b = find_collective(rec.time, rec_name != nullptr ? rec_name : name);
     if (a == nullptr || b == nullptr) return;
     parts += fmt::format("{}{} {} -> {} per GPU per step, {} -> {} ({} -> {} exposed)",
                          parts.empty() ? "" : "; ", what, gb(a->bytes_per_rank), gb(b->bytes_per_rank),
@@ -953,7 +941,7 @@ std::string cpu_threads_note(const Workload& w, const Plan& rec) {
 std::string pinned_note(const Workload& w, const Plan& rec) {
   const int64_t node = rec.memory.host_pinned_per_node;
   if (node <= 0) return "";
-  const int64_t per_process = node / std::max(1, w.cluster.gpus_per_node);
+  const int64_t per_process = rec.memory.host_pinned_per_process(w.cluster.gpus_per_node);
   return fmt::format(
       " It pins {} of host memory per node ({} per process): page-locked memory cannot be swapped out and "
       "counts against the memlock limit, so `ulimit -l` must be unlimited or above {} (containers: --ulimit "

@@ -2,6 +2,7 @@
 // StepTime: the time model's result for one optimizer step (grad_accum micro-steps).
 #include <array>
 #include <cstdint>
+#include <string_view>
 
 #include "common/checked.h"
 
@@ -73,6 +74,13 @@ struct StepTime {
   std::array<CollectiveCost, kMaxCollectives> collectives{};
   int num_collectives = 0;
 };
+
+// The entry of the step's collective family named `name` (the k...Name constants above), or nullptr.
+inline const CollectiveCost* find_collective(const StepTime& t, std::string_view name) {
+  for (int i = 0; i < t.num_collectives; ++i)
+    if (name == t.collectives[static_cast<size_t>(i)].name) return &t.collectives[static_cast<size_t>(i)];
+  return nullptr;
+}
 
 // Appends a model-parallel group's calls (Ulysses', AutoTP's) as one entry that is exposed in full
 // (synchronous on the compute stream) and adds it to the step's totals; nothing when the table is full.
