@@ -23,8 +23,7 @@ std::string hpz_refusal(const Workload& w) {
 std::vector<int> hpz_candidates(const Workload& w) {
   std::vector<int> out = {1};
   const int g = w.cluster.gpus_per_node;
-  if (w.cluster.nodes > 1 && g > 1 && w.train.tensor_parallel <= 1 && w.train.sequence_parallel <= 1 &&
-      hpz_refusal(w).empty())
+  if (w.cluster.nodes > 1 && g > 1 && w.train.tensor_parallel <= 1 && hpz_refusal(w).empty())
     out.push_back(g);
   return out;
 }

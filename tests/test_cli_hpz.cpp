@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -101,7 +102,34 @@ TEST(CliHpz, RefusalsNameTheRule) {
   EXPECT_NE(r.err.find("validate does not run ZeRO++ hpZ"), std::string::npos) << r.err;
   r = run_cli({"--model", "7b", "--gpus", "8xA100", "--hpz", "2", "--tp", "2"});
   EXPECT_EQ(r.exit_code, 2);
-  EXPECT_NE(r.err.find("not modelled"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("wrong weights"), std::string::npos) << r.err;
+}
+
+json fixture(const std::string& name) {
+  std::ifstream f(fs::path(ZEROPLAN_SOURCE_DIR) / "tests/deepspeed" / (name + ".json"));
+  return json::parse(f);
+}
+
+// What DeepSpeed 0.19.8 computed with hpZ beside the model-parallel groups (recorded on CPU ranks, seeded
+// alike): beside Ulysses SP 2 the losses equal the run without hpZ; beside AutoTP 2 the first forward's loss
+// already differs (the hpZ blocks of consecutive ranks are TP peers), so planning refuses it and plans SP.
+TEST(CliHpz, HpzBesideModelParallelGroups) {
+  const auto loss = [](const json& fx) { return fx["losses"]["warmup"][0].get<double>(); };
+  EXPECT_EQ(loss(fixture("fixtures-hpz/0.19.8/llama-gqa_s3_n4_bf16_hpz2_sp2")),
+            loss(fixture("fixtures-sp/0.19.8/llama-gqa_s3_n4_bf16_sp2")));
+  EXPECT_EQ(fixture("fixtures-hpz/0.19.8/llama-gqa_s3_n4_bf16_hpz2_sp2")["losses"]["measured"],
+            fixture("fixtures-sp/0.19.8/llama-gqa_s3_n4_bf16_sp2")["losses"]["measured"]);
+  const double tp_hpz = loss(fixture("fixtures-hpz/0.19.8/llama-gqa_s3_n4_bf16_hpz2_tp2"));
+  const double tp = loss(fixture("fixtures-hpz/0.19.8/llama-gqa_s3_n4_bf16_hpz1_tp2"));
+  EXPECT_GT(std::abs(tp_hpz - tp), 0.01);  // 7.7022 against 7.7525
+  const json rec =
+      plan_json({"--model", "7b", "--gpus", "2x8xA100", "--sp", "2", "--hpz", "8", "--stage", "3"});
+  ASSERT_TRUE(rec.contains("recommendation")) << rec.dump().substr(0, 400);
+  EXPECT_EQ(rec["recommendation"]["hpz_partition_size"], 8);
+  const json* b = collective(rec["recommendation"], "stage-3 backward parameter all-gathers");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ((*b)["group"], "hpz");
+  EXPECT_EQ((*b)["group_size"], 8);
 }
 
 TEST(CliHpz, AutoTriesANodeOnlyOnSeveralNodes) {

@@ -58,6 +58,20 @@ TEST(ParallelLayout, HpzGroupsAreBlocksOfConsecutiveRanks) {
   EXPECT_FALSE(validate(1, 8, {1, 1, 2, 2}, {}, true).empty());  // AutoEP: DeepSpeed refuses
 }
 
+// hpZ beside Ulysses SP and AutoTP, as DeepSpeed 0.19.8 ran them on CPU ranks (tests/deepspeed/fixtures-hpz,
+// llama-gqa_s3_n4_bf16_hpz2_{sp2,tp2} and hpz1_tp2; their losses are checked against each other in
+// test_hpz.cpp's HpzBesideModelParallelGroups). SP 2 x DP 2: the hpZ blocks {0,1}, {2,3} lie inside the ZeRO
+// group (all 4), so it is planned. TP 2 x DP 2: the blocks are the TP groups, refused.
+TEST(ParallelLayout, HpzBesideSequenceButNotTensorParallel) {
+  EXPECT_TRUE(validate(1, 4, {1, 2, 1, 2}, {}, true).empty());
+  const ParallelLayout l(1, 4, {1, 2, 1, 2}, {});
+  EXPECT_EQ(l.group(GroupKind::ZeroSecondary, 1).ranks, (Ranks{0, 1}));
+  EXPECT_EQ(l.zero(), 4);
+  const auto why = validate(1, 4, {2, 1, 1, 2}, {}, true);
+  ASSERT_FALSE(why.empty());
+  EXPECT_NE(why.front().find("wrong weights"), std::string::npos) << why.front();
+}
+
 TEST(ParallelLayout, EveryRankIsDataParallelByDefault) {
   const ParallelLayout l(4, 8, {}, {});
   EXPECT_EQ(l.dp(), 32);

@@ -572,6 +572,12 @@ def _build_hpz():
     add(stage=3, world=4, zero=hz(1), gc=True, tag="hpz1_gc")
     add(stage=3, world=4, zero=hz(1, offload_param={"device": "cpu"}), tag="hpz1_offloadparam")
     add(stage=3, world=4, zero=hz(1, offload_optimizer={"device": "cpu"}), tag="hpz1_offloadopt")
+    # beside Ulysses SP 2 (SP x DP is the ZeRO group; hpZ's blocks of consecutive global ranks) and AutoTP 2
+    # (TP at stage 3); the no-hpZ baselines are fixtures-sp/<ds>/llama-gqa_s3_n4_bf16_sp2 and
+    # fixtures-tp/<ds>/llama-gqa_s3_n4_bf16_tp2 where recorded
+    add(stage=3, world=4, sp=2, zero=hz(2), tag="hpz2_sp2")
+    add(stage=3, world=4, tp=2, zero=hz(2), tag="hpz2_tp2")
+    add(stage=3, world=4, tp=2, zero=hz(1), tag="hpz1_tp2")
     return out
 
 
