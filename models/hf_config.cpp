@@ -14,6 +14,7 @@
 #include "common/errors.h"
 #include "common/json_file.h"
 #include "models/model_spec.h"
+#include "models/vision_tower.h"
 
 namespace zeroplan::models {
 namespace {
@@ -1223,10 +1224,21 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
     ModelSpec m = model_from_hf_json(origin + " (text_config)", text, with_checkpoint);
     m.name = origin;
     m.text_config_of = outer_type;
-    m.warnings.push_back(fmt::format(
-        "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower (text_config, "
-        "'{}') only: the vision encoder and projector are not counted",
-        origin, outer_type, m.model_type));
+    // The tower and projector counted where models/data/vision_towers.json knows the wrapper
+    // (models/vision_tower.h), so the output says what the language tower's numbers leave out.
+    const std::optional<VisionTowerCount> vt = count_vision_tower(j, m.hidden_size);
+    m.warnings.push_back(
+        vt ? fmt::format(
+                 "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower "
+                 "(text_config, '{}') only: the vision tower ({}, {:.1f}M parameters) and projector "
+                 "({:.1f}M) are counted but not planned, {:.2f}B parameters the memory and time here "
+                 "leave out",
+                 origin, outer_type, m.model_type, vt->tower, static_cast<double>(vt->tower_params) / 1e6,
+                 static_cast<double>(vt->projector_params) / 1e6, static_cast<double>(vt->total()) / 1e9)
+           : fmt::format(
+                 "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower "
+                 "(text_config, '{}') only: the vision encoder and projector are not counted",
+                 origin, outer_type, m.model_type));
     return m;
   }
   ModelSpec m;
