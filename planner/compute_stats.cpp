@@ -17,6 +17,7 @@
 #include "planner/compute_stats.h"
 
 #include <algorithm>
+#include <atomic>
 #include <set>
 #include <string>
 
@@ -380,6 +381,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // candidates never allocates (tests/test_time_alloc.cpp).
   (void)time_model_data();
   ComputeStats s;
+  static std::atomic<uint64_t> next_id{1};
+  s.id = next_id.fetch_add(1, std::memory_order_relaxed);
   s.frozen_base = w.train.method != Method::Full;
   s.quantized_base = w.train.method == Method::QLoRA;
   s.total_params = m.num_parameters();

@@ -80,6 +80,9 @@ struct CommCache {
 };
 
 struct ComputeStats {
+  // Which compute_compute_stats call made these stats (unique per call, copies keep it; 0: built by
+  // hand): the key of operator_totals' cache (planner/op_model.h). Stats are not changed after.
+  uint64_t id = 0;
   bool params_only = false;  // --params: no architecture; FLOPs from 6*Psi only, no shapes
 
   int64_t num_layers = 0;

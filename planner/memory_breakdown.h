@@ -57,9 +57,11 @@ struct Buffer {
 inline constexpr int kMaxBuffers = 48;
 
 struct MemoryBreakdown {
-  std::array<Buffer, kMaxBuffers> gpu{};
+  // Default-built (every Buffer member has its initializer), not value-initialized: zeroing them
+  // first cost an evaluation as much as building them.
+  std::array<Buffer, kMaxBuffers> gpu;
   int num_gpu = 0;
-  std::array<Buffer, kMaxBuffers> host{};
+  std::array<Buffer, kMaxBuffers> host;
   int num_host = 0;
 
   // Filled by finalize(): per-phase totals, the peak phase and the per-category bytes in it.

@@ -45,11 +45,13 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "common/embedded_data.h"
 #include "common/errors.h"
@@ -952,6 +954,83 @@ OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, 
                rt.step_ops, 0.0, 1.0, rt.step_host_us_per_op * 1e-6 / w.train.host_speed);
   }
   return t;
+}
+
+}  // namespace zeroplan::planner
+
+namespace zeroplan::planner {
+
+namespace {
+
+// Every input of operator_table besides its arguments: the stats (by their id), the training spec, the
+// fields of the model and the GPU that op_model.cpp reads (time_model.json is read once). A new read
+// of w.model or w.cluster.gpu in this file belongs in these lists.
+auto model_inputs(const models::ModelSpec& m) {
+  return std::tuple(m.kv_heads(), m.num_heads, m.norm, m.mlp, m.attn_dropout, m.is_moe(),
+                    m.intermediate_size);
+}
+auto gpu_inputs(const hw::GpuProfile& g) {
+  return std::tie(g.name, g.bf16_tflops, g.fp16_tflops, g.fp32_tflops, g.hbm_GBps, g.hbm_efficiency,
+                  g.gemm_max_efficiency, g.gemm_half_efficiency_gflop, g.gemm_efficiency_by_gflop,
+                  g.sm_count);
+}
+
+struct OpTableInputs {
+  uint64_t stats_id = 0;
+  TrainingSpec train;
+  decltype(model_inputs(models::ModelSpec{})) model;
+  hw::GpuProfile gpu;
+  bool matches(const Workload& w, const ComputeStats& s) const {
+    return stats_id == s.id && train == w.train && model == model_inputs(w.model) &&
+           gpu_inputs(gpu) == gpu_inputs(w.cluster.gpu);
+  }
+};
+
+// The tables of one workload (OpTableInputs), direct-mapped by their remaining arguments; a workload
+// change starts a new generation, which empties the cache without touching its entries.
+struct OpTotalsCache {
+  struct Entry {
+    uint64_t generation = 0;
+    int64_t micro = 0, optimizer_params = 0;
+    Checkpointing ckpt = Checkpointing::None;
+    RuntimeKernels rt;
+    OpTotals totals;
+  };
+  static constexpr size_t kEntries = 512;  // a search meets a few hundred (micro-batch, stage, bucket)
+  OpTableInputs inputs;
+  uint64_t generation = 0;
+  std::array<Entry, kEntries> entries{};
+
+  OpTotals get(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
+               int64_t optimizer_params, const RuntimeKernels& rt) {
+    if (generation == 0 || !inputs.matches(w, s)) {
+      inputs = {s.id, w.train, model_inputs(w.model), w.cluster.gpu};
+      ++generation;
+    }
+    const auto bits = [](double x) { return std::bit_cast<uint64_t>(x); };
+    uint64_t h = static_cast<uint64_t>(micro) * 0x9E3779B97F4A7C15ull;
+    h ^= (static_cast<uint64_t>(optimizer_params) + static_cast<uint64_t>(ckpt)) * 0xC2B2AE3D27D4EB4Full;
+    h ^= (bits(rt.grad_reduce_launches) ^ (bits(rt.grad_reduce_bytes_per_elem) >> 3) ^
+          (bits(rt.step_ops) >> 7) ^ bits(rt.qwz_launches) ^ static_cast<uint64_t>(rt.zero3_linear_wrap) ^
+          static_cast<uint64_t>(rt.grad_reduce_every_micro_step) << 1) *
+         0x165667B19E3779F9ull;
+    Entry& e = entries[(h ^ (h >> 29)) % kEntries];
+    if (e.generation != generation || e.micro != micro || e.ckpt != ckpt ||
+        e.optimizer_params != optimizer_params || !(e.rt == rt)) {
+      e = {generation, micro, optimizer_params, ckpt, rt, {}};
+      e.totals = operator_table(w, s, micro, ckpt, optimizer_params, rt);
+    }
+    return e.totals;
+  }
+};
+
+}  // namespace
+
+OpTotals operator_totals(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
+                         int64_t optimizer_params, const RuntimeKernels& rt) {
+  if (s.id == 0) return operator_table(w, s, micro, ckpt, optimizer_params, rt);
+  thread_local OpTotalsCache cache;
+  return cache.get(w, s, micro, ckpt, optimizer_params, rt);
 }
 
 }  // namespace zeroplan::planner

@@ -41,9 +41,8 @@ struct OpCost {
 
 inline constexpr int kMaxOps = 160;
 
-struct OpTable {
-  std::array<OpCost, kMaxOps> ops{};
-  int size = 0;
+// The per-pass sums of an operator table: what the step time reads (operator_totals).
+struct OpTotals {
   std::array<double, kNumOpPasses> gpu_s{};    // sum of the pass's operator times
   std::array<double, kNumOpPasses> kernels{};  // launches
   std::array<double, kNumOpPasses> host_s{};   // host launch time of those kernels
@@ -52,6 +51,12 @@ struct OpTable {
     const auto i = static_cast<size_t>(p);
     return gpu_s[i] > host_s[i] ? gpu_s[i] : host_s[i];
   }
+};
+
+// The operators themselves (what --explain-time prints) and their sums.
+struct OpTable : OpTotals {
+  std::array<OpCost, kMaxOps> ops{};
+  int size = 0;
 };
 
 // planner/data/time_model.json, parsed once.
@@ -203,6 +208,7 @@ struct RuntimeKernels {
   double step_bandwidth_fraction = 1.0;
   double step_ops = 0;
   double step_host_us_per_op = 0;
+  bool operator==(const RuntimeKernels&) const = default;  // operator_totals' cache key
 };
 
 // Whether full checkpointing's recompute skips the MLP output GEMM (ComputeStats::recompute_early_stop):
@@ -216,5 +222,14 @@ double recompute_skipped_flops_per_token(const Workload& w, const ComputeStats& 
 // optimizer is offloaded), for the OpPass::Step operators.
 OpTable operator_table(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
                        int64_t optimizer_params, const RuntimeKernels& rt = {});
+
+// operator_table's sums, memoized: the search prices the same few (micro-batch, checkpointing,
+// runtime kernels) tables for many candidates (bucket sizes, prefetch and persistence settings, the
+// accumulation steps), and building one was half of an evaluation (perf on bench_search
+// BM_EvaluatePlan, 70B on 4x8 H100). A per-thread cache keyed by every input operator_table reads
+// (op_model.cpp OpTableInputs); the sums are the ones operator_table returns, bit for bit. Stats not
+// made by compute_compute_stats (ComputeStats::id 0) are never cached.
+OpTotals operator_totals(const Workload& w, const ComputeStats& s, int64_t micro, Checkpointing ckpt,
+                         int64_t optimizer_params, const RuntimeKernels& rt = {});
 
 }  // namespace zeroplan::planner

@@ -468,12 +468,12 @@ void add_zeropp_quant_kernels(const Workload& w, const ComputeStats& s, const Ze
   }
 }
 
-// The operator table for a rank's optimizer share (step_operator_table; estimate_time passes the
-// share it has already computed).
-OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, const OptimizerShare& share,
-                 int64_t n) {
+// The DeepSpeed runtime's kernels for a rank's optimizer share (step_operator_table; estimate_time
+// passes the share it has already computed).
+RuntimeKernels step_runtime_kernels(const Workload& w, const ComputeStats& s, const ZeroConfig& z,
+                                    const OptimizerShare& share, int64_t n) {
   const int64_t trainable = s.trainable_params;
-  const auto [bf16_optimizer, partition] = share;
+  const bool bf16_optimizer = share.bf16_optimizer;
   RuntimeKernels rt;
   // runtime/base_optimizer.py _configure_master_weights (planner/zero_config.h).
   rt.master_bytes = static_cast<double>(master_bytes(z));
@@ -538,15 +538,21 @@ OpTable step_ops(const Workload& w, const ComputeStats& s, const ZeroConfig& z, 
       rt.step_host_us_per_op = c.host_us_per_op;
     }
   }
-  return operator_table(w, s, z.micro_batch, z.checkpointing,
-                        z.offload_optimizer == Offload::None ? partition : 0, rt);
+  return rt;
+}
+
+// Elements of the optimizer partition the GPU steps (none when the optimizer is offloaded).
+int64_t gpu_optimizer_params(const ZeroConfig& z, const OptimizerShare& share) {
+  return z.offload_optimizer == Offload::None ? share.partition : 0;
 }
 
 }  // namespace
 
 OpTable step_operator_table(const Workload& w, const ComputeStats& s, const ZeroConfig& z) {
   const int64_t n = data_parallel_topology(w.cluster, w.train.tensor_parallel).ranks;
-  return step_ops(w, s, z, optimizer_share(w, s, z, n), n);
+  const OptimizerShare share = optimizer_share(w, s, z, n);
+  return operator_table(w, s, z.micro_batch, z.checkpointing, gpu_optimizer_params(z, share),
+                        step_runtime_kernels(w, s, z, share, n));
 }
 
 namespace {
@@ -859,7 +865,9 @@ StepTime estimate_time(const Workload& w, const ModelStats& ms, const ZeroConfig
   const int64_t trainable = s.trainable_params;
   const OptimizerShare share = optimizer_share(w, s, z, n);
   const auto [bf16_optimizer, partition] = share;
-  const OpTable ops = step_ops(w, s, z, share, n);  // the table --explain-time prints
+  // The sums of the table --explain-time prints (step_operator_table).
+  const OpTotals ops = operator_totals(w, s, z.micro_batch, z.checkpointing, gpu_optimizer_params(z, share),
+                                       step_runtime_kernels(w, s, z, share, n));
   const double fwd = ops.pass_s(OpPass::Forward);
   const double bwd = ops.pass_s(OpPass::Backward);
   const double recompute = ops.pass_s(OpPass::Recompute);

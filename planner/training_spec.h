@@ -147,6 +147,7 @@ struct TrainingSpec {
   // and accelerate set 1, DeepSpeed's launcher every core, --bind_cores_to_rank cores / ranks:
   // planner/cpu_optimizer.h). 0 = not given: the earlier per-node assumption (planner/time_model.cpp).
   int cpu_threads = 0;
+  bool operator==(const TrainingSpec&) const = default;  // operator_totals' cache key (op_model.h)
 };
 
 struct Workload {
