@@ -186,7 +186,8 @@ bool is_llama_family(const std::string& t) {
                                        "hy_v3",
                                        "sarvam_mla",
                                        "granitemoe",
-                                       "granitemoeshared"};
+                                       "granitemoeshared",
+                                       "qwen3_next"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -247,6 +248,33 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     m.num_experts = r.opt_int({"num_local_experts"}, kMaxExperts).value_or(8);
     m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
     m.moe_intermediate_size = m.intermediate_size;
+  } else if (type == "qwen3_next") {
+    // Qwen3NextConfig (Qwen3-Next-80B-A3B): num_experts 512, num_experts_per_tok 10,
+    // moe_intermediate_size 512, shared_expert_intermediate_size 512, norm_topk_prob True,
+    // decoder_sparse_step 1, mlp_only_layers []. Layer i is sparse iff i is not in mlp_only_layers and
+    // num_experts > 0 and (i + 1) % decoder_sparse_step == 0; Qwen3NextSparseMoeBlock is Qwen2-MoE's
+    // block (gate, experts, shared_expert, shared_expert_gate Linear(h, 1)) (modeling_qwen3_next.py
+    // Qwen3NextDecoderLayer, Qwen3NextSparseMoeBlock).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = opt_count(r, "num_experts", kMaxExperts).value_or(512);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(10);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(512);
+    m.shared_expert_intermediate_size =
+        opt_count(r, "shared_expert_intermediate_size", kMaxIntermediate).value_or(512);
+    m.num_shared_experts = 1;
+    m.shared_expert_gate = true;
+    m.norm_topk_prob = r.opt_bool("norm_topk_prob", true);
+    const int64_t step = r.opt_int({"decoder_sparse_step"}, kMaxLayers).value_or(1);
+    const auto dense = opt_layer_list(r, "mlp_only_layers", L);
+    all_moe(false);
+    for (int64_t i = 0; i < L && m.num_experts > 0; ++i)
+      m.moe_layers[static_cast<size_t>(i)] =
+          std::find(dense.begin(), dense.end(), i) == dense.end() && (i + 1) % step == 0;
+    if (m.num_experts == 0) {  // num_experts 0: every layer a dense Qwen3NextMLP
+      m.moe_style = MoeStyle::None;
+      m.experts_per_token = 0;
+      m.moe_layers.clear();
+    }
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     // Qwen2MoeConfig: num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
     // shared_expert_intermediate_size 5632 (+ shared_expert_gate); Qwen3MoeConfig: num_experts 128
@@ -610,6 +638,51 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
   }
 }
 
+// Qwen3-Next's token mixers (configuration_qwen3_next.py Qwen3NextConfig): layer_types, one
+// "linear_attention" (Gated DeltaNet) or "full_attention" per layer; without it, __post_init__ makes
+// layer i full attention iff (i + 1) % full_attention_interval == 0 (default 4: every fourth layer).
+// The Gated DeltaNet's sizes: linear_conv_kernel_dim 4, linear_key_head_dim 128, linear_value_head_dim
+// 128, linear_num_key_heads 16, linear_num_value_heads 32. Any other layer type builds no token mixer
+// at all in Qwen3NextDecoderLayer (neither branch), which is refused rather than guessed at.
+void read_gated_delta_net(const ConfigReader& r, ModelSpec& m) {
+  const int64_t L = m.num_layers;
+  m.layer_kinds.assign(static_cast<size_t>(L), LayerKind::Attention);
+  if (const json* v = r.find({"layer_types"})) {
+    if (!v->is_array() || static_cast<int64_t>(v->size()) != L)
+      throw_user_error(
+          "model config '{}': field 'layer_types' must list \"linear_attention\" or \"full_attention\" for "
+          "each of the {} layers, found {}",
+          r.origin(), L, v->dump());
+    for (int64_t i = 0; i < L; ++i) {
+      const json& e = (*v)[static_cast<size_t>(i)];
+      if (e == "linear_attention") {
+        m.layer_kinds[static_cast<size_t>(i)] = LayerKind::GatedDeltaNet;
+      } else if (e != "full_attention") {
+        throw_user_error(
+            "model config '{}': layer_types[{}] is {}; Qwen3NextDecoderLayer builds a token mixer only for "
+            "\"linear_attention\" and \"full_attention\" (modeling_qwen3_next.py)",
+            r.origin(), i, e.dump());
+      }
+    }
+  } else {
+    const int64_t interval = r.opt_int({"full_attention_interval"}, kMaxLayers).value_or(4);
+    for (int64_t i = 0; i < L; ++i)
+      if ((i + 1) % interval != 0) m.layer_kinds[static_cast<size_t>(i)] = LayerKind::GatedDeltaNet;
+  }
+  m.linear_conv_kernel_dim = r.opt_int({"linear_conv_kernel_dim"}, kMaxHidden).value_or(4);
+  m.linear_key_head_dim = r.opt_int({"linear_key_head_dim"}, kMaxHidden).value_or(128);
+  m.linear_value_head_dim = r.opt_int({"linear_value_head_dim"}, kMaxHidden).value_or(128);
+  m.linear_num_key_heads = r.opt_int({"linear_num_key_heads"}, kMaxHeads).value_or(16);
+  m.linear_num_value_heads = r.opt_int({"linear_num_value_heads"}, kMaxHeads).value_or(32);
+  // fix_query_key_value_ordering views the projections per key head: the value heads must group evenly.
+  if (m.linear_num_value_heads % m.linear_num_key_heads != 0)
+    throw_user_error("model config '{}': {} linear value heads cannot be grouped over {} linear key heads",
+                     r.origin(), m.linear_num_value_heads, m.linear_num_key_heads);
+  if (std::none_of(m.layer_kinds.begin(), m.layer_kinds.end(),
+                   [](LayerKind k) { return k != LayerKind::Attention; }))
+    m.layer_kinds.clear();  // all softmax attention: the compact form
+}
+
 void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec& m) {
   m.layout = type == "phi3" ? Layout::Phi3 : type == "phi" ? Layout::Phi : Layout::Llama;
   m.hidden_size = r.req_int({"hidden_size"}, kMaxHidden);
@@ -636,7 +709,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "ernie4_5") dflt_kv = 2;      // Ernie4_5Config num_key_value_heads 2
   if (type == "ernie4_5_moe") dflt_kv = 4;  // Ernie4_5_MoeConfig num_key_value_heads 4
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
-  if (type == "glm4" || type == "starcoder2") dflt_kv = 2;
+  if (type == "glm4" || type == "starcoder2" || type == "qwen3_next") dflt_kv = 2;  // Qwen3NextConfig 2
   // GlmConfig 2; GraniteSWAConfig 4; SolarOpenConfig 8; MellumConfig 4; Kolibri1Config 4; SarvamMoEConfig
   // 4; ExaoneMoeConfig 32; StableLmConfig 32; OlmoConfig, FlexOlmoConfig and Cohere2Config None (=
   // num_attention_heads).
@@ -653,6 +726,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "gemma" || type == "gemma2" || type == "gemma3_text") dflt_head_dim = 256;
   if (type == "qwen3" || type == "glm4" || type == "llama4_text") dflt_head_dim = 128;
   if (type == "gpt_oss") dflt_head_dim = 64;
+  if (type == "qwen3_next") dflt_head_dim = 256;  // Qwen3NextConfig head_dim 256
   // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
   // Ernie4_5_MoeConfig has no head_dim field either (Ernie4_5_MoeAttention: the same getattr).
@@ -826,6 +900,13 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // after the rotary embedding (same saved bytes as a norm before it: the norm saves its input either
   // way, and SDPA the normalised q/k).
   if (type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") m.qk_norm = QkNorm::PerHead;
+  // Qwen3NextAttention: q_norm/k_norm = Qwen3NextRMSNorm(head_dim), always; q_proj twice as wide (the
+  // output gate). Its other layers are Gated DeltaNets (read_gated_delta_net).
+  if (type == "qwen3_next") {
+    m.qk_norm = QkNorm::PerHead;
+    m.gated_attention = true;
+    read_gated_delta_net(r, m);
+  }
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   // SarvamMoEConfig use_qk_norm default True (the same Glm4MoeAttention q_norm/k_norm).

@@ -10,6 +10,7 @@
 //   Phi-3: models/phi3/modeling_phi3.py (qkv_proj, gate_up_proj)
 //   OLMo-1/StableLM/GLM (glm)/Cohere2/GraniteSWA/FlexOlmo/Solar-Open/EXAONE-MoE/Mellum/Kolibri1 and
 //   Sarvam-MoE (built as GLM-4-MoE): models/<family>/modeling_<family>.py of transformers 5.24
+//   Qwen3-Next (Gated DeltaNet and gated-attention layers): models/qwen3_next/modeling_qwen3_next.py
 //   GPT-2: models/gpt2/modeling_gpt2.py; OPT: models/opt/modeling_opt.py;
 //   BLOOM: models/bloom/modeling_bloom.py; Falcon: models/falcon/modeling_falcon.py;
 //   GPT-NeoX: models/gpt_neox/modeling_gpt_neox.py
@@ -137,7 +138,8 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
   if (m.fused_qkv) {
     g.linear("self_attn.qkv_proj", q + 2 * kv, h, qkv_bias);
   } else {
-    g.linear("self_attn.q_proj", q, h, qkv_bias);
+    // Qwen3NextAttention: q_proj is twice as wide, the second half the output gate.
+    g.linear("self_attn.q_proj", m.gated_attention ? 2 * q : q, h, qkv_bias);
     g.linear("self_attn.k_proj", kv, h, qkv_bias);
     g.linear("self_attn.v_proj", kv, h, qkv_bias);
   }
@@ -167,6 +169,30 @@ void llama_attention(const ModelSpec& m, GroupBuilder& g) {
       g.param("self_attn.k_norm.weight", {m.num_kv_heads, m.head_dim}, "k_norm", true);
       break;
   }
+}
+
+// A Gated DeltaNet token mixer (transformers 5.24 models/qwen3_next/modeling_qwen3_next.py
+// Qwen3NextGatedDeltaNet.__init__), named as Qwen/Qwen3-Next-80B-A3B's checkpoint stores it:
+//   in_proj_qkvz Linear(h, 2 * key_dim + 2 * value_dim), in_proj_ba Linear(h, 2 * value heads), no biases;
+//   conv1d: a depthwise nn.Conv1d over conv_dim = 2 * key_dim + value_dim channels (groups = channels,
+//   bias=False), weight [conv_dim, 1, kernel];
+//   dt_bias and A_log: one value per value head, parameters of the module itself;
+//   norm: Qwen3NextRMSNormGated(head_v_dim), weight only; out_proj Linear(value_dim, h), no bias.
+// Listed in forward order: the module's own dt_bias and A_log first (ZeRO-3 gathers a module's direct
+// parameters in its pre-forward hook, before any submodule runs), then the projections, the
+// convolution (whose weight the forward reads directly, conv1d.weight.squeeze(1), without calling the
+// Conv1d module), the gated norm and out_proj.
+void gated_delta_net(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, hv = m.linear_num_value_heads;
+  const int64_t key_dim = m.linear_num_key_heads * m.linear_key_head_dim;
+  const int64_t value_dim = hv * m.linear_value_head_dim;
+  g.param("linear_attn.dt_bias", {hv});
+  g.param("linear_attn.A_log", {hv});
+  g.linear("linear_attn.in_proj_qkvz", 2 * key_dim + 2 * value_dim, h, false);
+  g.linear("linear_attn.in_proj_ba", 2 * hv, h, false);
+  g.param("linear_attn.conv1d.weight", {2 * key_dim + value_dim, 1, m.linear_conv_kernel_dim}, "conv1d");
+  g.norm("linear_attn.norm", m.linear_value_head_dim, false);
+  g.linear("linear_attn.out_proj", h, value_dim, false);
 }
 
 // The MoE block of a Llama-layout layer (names as the Hub checkpoints store them).
@@ -259,7 +285,10 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
   const bool apertus = m.model_type == "apertus";
   if (m.norm_placement != NormPlacement::PostOnly)
     g.norm(apertus ? "attention_layernorm" : "input_layernorm", h, nb);
-  llama_attention(m, g);
+  if (m.layer_kind(index) == LayerKind::GatedDeltaNet)
+    gated_delta_net(m, g);
+  else
+    llama_attention(m, g);
   if (m.norm_placement != NormPlacement::Parallel)
     g.norm(apertus ? "feedforward_layernorm" : "post_attention_layernorm", h, nb);
   if (m.norm_placement == NormPlacement::Sandwich) g.norm("pre_feedforward_layernorm", h, nb);

@@ -36,6 +36,12 @@ int64_t ModelSpec::num_frozen_parameters() const {
   return n;
 }
 
+bool ModelSpec::has_linear_attention() const {
+  for (const LayerKind k : layer_kinds)
+    if (k != LayerKind::Attention) return true;
+  return false;
+}
+
 int64_t ModelSpec::num_moe_layers() const {
   int64_t n = 0;
   for (int64_t i = 0; i < num_layers; ++i) n += is_moe_layer(i) ? 1 : 0;

@@ -51,6 +51,15 @@ enum class MoeStyle {
   FusedLlama4,  // feed_forward.router, feed_forward.experts.gate_up_proj [E, h, 2f], down_proj [E, f, h]
 };
 
+// What a decoder layer mixes tokens with (Qwen3-Next's `layer_types`: "full_attention" or
+// "linear_attention"; transformers 5.24 models/qwen3_next/modeling_qwen3_next.py Qwen3NextDecoderLayer
+// builds self_attn or linear_attn accordingly).
+enum class LayerKind {
+  Attention,      // softmax attention (every family's self_attn)
+  GatedDeltaNet,  // Qwen3NextGatedDeltaNet (linear_attn): in_proj_qkvz, in_proj_ba, conv1d, dt_bias,
+                  // A_log, norm (gated RMSNorm of a value head), out_proj
+};
+
 // One parameter tensor. `module` is the HF module name LoRA targets match against
 // ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj", "c_attn",
 // "query_key_value", "fc1", "dense", "lm_head", "embed_tokens", ...), as it appears in the
@@ -147,6 +156,22 @@ struct ModelSpec {
   bool router_score_bias = false;        // DeepSeek-V3 gate.e_score_correction_bias: a buffer, not a
                                          // parameter (no gradient, not in model.parameters())
   std::vector<bool> moe_layers;          // per decoder layer: MoE or dense MLP (empty: all MoE if is_moe())
+
+  // Per decoder layer: its token mixer (empty: every layer softmax attention).
+  std::vector<LayerKind> layer_kinds;
+  // Gated DeltaNet layers (Qwen3NextConfig linear_*; the same names in every GDN family's config):
+  // key/value heads and their widths, and the depthwise causal convolution's kernel length.
+  int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
+  // Qwen3-Next's gated attention: q_proj produces the queries and as many sigmoid output-gate values
+  // (Linear(h, heads * head_dim * 2), Qwen3NextAttention.forward: `attn_output * sigmoid(gate)`).
+  bool gated_attention = false;
+  LayerKind layer_kind(int64_t i) const {
+    return layer_kinds.empty() ? LayerKind::Attention : layer_kinds[static_cast<size_t>(i)];
+  }
+  // Some decoder layer is not softmax attention (the planner's activation and FLOP walks model
+  // attention layers only and refuse these by name).
+  bool has_linear_attention() const;
 
   // Multi-head latent attention (DeepSeek-V2/V3): q_lora_rank 0 means a plain q_proj.
   bool mla = false;

@@ -22,6 +22,7 @@
 #include <string>
 
 #include "models/model_spec.h"
+#include "planner/memory_stats.h"
 #include "planner/op_model.h"
 #include "planner/time_model.h"
 #include "planner/zero_config.h"
@@ -388,6 +389,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.total_params = m.num_parameters();
   s.active_params = m.active_parameters();
   if (m.params_only) return params_only_stats(w, std::move(s));
+  // The FLOP walk below repeats one representative layer; Gated DeltaNet layers have no FLOP model.
+  refuse_unmodelled_layers(m);
 
   s.num_layers = m.num_layers;
   s.hidden = m.hidden_size;

@@ -684,9 +684,33 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
 
 }  // namespace
 
+void refuse_unmodelled_layers(const models::ModelSpec& m) {
+  if (!m.has_linear_attention()) return;
+  int64_t gdn = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i)
+    gdn += m.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
+  // What transformers 5.24 runs for these layers (models/qwen3_next/modeling_qwen3_next.py, through
+  // integrations/hub_kernels.py use_kernel_func_from_hub_with_fallback: a Hub kernel when requested, else
+  // the original package when it imports, else the torch reference): chunk_gated_delta_rule from
+  // flash-linear-attention (`fla`) or torch_chunk_gated_delta_rule, and causal_conv1d_fn from
+  // `causal_conv1d` or an F.conv1d fallback. Neither path's saved tensors nor its FLOPs and kernel
+  // times are derived yet, so the plan is refused rather than printed with made-up numbers.
+  throw_user_error(
+      "model '{}': {} of its {} decoder layers are Gated DeltaNet layers (model_type '{}', layer_types "
+      "\"linear_attention\"). zeroplan counts their parameters exactly ({} parameters in all, as "
+      "transformers "
+      "5.24 builds the model), but it has no model yet of the tensors they save for backward, their FLOPs or "
+      "their kernel times: transformers runs them with flash-linear-attention's chunk_gated_delta_rule and "
+      "causal-conv1d's causal_conv1d_fn when those packages are installed, and with its torch fallbacks "
+      "(torch_chunk_gated_delta_rule, F.conv1d) otherwise, and neither path is modelled. No plan is made "
+      "rather than one with guessed activations and step times",
+      m.name, gdn, m.num_layers, m.model_type, m.num_parameters());
+}
+
 MemoryStats compute_memory_stats(const Workload& w) {
   MemoryStats st;
   const auto& m = w.model;
+  refuse_unmodelled_layers(m);
   const bool fp32 = w.train.precision == Precision::FP32;
   st.param_elem_bytes = fp32 ? 4 : 2;
   st.act_elem_bytes = fp32 ? 4 : 2;

@@ -147,6 +147,10 @@ struct MemoryStats {
 };
 
 MemoryStats compute_memory_stats(const Workload& w);
+// Throws UserError when the model has decoder layers whose activations and FLOPs the planner does not
+// model (Gated DeltaNet layers: ModelSpec::has_linear_attention), naming what is missing; their
+// parameters are counted exactly, but no plan is made from activations or times that would be guesses.
+void refuse_unmodelled_layers(const models::ModelSpec& m);
 
 // NF4 storage of an n-element tensor with QLoRA double quantization (Dettmers et al. 2023, §3 and
 // "Double Quantization"): 4-bit codes, one 8-bit absmax per 64-element block, one fp32 constant per

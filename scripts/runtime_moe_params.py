@@ -56,6 +56,11 @@ CONFIGS = {
                        qk_nope_head_dim=8, v_head_dim=8, n_group=1, topk_group=1),
     "granitemoe": dict(num_local_experts=4, num_experts_per_tok=2),
     "granitemoeshared": dict(num_local_experts=4, num_experts_per_tok=2, shared_intermediate_size=48),
+    # Gated DeltaNet layer 0 (linear_attn) and gated attention layer 1 (self_attn), both MoE.
+    "qwen3_next": dict(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                       num_experts_per_tok=2, head_dim=16, layer_types=["linear_attention", "full_attention"],
+                       linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
+                       linear_value_head_dim=16, linear_conv_kernel_dim=4),
 }
 
 

@@ -346,6 +346,64 @@ TEST(TransformersCountByHand, HeadDimReadOrIgnoredAsTransformersDoes) {
   EXPECT_EQ(model_from_hf_json("stablelm-config", k).num_parameters(), 3150336);
 }
 
+// Qwen3-Next's layer patterns and sizes beyond the class defaults. Expected totals: transformers 5.24
+// AutoModelForCausalLM.from_config on the meta device, sum(p.numel()), for these fields (hidden 64, 6
+// layers, 4 heads / 2 KV heads of 16, GDN 2 key heads x 8 and 4 value heads x 16, kernel 4, 4 experts of
+// 32, top-2, shared expert 48, vocab 128) plus each case's own:
+//   full_attention_interval 3, decoder_sparse_step 2, mlp_only_layers [3]  253,024
+//   explicit layer_types (full, linear, linear, full, linear, full), tied     308,712
+//   num_experts 0 (every layer a dense Qwen3NextMLP)                           220,504
+//   attention_bias, linear_conv_kernel_dim 2, linear_num_value_heads 8         378,560
+TEST(TransformersCountByHand, Qwen3NextLayerPatterns) {
+  const nlohmann::json base = {{"model_type", "qwen3_next"},
+                               {"hidden_size", 64},
+                               {"intermediate_size", 96},
+                               {"num_hidden_layers", 6},
+                               {"num_attention_heads", 4},
+                               {"num_key_value_heads", 2},
+                               {"vocab_size", 128},
+                               {"max_position_embeddings", 64},
+                               {"head_dim", 16},
+                               {"moe_intermediate_size", 32},
+                               {"shared_expert_intermediate_size", 48},
+                               {"num_experts", 4},
+                               {"num_experts_per_tok", 2},
+                               {"linear_num_key_heads", 2},
+                               {"linear_num_value_heads", 4},
+                               {"linear_key_head_dim", 8},
+                               {"linear_value_head_dim", 16},
+                               {"linear_conv_kernel_dim", 4}};
+  auto with = [&](const nlohmann::json& extra) {
+    nlohmann::json j = base;
+    for (const auto& [k, v] : extra.items()) j[k] = v;
+    return model_from_hf_json("qwen3-next-small", j);
+  };
+  const ModelSpec a =
+      with({{"full_attention_interval", 3}, {"decoder_sparse_step", 2}, {"mlp_only_layers", {3}}});
+  EXPECT_EQ(a.num_parameters(), 253024);
+  EXPECT_EQ(a.num_moe_layers(), 2);  // layers 1 and 5 (3 is in mlp_only_layers)
+  EXPECT_EQ(a.layer_kind(2), LayerKind::Attention);
+  EXPECT_EQ(a.layer_kind(3), LayerKind::GatedDeltaNet);
+  const ModelSpec b = with({{"layer_types",
+                             {"full_attention", "linear_attention", "linear_attention", "full_attention",
+                              "linear_attention", "full_attention"}},
+                            {"tie_word_embeddings", true}});
+  EXPECT_EQ(b.num_parameters(), 308712);
+  EXPECT_EQ(b.layer_kind(0), LayerKind::Attention);
+  const ModelSpec c = with({{"num_experts", 0}});
+  EXPECT_EQ(c.num_parameters(), 220504);
+  EXPECT_FALSE(c.is_moe());
+  EXPECT_EQ(with({{"attention_bias", true}, {"linear_conv_kernel_dim", 2}, {"linear_num_value_heads", 8}})
+                .num_parameters(),
+            378560);
+  // Any other layer type builds no token mixer in Qwen3NextDecoderLayer: refused, not guessed.
+  EXPECT_THROW((void)with({{"layer_types",
+                            {"full_attention", "mamba", "linear_attention", "full_attention",
+                             "linear_attention", "full_attention"}}}),
+               UserError);
+  EXPECT_THROW((void)with({{"layer_types", {"full_attention"}}}), UserError);  // not one per layer
+}
+
 // The MoE routing of the new families at their config classes' defaults (tests/data/models/hf_defaults):
 // routed experts, top-k, shared-expert width, sparse layers and whether the router's correction bias is
 // a buffer (not counted), as the configuration_<family>.py classes set them.
@@ -366,6 +424,7 @@ TEST(TransformersCountByHand, NewMoeFamiliesRouting) {
       {"hy_v3", 192, 8, 1536, 79, true},         // HYV3Config: 192, top-8, 1 x 1536, first of 80 dense
       {"sarvam_mla", 128, 8, 2048, 31, true},    // SarvamMLAConfig: 128, top-8, 1 x 2048, first of 32 dense
       {"granitemoe", 8, 2, 0, 32, false},        // GraniteMoeConfig: 8 experts, top-2, all 32 layers sparse
+      {"qwen3_next", 512, 10, 512, 48, false},   // Qwen3NextConfig: 512, top-10, shared 512, all 48 sparse
   };
   for (const Want& w : wants) {
     const ModelSpec m = load_model(kSource + "/tests/data/models/hf_defaults/" + w.type + ".json");
