@@ -187,7 +187,9 @@ bool is_llama_family(const std::string& t) {
                                        "sarvam_mla",
                                        "granitemoe",
                                        "granitemoeshared",
-                                       "qwen3_next"};
+                                       "qwen3_next",
+                                       "qwen3_5_text",
+                                       "qwen3_5_moe_text"};
   for (const char* k : kTypes)
     if (t == k) return true;
   return false;
@@ -275,6 +277,20 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
       m.experts_per_token = 0;
       m.moe_layers.clear();
     }
+  } else if (type == "qwen3_5_moe_text") {
+    // Qwen3_5MoeTextConfig (Qwen3.5 MoE's language model): num_experts 256, num_experts_per_tok 8,
+    // moe_intermediate_size 512, shared_expert_intermediate_size 512; every Qwen3_5MoeDecoderLayer has a
+    // Qwen3_5MoeSparseMoeBlock (gate, experts, shared_expert, shared_expert_gate: Qwen2-MoE's block), and
+    // Qwen3_5MoeTopKRouter always renormalises the top-k weights (modeling_qwen3_5_moe.py).
+    m.moe_style = MoeStyle::PerExpert;
+    m.num_experts = r.opt_int({"num_experts"}, kMaxExperts).value_or(256);
+    m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(8);
+    m.moe_intermediate_size = r.opt_int({"moe_intermediate_size"}, kMaxIntermediate).value_or(512);
+    m.shared_expert_intermediate_size =
+        opt_count(r, "shared_expert_intermediate_size", kMaxIntermediate).value_or(512);
+    m.num_shared_experts = 1;
+    m.shared_expert_gate = true;
+    m.norm_topk_prob = true;
   } else if (type == "qwen2_moe" || type == "qwen3_moe") {
     // Qwen2MoeConfig: num_experts 60, num_experts_per_tok 4, moe_intermediate_size 1408,
     // shared_expert_intermediate_size 5632 (+ shared_expert_gate); Qwen3MoeConfig: num_experts 128
@@ -643,7 +659,9 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
 // layer i full attention iff (i + 1) % full_attention_interval == 0 (default 4: every fourth layer).
 // The Gated DeltaNet's sizes: linear_conv_kernel_dim 4, linear_key_head_dim 128, linear_value_head_dim
 // 128, linear_num_key_heads 16, linear_num_value_heads 32. Any other layer type builds no token mixer
-// at all in Qwen3NextDecoderLayer (neither branch), which is refused rather than guessed at.
+// at all in Qwen3NextDecoderLayer and Qwen3_5MoeDecoderLayer (neither branch), and an attention layer in
+// Qwen3_5DecoderLayer (its `else`): refused for all three rather than guessed at. Qwen3_5TextConfig and
+// Qwen3_5MoeTextConfig have the same fields and defaults (configuration_qwen3_5*.py).
 void read_gated_delta_net(const ConfigReader& r, ModelSpec& m) {
   const int64_t L = m.num_layers;
   m.layer_kinds.assign(static_cast<size_t>(L), LayerKind::Attention);
@@ -659,8 +677,10 @@ void read_gated_delta_net(const ConfigReader& r, ModelSpec& m) {
         m.layer_kinds[static_cast<size_t>(i)] = LayerKind::GatedDeltaNet;
       } else if (e != "full_attention") {
         throw_user_error(
-            "model config '{}': layer_types[{}] is {}; Qwen3NextDecoderLayer builds a token mixer only for "
-            "\"linear_attention\" and \"full_attention\" (modeling_qwen3_next.py)",
+            "model config '{}': layer_types[{}] is {}; zeroplan reads only \"linear_attention\" and "
+            "\"full_attention\" layers (modeling_qwen3_next.py Qwen3NextDecoderLayer builds no token mixer "
+            "for "
+            "any other type)",
             r.origin(), i, e.dump());
       }
     }
@@ -691,7 +711,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // SolarOpenConfig and Kolibri1Config have no intermediate_size: every layer is MoE. zeroplan takes one
   // routed expert's width (moe_intermediate_size: SolarOpenConfig 1280, Kolibri1Config 512) as the
   // model's MLP width, as for Mixtral-style models whose experts are intermediate_size wide.
-  if (type == "solar_open" || type == "kolibri1")
+  // Qwen3_5MoeTextConfig likewise (moe_intermediate_size 512).
+  if (type == "solar_open" || type == "kolibri1" || type == "qwen3_5_moe_text")
     m.intermediate_size = r.opt_int({"intermediate_size", "moe_intermediate_size"}, kMaxIntermediate)
                               .value_or(type == "solar_open" ? 1280 : 512);
   else
@@ -709,7 +730,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "ernie4_5") dflt_kv = 2;      // Ernie4_5Config num_key_value_heads 2
   if (type == "ernie4_5_moe") dflt_kv = 4;  // Ernie4_5_MoeConfig num_key_value_heads 4
   if (type == "qwen3_moe" || type == "gemma2" || type == "gemma3_text" || type == "smollm3") dflt_kv = 4;
-  if (type == "glm4" || type == "starcoder2" || type == "qwen3_next") dflt_kv = 2;  // Qwen3NextConfig 2
+  // Qwen3NextConfig and Qwen3_5MoeTextConfig 2; Qwen3_5TextConfig 4.
+  if (type == "glm4" || type == "starcoder2" || type == "qwen3_next" || type == "qwen3_5_moe_text")
+    dflt_kv = 2;
+  if (type == "qwen3_5_text") dflt_kv = 4;
   // GlmConfig 2; GraniteSWAConfig 4; SolarOpenConfig 8; MellumConfig 4; Kolibri1Config 4; SarvamMoEConfig
   // 4; ExaoneMoeConfig 32; StableLmConfig 32; OlmoConfig, FlexOlmoConfig and Cohere2Config None (=
   // num_attention_heads).
@@ -726,7 +750,8 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   if (type == "gemma" || type == "gemma2" || type == "gemma3_text") dflt_head_dim = 256;
   if (type == "qwen3" || type == "glm4" || type == "llama4_text") dflt_head_dim = 128;
   if (type == "gpt_oss") dflt_head_dim = 64;
-  if (type == "qwen3_next") dflt_head_dim = 256;  // Qwen3NextConfig head_dim 256
+  // Qwen3NextConfig, Qwen3_5TextConfig and Qwen3_5MoeTextConfig head_dim 256.
+  if (type == "qwen3_next" || type == "qwen3_5_text" || type == "qwen3_5_moe_text") dflt_head_dim = 256;
   // Glm4MoeConfig has no head_dim field: Glm4MoeAttention takes getattr(config, "head_dim",
   // hidden_size // num_attention_heads), a floor (the class defaults 4096 / 96 give 42).
   // Ernie4_5_MoeConfig has no head_dim field either (Ernie4_5_MoeAttention: the same getattr).
@@ -901,8 +926,10 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
   // way, and SDPA the normalised q/k).
   if (type == "hunyuan_v1_dense" || type == "hunyuan_v1_moe") m.qk_norm = QkNorm::PerHead;
   // Qwen3NextAttention: q_norm/k_norm = Qwen3NextRMSNorm(head_dim), always; q_proj twice as wide (the
-  // output gate). Its other layers are Gated DeltaNets (read_gated_delta_net).
-  if (type == "qwen3_next") {
+  // output gate). Its other layers are Gated DeltaNets (read_gated_delta_net). Qwen3.5's text models
+  // (Qwen3_5Attention, Qwen3_5MoeAttention) are the same attention and the same layer pattern, with the
+  // Gated DeltaNet's projections split (models/inventory.cpp gated_delta_net).
+  if (type == "qwen3_next" || type == "qwen3_5_text" || type == "qwen3_5_moe_text") {
     m.qk_norm = QkNorm::PerHead;
     m.gated_attention = true;
     read_gated_delta_net(r, m);

@@ -10,7 +10,8 @@
 //   Phi-3: models/phi3/modeling_phi3.py (qkv_proj, gate_up_proj)
 //   OLMo-1/StableLM/GLM (glm)/Cohere2/GraniteSWA/FlexOlmo/Solar-Open/EXAONE-MoE/Mellum/Kolibri1 and
 //   Sarvam-MoE (built as GLM-4-MoE): models/<family>/modeling_<family>.py of transformers 5.24
-//   Qwen3-Next (Gated DeltaNet and gated-attention layers): models/qwen3_next/modeling_qwen3_next.py
+//   Qwen3-Next (Gated DeltaNet and gated-attention layers): models/qwen3_next/modeling_qwen3_next.py;
+//   Qwen3.5 text models: models/qwen3_5/modeling_qwen3_5.py, models/qwen3_5_moe/modeling_qwen3_5_moe.py
 //   GPT-2: models/gpt2/modeling_gpt2.py; OPT: models/opt/modeling_opt.py;
 //   BLOOM: models/bloom/modeling_bloom.py; Falcon: models/falcon/modeling_falcon.py;
 //   GPT-NeoX: models/gpt_neox/modeling_gpt_neox.py
@@ -188,8 +189,18 @@ void gated_delta_net(const ModelSpec& m, GroupBuilder& g) {
   const int64_t value_dim = hv * m.linear_value_head_dim;
   g.param("linear_attn.dt_bias", {hv});
   g.param("linear_attn.A_log", {hv});
-  g.linear("linear_attn.in_proj_qkvz", 2 * key_dim + 2 * value_dim, h, false);
-  g.linear("linear_attn.in_proj_ba", 2 * hv, h, false);
+  if (m.model_type.rfind("qwen3_5", 0) == 0) {
+    // Qwen3_5GatedDeltaNet / Qwen3_5MoeGatedDeltaNet (modeling_qwen3_5.py, modeling_qwen3_5_moe.py): the
+    // same module with the input projection split, in forward order in_proj_qkv [2 * key_dim + value_dim,
+    // h], in_proj_z [value_dim, h], in_proj_b and in_proj_a [value heads, h], no biases.
+    g.linear("linear_attn.in_proj_qkv", 2 * key_dim + value_dim, h, false);
+    g.linear("linear_attn.in_proj_z", value_dim, h, false);
+    g.linear("linear_attn.in_proj_b", hv, h, false);
+    g.linear("linear_attn.in_proj_a", hv, h, false);
+  } else {
+    g.linear("linear_attn.in_proj_qkvz", 2 * key_dim + 2 * value_dim, h, false);
+    g.linear("linear_attn.in_proj_ba", 2 * hv, h, false);
+  }
   g.param("linear_attn.conv1d.weight", {2 * key_dim + value_dim, 1, m.linear_conv_kernel_dim}, "conv1d");
   g.norm("linear_attn.norm", m.linear_value_head_dim, false);
   g.linear("linear_attn.out_proj", h, value_dim, false);

@@ -10,6 +10,7 @@
 //              (Linear(h, 1)); forward: shared_expert, gate, experts, shared_expert_gate
 //   qwen3_next Qwen3NextSparseMoeBlock: gate (Qwen3NextTopKRouter), experts, shared_expert,
 //              shared_expert_gate; forward as qwen2_moe (modeling_qwen3_next.py)
+//   qwen3_5_moe_text Qwen3_5MoeSparseMoeBlock: as qwen3_next (modeling_qwen3_5_moe.py)
 //   qwen3_moe  Qwen3MoeSparseMoeBlock: experts, gate; forward: gate, experts
 //   olmoe      OlmoeSparseMoeBlock: gate, experts; forward: gate, experts
 //   deepseek_v2/v3  DeepseekV2Moe / DeepseekV3MoE: experts, gate, shared_experts (an MLP);
@@ -61,6 +62,8 @@ Family family_of(const std::string& type) {
     return {"transformers.models.qwen2_moe.modeling_qwen2_moe.Qwen2MoeSparseMoeBlock", false};
   if (type == "qwen3_next")
     return {"transformers.models.qwen3_next.modeling_qwen3_next.Qwen3NextSparseMoeBlock", false};
+  if (type == "qwen3_5_moe_text")
+    return {"transformers.models.qwen3_5_moe.modeling_qwen3_5_moe.Qwen3_5MoeSparseMoeBlock", false};
   if (type == "qwen3_moe")
     return {"transformers.models.qwen3_moe.modeling_qwen3_moe.Qwen3MoeSparseMoeBlock", true};
   if (type == "olmoe") return {"transformers.models.olmoe.modeling_olmoe.OlmoeSparseMoeBlock", false};

@@ -703,8 +703,12 @@ void refuse_unmodelled_layers(const models::ModelSpec& m) {
       "their kernel times: transformers runs them with flash-linear-attention's chunk_gated_delta_rule and "
       "causal-conv1d's causal_conv1d_fn when those packages are installed, and with its torch fallbacks "
       "(torch_chunk_gated_delta_rule, F.conv1d) otherwise, and neither path is modelled. No plan is made "
-      "rather than one with guessed activations and step times",
-      m.name, gdn, m.num_layers, m.model_type, m.num_parameters());
+      "rather than one with guessed activations and step times{}",
+      m.name, gdn, m.num_layers, m.model_type, m.num_parameters(),
+      m.text_config_of.empty() ? ""
+                               : fmt::format(" (the count is the language model's, text_config of '{}'; the "
+                                             "vision encoder is not counted)",
+                                             m.text_config_of));
 }
 
 MemoryStats compute_memory_stats(const Workload& w) {

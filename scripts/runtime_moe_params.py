@@ -61,6 +61,11 @@ CONFIGS = {
                        num_experts_per_tok=2, head_dim=16, layer_types=["linear_attention", "full_attention"],
                        linear_num_key_heads=2, linear_num_value_heads=4, linear_key_head_dim=8,
                        linear_value_head_dim=16, linear_conv_kernel_dim=4),
+    "qwen3_5_moe_text": dict(moe_intermediate_size=32, shared_expert_intermediate_size=48, num_experts=4,
+                             num_experts_per_tok=2, head_dim=16,
+                             layer_types=["linear_attention", "full_attention"], linear_num_key_heads=2,
+                             linear_num_value_heads=4, linear_key_head_dim=8, linear_value_head_dim=16,
+                             linear_conv_kernel_dim=4),
 }
 
 

@@ -404,6 +404,39 @@ TEST(TransformersCountByHand, Qwen3NextLayerPatterns) {
   EXPECT_THROW((void)with({{"layer_types", {"full_attention"}}}), UserError);  // not one per layer
 }
 
+// Qwen3.5's text models: the Gated DeltaNet with split projections (in_proj_qkv, in_proj_z, in_proj_b,
+// in_proj_a). Expected totals: transformers 5.24 on the meta device for hidden 64, 4 layers, 4 heads / 2
+// KV heads of 16, GDN 2 key heads x 8 and 4 value heads x 16, kernel 4, vocab 128, plus:
+//   qwen3_5_text, intermediate 96, full_attention_interval 2, tied                          145,840
+//   qwen3_5_moe_text, 4 experts of 32, top-2, shared 48, layer_types (linear, full, full, linear)  216,752
+TEST(TransformersCountByHand, Qwen35TextModels) {
+  const nlohmann::json base = {
+      {"hidden_size", 64},        {"num_hidden_layers", 4},      {"num_attention_heads", 4},
+      {"num_key_value_heads", 2}, {"vocab_size", 128},           {"max_position_embeddings", 64},
+      {"head_dim", 16},           {"linear_num_key_heads", 2},   {"linear_num_value_heads", 4},
+      {"linear_key_head_dim", 8}, {"linear_value_head_dim", 16}, {"linear_conv_kernel_dim", 4}};
+  nlohmann::json dense = base;
+  dense["model_type"] = "qwen3_5_text";
+  dense["intermediate_size"] = 96;
+  dense["full_attention_interval"] = 2;
+  dense["tie_word_embeddings"] = true;
+  const ModelSpec d = model_from_hf_json("qwen3.5-small", dense);
+  EXPECT_EQ(d.num_parameters(), 145840);
+  EXPECT_EQ(d.layer_kind(0), LayerKind::GatedDeltaNet);
+  EXPECT_EQ(d.layer_kind(1), LayerKind::Attention);
+  nlohmann::json moe = base;
+  moe["model_type"] = "qwen3_5_moe_text";
+  moe["moe_intermediate_size"] = 32;
+  moe["shared_expert_intermediate_size"] = 48;
+  moe["num_experts"] = 4;
+  moe["num_experts_per_tok"] = 2;
+  moe["layer_types"] = {"linear_attention", "full_attention", "full_attention", "linear_attention"};
+  const ModelSpec e = model_from_hf_json("qwen3.5-moe-small", moe);
+  EXPECT_EQ(e.num_parameters(), 216752);
+  EXPECT_EQ(e.num_moe_layers(), 4);
+  EXPECT_TRUE(e.norm_topk_prob);  // Qwen3_5MoeTopKRouter always renormalises
+}
+
 // The MoE routing of the new families at their config classes' defaults (tests/data/models/hf_defaults):
 // routed experts, top-k, shared-expert width, sparse layers and whether the router's correction bias is
 // a buffer (not counted), as the configuration_<family>.py classes set them.
@@ -425,6 +458,7 @@ TEST(TransformersCountByHand, NewMoeFamiliesRouting) {
       {"sarvam_mla", 128, 8, 2048, 31, true},    // SarvamMLAConfig: 128, top-8, 1 x 2048, first of 32 dense
       {"granitemoe", 8, 2, 0, 32, false},        // GraniteMoeConfig: 8 experts, top-2, all 32 layers sparse
       {"qwen3_next", 512, 10, 512, 48, false},   // Qwen3NextConfig: 512, top-10, shared 512, all 48 sparse
+      {"qwen3_5_moe_text", 256, 8, 512, 40, false},  // Qwen3_5MoeTextConfig: 256, top-8, shared 512, 40
   };
   for (const Want& w : wants) {
     const ModelSpec m = load_model(kSource + "/tests/data/models/hf_defaults/" + w.type + ".json");
