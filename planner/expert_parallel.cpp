@@ -15,14 +15,17 @@ namespace zeroplan::planner {
 namespace {
 
 // deepspeed/module_inject/auto_ep_presets/*.py (0.19.8): PRESET_NAME and hf_model_types of each preset
-// registered in registry.py _PRESET_MODULES (qwen3_moe.py covers qwen2_moe too).
+// registered in registry.py _PRESET_MODULES (qwen3_moe.py covers qwen2_moe too; qwen3_5_moe.py matches the
+// text backbone's model_type "qwen3_5_moe_text" only, and names the vision-language "qwen3_5_moe" in its
+// unsupported_hf_model_type_notes: "pass the text-backbone model/config").
 struct Preset {
   std::string_view model_type;
   const char* preset;
 };
 constexpr Preset kPresets[] = {
-    {"mixtral", "mixtral"},         {"qwen3_moe", "qwen3_moe"},     {"qwen2_moe", "qwen3_moe"},
-    {"qwen3_5_moe", "qwen3_5_moe"}, {"deepseek_v2", "deepseek_v2"}, {"deepseek_v3", "deepseek_v3"},
+    {"mixtral", "mixtral"},         {"qwen3_moe", "qwen3_moe"},
+    {"qwen2_moe", "qwen3_moe"},     {"qwen3_5_moe_text", "qwen3_5_moe"},
+    {"deepseek_v2", "deepseek_v2"}, {"deepseek_v3", "deepseek_v3"},
     {"minimax_m3", "minimax_m3"},
 };
 
@@ -60,7 +63,8 @@ std::string expert_parallel_refusal(const Workload& w, int ep) {
   if (autoep_preset(m) == nullptr)
     return fmt::format(
         "--ep {}: DeepSpeed 0.19.8's AutoEP has no preset for model_type '{}' (presets: mixtral, qwen2_moe, "
-        "qwen3_moe, qwen3_5_moe, deepseek_v2, deepseek_v3, minimax_m3); native deepspeed.moe.layer.MoE would "
+        "qwen3_moe, qwen3_5_moe_text, deepseek_v2, deepseek_v3, minimax_m3); native deepspeed.moe.layer.MoE "
+        "would "
         "need the model's MoE blocks rewritten, which zeroplan does not model",
         ep, m.model_type);
   if (w.train.method != Method::Full)
