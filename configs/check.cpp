@@ -360,10 +360,6 @@ class Reader {
     }
   }
 
-  // "sequence_parallel_size" (Ulysses SP, planner/sequence_parallel.h): DeepSpeed's batch arithmetic
-  // divides the world by it (runtime/config.py _configure_train_batch_size, without an mpu), and
-  // UlyssesSPAttentionHF refuses heads or KV heads it cannot split. The workload's --sp stands when the
-  // file has no such key.
   // zero_optimization.zenflow (planner/zenflow.h): DeepSpeed's refusals as errors; otherwise one warning
   // that the prediction is plain ZeRO-Offload's, with the selective AdamW's GPU bytes it leaves out.
   void zenflow() {
@@ -406,19 +402,16 @@ class Reader {
     if (!z.update_interval)
       add(Severity::Warning, path + ".update_interval",
           "\"auto\" (ZenFlow's default) makes DeepSpeed 0.19.8 set the engine's gradient_accumulation_steps "
-          "to 0 "
-          "(runtime/zenflow/engine.py configure_zenflow), and engine.backward divides the loss by it: "
-          "recorded on "
-          "CPU ranks, the loss is NaN from the second step (users report NaN losses with ZenFlow too: "
-          "DeepSpeed#7759, open)",
+          "to 0 (runtime/zenflow/engine.py configure_zenflow), and engine.backward divides the loss by it: "
+          "recorded on CPU ranks, the loss is NaN from the second step (users report NaN losses with "
+          "ZenFlow too: DeepSpeed#7759, open)",
           "set update_interval to a number, e.g. 4");
     std::string gpu_bytes;
     if (w_.train.method == planner::Method::Full && !z.offload && !w_.model.params_only) {
       const int bytes = r_.precision == Precision::FP32 ? 4 : 2;
       gpu_bytes = fmt::format(
           "; it leaves out the selective AdamW's states ZenFlow keeps on every GPU, {} (exp_avg and "
-          "exp_avg_sq "
-          "of {:g} of each matrix's columns, recorded exactly)",
+          "exp_avg_sq of {:g} of each matrix's columns, recorded exactly)",
           human_bytes(
               static_cast<double>(planner::zenflow_selective_state_bytes(w_.model, z.topk_ratio, bytes))),
           z.topk_ratio);
@@ -430,6 +423,10 @@ class Reader {
         "");
   }
 
+  // "sequence_parallel_size" (Ulysses SP, planner/sequence_parallel.h): DeepSpeed's batch arithmetic
+  // divides the world by it (runtime/config.py _configure_train_batch_size, without an mpu), and
+  // UlyssesSPAttentionHF refuses heads or KV heads it cannot split. The workload's --sp stands when the
+  // file has no such key.
   void sequence_parallel() {
     r_.sequence_parallel = std::max(1, w_.train.sequence_parallel);
     const json* v = find(cfg_, {"sequence_parallel_size"});

@@ -14,8 +14,7 @@ std::string zenflow_refusal(const ZenFlowSettings& z, const ZenFlowHost& host) {
   // deepspeed.initialize.
   if (z.select_strategy == "auto" && z.select_interval)
     return "Warning: If use auto select strategy, select_interval will be set to 1 and select_strategy will "
-           "be "
-           "set to epoch, thus select_interval would be overwritten.";
+           "be set to epoch, thus select_interval would be overwritten.";
   if (z.select_strategy != "auto" && !z.select_interval)
     return "ValueError: If don't use auto select strategy, select_interval must be a number.";
   // Same function: the check runs on the resolved intervals; with "epoch" and no dataloader the select
@@ -39,9 +38,8 @@ std::string zenflow_model_refusal(const models::ModelSpec& m) {
         // [4, 256, 256]): "RuntimeError: start (25) + length (26214) exceeds dimension size (300)".
         return fmt::format(
             "DeepSpeed 0.19.8's ZenFlow selects columns of 1-D and 2-D parameters only; '{}' has {} "
-            "dimensions, "
-            "and the first backward fails (update_selected_channels: RuntimeError: start ... + length ... "
-            "exceeds dimension size ...)",
+            "dimensions, and the first backward fails (update_selected_channels: RuntimeError: start ... + "
+            "length ... exceeds dimension size ...)",
             t.name, t.shape.size());
   return "";
 }
