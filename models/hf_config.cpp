@@ -1322,12 +1322,27 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
   const std::string outer_type = r.opt_string({"model_type"}, "");
   // Vision-language configs (Gemma-3, Llama-4, Mistral-3, LLaVA, ...): the language tower is the
   // text_config, a config of one of the families below. zeroplan plans that tower.
-  if (const json* tc = r.find({"text_config"}); tc && tc->is_object() && !is_llama_family(outer_type)) {
-    json text = *tc;
+  const json* tc = r.find({"text_config"});
+  // Qwen2-VL and Qwen2.5-VL files saved before the text_config split (Qwen2.5-VL-3B-Instruct's) keep the
+  // language tower's fields at the top level: Qwen2VLConfig / Qwen2_5_VLConfig.__post_init__ (transformers
+  // 5.24 configuration_qwen2_vl.py / configuration_qwen2_5_vl.py) then builds text_config from those keys.
+  json top_level_text;
+  if ((outer_type == "qwen2_vl" || outer_type == "qwen2_5_vl") && (tc == nullptr || tc->is_null())) {
+    top_level_text = j;
+    top_level_text.erase("vision_config");
+    top_level_text["model_type"] = outer_type + "_text";
+    tc = &top_level_text;
+  }
+  if (tc && tc->is_object() && !is_llama_family(outer_type)) {
+    // Text towers built from another family's layers (Qwen2_5_VLTextModel: Qwen2's; Qwen3VLTextModel:
+    // Qwen3's) are read as that family, with their own config class's defaults (models/vision_tower.h).
+    json text = vl_text_config_as_family(*tc).value_or(*tc);
     // text_config files inherit tie_word_embeddings from the outer config when they omit it
     // (PreTrainedConfig.get_text_config returns the sub-config; the outer flag decides the tie in
-    // *ForConditionalGeneration).
-    if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
+    // *ForConditionalGeneration). The Qwen wrappers' own rules: models/vision_tower.h.
+    if (const std::optional<bool> tie = vl_tie_word_embeddings(j, *tc))
+      text["tie_word_embeddings"] = *tie;
+    else if (!text.contains("tie_word_embeddings") && j.contains("tie_word_embeddings"))
       text["tie_word_embeddings"] = j["tie_word_embeddings"];
     ModelSpec m = model_from_hf_json(origin + " (text_config)", text, with_checkpoint);
     m.name = origin;

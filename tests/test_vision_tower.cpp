@@ -7,11 +7,35 @@
 //   paligemma default:                vision_tower 399,497,472   multi_modal_projector 2,361,344
 //   llava default:                    vision_tower 303,507,456   multi_modal_projector 20,979,712
 //   llava_next default:               the same + image_newline 4,096
+// The Qwen vision-language models: transformers 5.24.0 (torch 2.15.0) on the meta device, counted by
+//   OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/count_vision_params.py tests/data/models/vlm/*.json \
+//       default:qwen2_vl default:qwen2_5_vl default:qwen3_vl
+// run on 2026-11-28 (tower: model.visual less its mergers; projector: model.visual.merger and
+// model.visual.deepstack_merger_list; text: model.language_model and lm_head, tied weights once):
+//                             total           text            tower         projector
+//   Qwen2.5-VL-3B-Instruct    3,754,622,976   3,085,938,688   631,975,680    36,708,608
+//   Qwen2.5-VL-7B-Instruct    8,292,166,656   7,615,616,512   631,975,680    44,574,464
+//   Qwen3-VL-2B-Instruct      2,127,532,032   1,720,574,976   306,242,560   100,714,496
+//   Qwen3-VL-8B-Instruct      8,767,123,696   8,190,735,360   415,891,440   160,496,896
+//   qwen2_vl_2b_shaped        2,208,985,600   1,543,714,304   631,183,360    34,087,936
+//   qwen2_vl default         73,381,962,752  72,706,203,648   631,183,360    44,575,744
+//   qwen2_5_vl default       75,789,228,800  72,706,203,648 2,826,102,528   256,922,624
+//   qwen3_vl default         12,616,410,352  12,049,461,248   415,891,440   151,057,664
+// Which flag ties the embeddings: the Qwen2.5-VL-7B and Qwen3-VL-8B files with the outer
+// tie_word_embeddings and text_config's set apart, counted by the same script (text part):
+//   Qwen2.5-VL-7B outer true, text false: 7,070,619,136   outer false, text true: 7,070,619,136
+//   Qwen3-VL-8B   outer true, text false: 7,568,405,504   outer false, text true: 8,190,735,360
+// The config.json files (tests/data/models/vlm/, README.md there) are the models' published ones, but for
+// qwen2_vl_2b_shaped.json (Qwen2-VL-2B-Instruct's fields as remembered, not checked against the Hub file).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "models/hf_config.h"
+#include "models/model_spec.h"
 #include "models/vision_tower.h"
 
 namespace zeroplan::models {
@@ -56,11 +80,121 @@ TEST(VisionTower, Gemma3FourBsTower) {
 }
 
 TEST(VisionTower, UncoveredWrappersAreNotGuessed) {
-  EXPECT_FALSE(count_vision_tower({{"model_type", "qwen2_5_vl"}}, 3584).has_value());
+  // Qwen3-VL-MoE's vision model is Qwen3-VL's, but its MoE text tower is not read yet: not counted.
+  EXPECT_FALSE(count_vision_tower({{"model_type", "qwen3_vl_moe"}}, 2048).has_value());
   // A gemma3 wrapper around another tower kind is not counted as SigLIP.
   EXPECT_FALSE(count_vision_tower(
                    {{"model_type", "gemma3"}, {"vision_config", {{"model_type", "clip_vision_model"}}}}, 2304)
                    .has_value());
+  EXPECT_FALSE(
+      count_vision_tower(
+          {{"model_type", "qwen2_5_vl"}, {"vision_config", {{"model_type", "siglip_vision_model"}}}}, 2048)
+          .has_value());
+}
+
+TEST(VisionTower, QwenDefaultsCountAsTransformersBuildsThem) {
+  // The text hidden size does not enter the Qwen mergers (their width is the vision config's).
+  const auto q2 = count_vision_tower({{"model_type", "qwen2_vl"}}, 8192);
+  ASSERT_TRUE(q2.has_value());
+  EXPECT_EQ(q2->tower, "qwen2_vl_vision");
+  EXPECT_EQ(q2->tower_params, 631'183'360);
+  EXPECT_EQ(q2->projector_params, 44'575'744);
+  const auto q25 = count_vision_tower({{"model_type", "qwen2_5_vl"}}, 8192);
+  ASSERT_TRUE(q25.has_value());
+  EXPECT_EQ(q25->tower, "qwen2_5_vl_vision");
+  EXPECT_EQ(q25->tower_params, 2'826'102'528);
+  EXPECT_EQ(q25->projector_params, 256'922'624);
+  const auto q3 = count_vision_tower({{"model_type", "qwen3_vl"}}, 4096);
+  ASSERT_TRUE(q3.has_value());
+  EXPECT_EQ(q3->tower, "qwen3_vl_vision");
+  EXPECT_EQ(q3->tower_params, 415'891'440);
+  EXPECT_EQ(q3->projector_params, 151'057'664);
+}
+
+struct PublishedVlm {
+  const char* file;  // under tests/data/models/vlm/
+  const char* read_as;
+  int64_t text, tower, projector;
+};
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  return nlohmann::json::parse(f);
+}
+
+// The published config.json files, read the way `zeroplan --model <file>` reads them: the language tower
+// (ModelSpec, what zeroplan plans) and the vision tower and projector (counted, not planned), each against
+// transformers' own count.
+TEST(VisionTower, PublishedQwenConfigsCountAsTransformersBuildsThem) {
+  const PublishedVlm models[] = {
+      // Qwen2.5-VL-3B-Instruct: text fields at the top level (no text_config), tie_word_embeddings true.
+      {"qwen2_5_vl_3b_instruct.json", "qwen2", 3'085'938'688, 631'975'680, 36'708'608},
+      // Qwen2.5-VL-7B-Instruct: a text_config (model_type qwen2_5_vl_text), untied.
+      {"qwen2_5_vl_7b_instruct.json", "qwen2", 7'615'616'512, 631'975'680, 44'574'464},
+      // Qwen3-VL-2B-Instruct: tied; three deepstack mergers.
+      {"qwen3_vl_2b_instruct.json", "qwen3", 1'720'574'976, 306'242'560, 100'714'496},
+      {"qwen3_vl_8b_instruct.json", "qwen3", 8'190'735'360, 415'891'440, 160'496'896},
+      // Qwen2-VL's layout (embed_dim, mlp_ratio, LayerNorms) with top-level text fields, tied.
+      {"qwen2_vl_2b_shaped.json", "qwen2", 1'543'714'304, 631'183'360, 34'087'936},
+  };
+  for (const auto& e : models) {
+    SCOPED_TRACE(e.file);
+    const std::string path = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/vlm/" + e.file;
+    const ModelSpec m = load_model(path);
+    EXPECT_EQ(m.model_type, e.read_as);
+    EXPECT_EQ(m.num_parameters(), e.text);
+    const auto vt = count_vision_tower(read_json(path), m.hidden_size);
+    ASSERT_TRUE(vt.has_value());
+    EXPECT_EQ(vt->tower_params, e.tower);
+    EXPECT_EQ(vt->projector_params, e.projector);
+    // The output says what the plan leaves out, with the tower's count.
+    bool said = false;
+    for (const auto& w : m.warnings)
+      said = said || w.find(fmt::format("{:.1f}M parameters", static_cast<double>(e.tower) / 1e6)) !=
+                         std::string::npos;
+    EXPECT_TRUE(said) << (m.warnings.empty() ? std::string("no warning") : m.warnings.front());
+  }
+}
+
+// Qwen2_5_VLConfig ties when either flag is set; Qwen3VLConfig on the outer flag alone.
+TEST(VisionTower, QwenTieRulesAreTheWrappers) {
+  struct Case {
+    const char* file;
+    bool outer, text;
+    int64_t expected;
+  };
+  const Case cases[] = {
+      {"qwen2_5_vl_7b_instruct.json", true, false, 7'070'619'136},
+      {"qwen2_5_vl_7b_instruct.json", false, true, 7'070'619'136},
+      {"qwen3_vl_8b_instruct.json", true, false, 7'568'405'504},
+      {"qwen3_vl_8b_instruct.json", false, true, 8'190'735'360},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(fmt::format("{} outer {} text {}", c.file, c.outer, c.text));
+    nlohmann::json j = read_json(std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/vlm/" + c.file);
+    j["tie_word_embeddings"] = c.outer;
+    j["text_config"]["tie_word_embeddings"] = c.text;
+    EXPECT_EQ(model_from_hf_json(c.file, j).num_parameters(), c.expected);
+  }
+}
+
+TEST(VisionTower, QwenTextTowersTakeTheirOwnClassDefaults) {
+  // Qwen3VLTextConfig num_key_value_heads defaults to 32 (Qwen3Config's reading would take the 16 heads).
+  const nlohmann::json text = {{"model_type", "qwen3_vl_text"}, {"hidden_size", 2048},
+                               {"num_attention_heads", 16},     {"num_hidden_layers", 2},
+                               {"intermediate_size", 4096},     {"vocab_size", 1000}};
+  const auto as = vl_text_config_as_family(text);
+  ASSERT_TRUE(as.has_value());
+  EXPECT_EQ((*as)["model_type"], "qwen3");
+  EXPECT_EQ((*as)["num_key_value_heads"], 32);
+  EXPECT_EQ((*as)["head_dim"], 128);
+  // Qwen2_5_VLAttention takes hidden_size / num_attention_heads whatever head_dim says.
+  const auto q25 = vl_text_config_as_family({{"model_type", "qwen2_5_vl_text"}, {"head_dim", 64}});
+  ASSERT_TRUE(q25.has_value());
+  EXPECT_FALSE(q25->contains("head_dim"));
+  EXPECT_EQ((*q25)["num_key_value_heads"], 8);
+  EXPECT_FALSE(vl_text_config_as_family({{"model_type", "qwen3"}}).has_value());
 }
 
 TEST(VisionTower, TheModelSaysWhatItLeavesOut) {
