@@ -9,7 +9,6 @@
 
 #include "common/checked.h"
 #include "planner/ds_runtime_collectives.h"
-#include "planner/zeropp_quant.h"
 
 namespace zeroplan::planner {
 
@@ -58,8 +57,8 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const Groups& g
   for (const CollectiveCall& c : calls) {
     if (c.micro_step != micro) continue;
     // ZeRO++ qgZ's all-to-alls replace the gradient reduce-scatter (planner/zeropp_quant.h).
-    const bool qgz_node = std::strcmp(c.caller, kQgzIntraCaller) == 0;
-    const bool qgz_across = std::strcmp(c.caller, kQgzInterCaller) == 0;
+    const bool qgz_node = c.group == CallGroup::kQgzNode;
+    const bool qgz_across = c.group == CallGroup::kQgzAcross;
     if (qgz_node || qgz_across) {
       CallFamily& f = out.f[static_cast<size_t>(kStage3ReduceScatter)];
       const CommTopology& on = qgz_node ? g.node : g.across;
@@ -80,7 +79,7 @@ CallFamilies summarize(const std::vector<CollectiveCall>& calls, const Groups& g
     // broadcast of the message (bus factor 1).
     const int64_t size = c.kind == CollectiveKind::AllGather ? checked_mul(c.bytes, c.group_size) : c.bytes;
     const CollectiveKind priced = c.to_one_rank ? CollectiveKind::Broadcast : c.kind;
-    const bool secondary = c.group_size == sec.ranks && c.group_size != t.ranks;
+    const bool secondary = c.group == CallGroup::kHpzSecondary;
     const CommTopology& on = secondary ? sec : t;
     const double time = time_of(priced, size, on);
     f.kind = c.kind;

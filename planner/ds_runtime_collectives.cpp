@@ -602,23 +602,23 @@ void CallListBuilder::stage3_fetch(Phase ph, const std::vector<size_t>& params,
       primary += ceil_div(all[p], N);
   }
   // ZeRO++ qwZ (planner/zeropp_quant.h): the int8 partition, then its fp32 scales, in the same group.
-  const auto gather = [&](int64_t numel, int group) {
+  const auto gather = [&](int64_t numel, int group, CallGroup in) {
     if (z.qwz()) {
       out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, numel, 1, group, "_dist_allgather_fn",
-                                   false, micro_step});
+                                   false, micro_step, in});
       // DeepSpeed asserts where qwz_groups finds no group count; the scales are then sized at the
       // target group size (0.05% of the data).
       const int64_t g = qwz_groups(numel);
       const int64_t groups = g > 0 ? g : (numel + kQwzTargetGroupSize - 1) / kQwzTargetGroupSize;
       out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, groups * 4, 4, group, "_dist_allgather_fn",
-                                   false, micro_step});
+                                   false, micro_step, in});
       return;
     }
     out.push_back(CollectiveCall{ph, CollectiveKind::AllGather, numel * comm, comm, group,
-                                 "_dist_allgather_fn", false, micro_step});
+                                 "_dist_allgather_fn", false, micro_step, in});
   };
-  if (second > 0) gather(second, hpz);
-  if (primary > 0) gather(primary, n);
+  if (second > 0) gather(second, hpz, CallGroup::kHpzSecondary);
+  if (primary > 0) gather(primary, n, CallGroup::kZero);
 }
 
 // One flush of stage 3's IPG bucket (stage3.py __avg_scatter_grads): one reduce_scatter_coalesced call, or
@@ -639,14 +639,14 @@ void CallListBuilder::stage3_reduce(const std::vector<size_t>& members, int64_t 
           "_torch_reduce_scatter_fn");
       continue;
     }
-    const auto a2a = [&](int64_t bytes, int64_t eb, int group, const char* caller) {
-      out.push_back(
-          CollectiveCall{kBackward, CollectiveKind::AllToAll, bytes, eb, group, caller, false, micro_step});
+    const auto a2a = [&](int64_t bytes, int64_t eb, int group, const char* caller, CallGroup in) {
+      out.push_back(CollectiveCall{kBackward, CollectiveKind::AllToAll, bytes, eb, group, caller, false,
+                                   micro_step, in});
     };
-    a2a(e.intra_data, 1, L, kQgzIntraCaller);
-    a2a(e.intra_scales, 4, L, kQgzIntraCaller);
-    a2a(e.inter_data, 1, nodes, kQgzInterCaller);
-    a2a(e.inter_scales, 4, nodes, kQgzInterCaller);
+    a2a(e.intra_data, 1, L, kQgzIntraCaller, CallGroup::kQgzNode);
+    a2a(e.intra_scales, 4, L, kQgzIntraCaller, CallGroup::kQgzNode);
+    a2a(e.inter_data, 1, nodes, kQgzInterCaller, CallGroup::kQgzAcross);
+    a2a(e.inter_scales, 4, nodes, kQgzInterCaller, CallGroup::kQgzAcross);
   }
 }
 

@@ -16,6 +16,15 @@
 
 namespace zeroplan::planner {
 
+// The process group a ZeRO call runs in, where it is not the ZeRO (data-parallel) group: the time model
+// prices each call on its group's topology (planner/collective_families.cpp).
+enum class CallGroup : uint8_t {
+  kZero,          // the ZeRO group (world / (TP x SP) ranks), or the model-parallel group a caller names
+  kHpzSecondary,  // ZeRO++ hpZ: a gather of secondary partitions, in the hpZ group of contiguous ranks
+  kQgzNode,       // ZeRO++ qgZ: all_to_all_quant_reduce's exchange within a node (group local_i)
+  kQgzAcross,     // ZeRO++ qgZ: its exchange across nodes, one rank per node (group global_j)
+};
+
 struct CollectiveCall {
   Phase phase = kBackward;   // kForward, kBackward or kStep (the phase of the optimizer step it runs in)
   CollectiveKind kind = CollectiveKind::AllReduce;
@@ -29,6 +38,7 @@ struct CollectiveCall {
   // The micro-step (0-based) of a call repeated every micro-step; -1 for a call issued once per
   // optimizer step (the step's own calls, stage 0/1's boundary reduction).
   int micro_step = -1;
+  CallGroup group = CallGroup::kZero;
 };
 
 // One call of a model-parallel group (Ulysses SP's, AutoTP's), issued in micro-step `micro_step`.

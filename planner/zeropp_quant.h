@@ -38,8 +38,9 @@ inline constexpr int64_t kQwzTargetGroupSize = 8000;
 // multiple of 8".
 int64_t qwz_groups(int64_t n);
 
-// The callers the per-call list names qgZ's all-to-alls by (collective_families.cpp prices each on its
-// group's topology: the node's link, or one rank per node across the network).
+// The callers the per-call list names qgZ's all-to-alls by (their groups are tagged CallGroup::kQgzNode
+// and kQgzAcross, which collective_families.cpp prices on the node's link, or one rank per node across
+// the network).
 inline constexpr const char* kQgzIntraCaller = "all_to_all_quant_reduce (intra-node)";
 inline constexpr const char* kQgzInterCaller = "all_to_all_quant_reduce (inter-node)";
 

@@ -41,6 +41,15 @@ for m in "${models[@]}"; do
     run --model "$m" --gpus "$c" --global-batch 256 --json
   done
 done
+# ZeRO++ at stage 3: hpZ inside a node, hpZ over every rank, qwZ and qgZ, on one and several nodes.
+for m in 7b llama-3.1-8b mixtral-8x7b; do
+  for c in 8xA100 2x8xH100 4x8xH100; do
+    for h in 8 auto; do run --model "$m" --gpus "$c" --stage 3 --hpz "$h" --json; done
+    run --model "$m" --gpus "$c" --stage 3 --qwz on --qgz on --json
+    run --model "$m" --gpus "$c" --stage 3 --hpz 8 --qwz on --qgz on --json
+  done
+  run --model "$m" --gpus 2x8xH100 --stage 3 --hpz 16 --json
+done
 for cfg in "$root"/configs/examples/*.json; do
   run check "$cfg" --model 13b --gpus 4xA40 --json
 done

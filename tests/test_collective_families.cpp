@@ -108,5 +108,37 @@ TEST(CollectiveFamilies, Stage2BucketsHoldWholeParameters) {
   EXPECT_EQ(f[kStepScalars].calls, 2);  // has_overflow (1 B) + get_grad_norm_direct (4 B)
 }
 
+// ZeRO++ hpZ at 8 of 16 ranks: partition_parameters.py _all_gather_params gathers a parameter that
+// holds a secondary partition in the hpZ group (8 ranks) and the rest in the ZeRO group (16); the
+// backward's re-gathers read the secondary partitions (Init._partition, `secondary_tensor`). Each call
+// carries its group as a tag, and the families count and price by the tag, not by the size.
+TEST(CollectiveFamilies, HpzGathersAreTaggedWithTheirGroup) {
+  Workload w;
+  w.model = models::load_model("7b");
+  w.cluster = hw::parse_cluster("2x8xA100");
+  const ModelStats s = compute_model_stats(w);
+  ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
+  z.hpz_partition_size = 8;
+  z.grad_accum = 1;
+  int64_t secondary = 0, primary = 0, backward_secondary = 0;
+  for (const CollectiveCall& c : deepspeed_collectives(w, s, z)) {
+    if (c.kind != CollectiveKind::AllGather || c.phase == kStep) continue;
+    if (c.group == CallGroup::kHpzSecondary) {
+      ++secondary;
+      backward_secondary += c.phase == kBackward;
+      EXPECT_EQ(c.group_size, 8);
+    } else {
+      ++primary;
+      EXPECT_EQ(c.group, CallGroup::kZero);
+      EXPECT_EQ(c.group_size, 16);
+    }
+  }
+  EXPECT_GT(backward_secondary, 0);
+  EXPECT_GT(primary, 0);
+  const CallFamilies f = deepspeed_call_families(w, s, z, topology_of(w.cluster));
+  EXPECT_EQ(f[kStage3ForwardGathers].secondary_calls + f[kStage3BackwardGathers].secondary_calls, secondary);
+  EXPECT_EQ(f[kStage3BackwardGathers].secondary_calls, backward_secondary);
+}
+
 }  // namespace
 }  // namespace zeroplan::planner

@@ -123,6 +123,8 @@ TEST(ZeroppQuant, QgzCallsByHand) {
     ++a2a;
     const bool intra = std::string(c.caller) == kQgzIntraCaller;
     EXPECT_EQ(c.group_size, 2);
+    // The group the time model prices it on: the node's (local_i) or one rank per node (global_j).
+    EXPECT_EQ(c.group, intra ? CallGroup::kQgzNode : CallGroup::kQgzAcross);
     (intra ? (c.elem_bytes == 1 ? intra_data : intra_scales)
            : (c.elem_bytes == 1 ? inter_data : inter_scales)) += c.bytes;
   }
