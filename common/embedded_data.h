@@ -16,4 +16,8 @@ const std::vector<EmbeddedFile>& embedded_files();
 // Files whose path starts with `prefix` (e.g. "models/zoo/"), sorted by path.
 std::vector<EmbeddedFile> embedded_files_under(std::string_view prefix);
 
+// The bytes of the embedded file at `path` (e.g. "planner/data/time_model.json"). A file the build did
+// not embed is a build error, not a user's: ZP_CHECK with "re-run cmake".
+std::string_view embedded_file(std::string_view path);
+
 }  // namespace zeroplan

@@ -52,12 +52,7 @@ constexpr int64_t kMaxElements = 1'000'000'000'000'000;
 
 // configs/data/ds_optimizers.json: the optimizer names DeepSpeed builds from optimizer.type, per release.
 const json& optimizer_table() {
-  static const json t = [] {
-    for (const auto& f : embedded_files())
-      if (f.path == "configs/data/ds_optimizers.json") return json::parse(f.content);
-    ZP_CHECK(false, "embedded configs/data/ds_optimizers.json missing; re-run cmake");
-    return json();
-  }();
+  static const json t = json::parse(embedded_file("configs/data/ds_optimizers.json"));
   return t;
 }
 

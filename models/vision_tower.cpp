@@ -12,12 +12,7 @@ namespace {
 using nlohmann::json;
 
 const json& table() {
-  static const json t = [] {
-    for (const auto& f : embedded_files())
-      if (f.path == "models/data/vision_towers.json") return json::parse(f.content);
-    ZP_CHECK(false, "embedded models/data/vision_towers.json missing; re-run cmake");
-    return json();
-  }();
+  static const json t = json::parse(embedded_file("models/data/vision_towers.json"));
   return t;
 }
 

@@ -164,10 +164,8 @@ TimeModelData parse_data() {
     ss << in.rdbuf();
     text = ss.str();
   } else {
-    for (const auto& f : embedded_files())
-      if (f.path == kDataPath) text = std::string(f.content);
+    text = std::string(embedded_file(kDataPath));
   }
-  ZP_CHECK(!text.empty(), "embedded planner/data/time_model.json missing");
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);
