@@ -162,7 +162,7 @@ struct ParamOrderBuilder {
     o.trainable.push_back(!lora && !t.frozen);
     o.lead.push_back(lead_of(t.shape));
     if (!targeted(t, in_layer)) return;
-    for (const auto [n, lead] : adapter_shapes(t)) {
+    for (const auto& [n, lead] : adapter_shapes(t)) {
       module();
       o.fwd_modules.back().push_back(o.numel.size());
       o.exec.push_back(o.numel.size());
@@ -215,7 +215,7 @@ void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vect
       o.trainable.push_back(!lora && !x.spec->frozen);
       o.lead.push_back(lead_of(x.spec->shape));
       if (targeted(*x.spec, true))
-        for (const auto [n, lead] : adapter_shapes(*x.spec)) {
+        for (const auto& [n, lead] : adapter_shapes(*x.spec)) {
           x.adapters.push_back(o.numel.size());
           o.numel.push_back(n);
           o.trainable.push_back(true);
@@ -633,7 +633,9 @@ void CallListBuilder::stage3_reduce(const std::vector<size_t>& members, int64_t 
   const int L = w.cluster.gpus_per_node;
   for (size_t p : members) {
     const int64_t numel = order.numel[p];
-    const QgzExchange e = qgz_exchange(numel, p < order.lead.size() ? order.lead[p] : 0, N, L);
+    // N: the ZeRO group's ranks (an int in ParallelLayout), held as int64_t for the size arithmetic.
+    const QgzExchange e =
+        qgz_exchange(numel, p < order.lead.size() ? order.lead[p] : 0, static_cast<int>(N), L);
     if (!e.quantized) {
       add(kBackward, CollectiveKind::ReduceScatter, padded_to_n(numel, N) * grad_comm, grad_comm,
           "_torch_reduce_scatter_fn");

@@ -526,7 +526,6 @@ int64_t count_parameters(const Workload& w, const std::vector<models::LayerInven
 // The rotary cos/sin tables and position ids the layers save, one storage per micro-batch (ERNIE-4.5: a
 // pair per layer); 0 for models without them. compute_memory_stats's activations.
 int64_t rope_table_bytes(const models::ModelSpec& m, int64_t e, int64_t s) {
-  const int64_t h = m.hidden_size;
   int64_t rope = 0;
   // RoPE: LlamaRotaryEmbedding.forward (modeling_llama.py; the same in the Mistral/Qwen2/Qwen3/
   // Mixtral/Gemma/Phi-3 files) computes cos and sin of shape [1, s, head_dim] in the compute dtype

@@ -81,7 +81,9 @@ TEST(CliSequenceParallel, NoFitNamesTheSmallestSpThatFits) {
     return run_cli(args).exit_code;
   };
   EXPECT_EQ(with_sp(sp), 0) << reason;
-  if (sp > 2) EXPECT_EQ(with_sp(sp / 2), 1) << reason;
+  if (sp > 2) {
+    EXPECT_EQ(with_sp(sp / 2), 1) << reason;
+  }
 }
 
 }  // namespace

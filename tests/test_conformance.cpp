@@ -438,8 +438,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
       zp_calls[collective_name(cc.kind)] += cc.count;
     }
     std::ostringstream a, b;
-    for (const auto& [k, v] : ds_calls) a << k << " " << v << "; ";
-    for (const auto& [k, v] : zp_calls) b << k << " " << v << "; ";
+    for (const auto& [k, n] : ds_calls) a << k << " " << n << "; ";
+    for (const auto& [k, n] : zp_calls) b << k << " " << n << "; ";
     CONFORM("check_json_collectives", ds_calls == zp_calls, "DeepSpeed " << a.str() << "planner " << b.str());
   }
 
@@ -515,9 +515,7 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const SaveEstimate e = estimate_save(c.w, stats, c.z, 0);
     constexpr int64_t kFraming =
         16 * 1024;  // pickle + zip records of one torch.save file, recorded <= 7.5 KB
-    auto framed = [&](int64_t recorded, int64_t planned) {
-      return recorded >= planned && recorded - planned <= kFraming;
-    };
+    auto framed = [&](int64_t got, int64_t planned) { return got >= planned && got - planned <= kFraming; };
     for (const auto& [file, size] : fx["save"]["checkpoint"]["files"].items()) {
       const int64_t r = size.get<int64_t>();
       if (file.find("optim_states.pt") != std::string::npos) {
@@ -539,7 +537,8 @@ TEST_P(Conformance, AgreesWithDeepSpeed) {
     const int64_t peak16 = fx["save"]["16bit_model"]["rank0_peak_above_live"].get<int64_t>();
     const int64_t p16 = e.model16_host_bytes_node0;
     CONFORM("save.model16_host_peak",
-            p16 == 0 ? peak16 <= kFraming : peak16 >= p16 && static_cast<double>(peak16 - p16) <= 0.06 * p16,
+            p16 == 0 ? peak16 <= kFraming
+                     : peak16 >= p16 && static_cast<double>(peak16 - p16) <= 0.06 * static_cast<double>(p16),
             "DeepSpeed " << peak16 << ", planner " << p16);
   }
 }

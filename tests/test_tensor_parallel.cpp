@@ -174,8 +174,9 @@ TEST(TensorParallelCli, AutoSearchesTheSizesOfANode) {
   ASSERT_EQ(o.size(), 4u);
   const size_t best = best_tensor_parallel(o);
   for (size_t i = 0; i < o.size(); ++i)
-    if (o[i].r.recommendation && o[best].r.recommendation)
+    if (o[i].r.recommendation && o[best].r.recommendation) {
       EXPECT_LE(o[i].r.recommendation->tokens_per_s, o[best].r.recommendation->tokens_per_s);
+    }
   EXPECT_NE(r.out.find(fmt::format("\"tensor_parallel_size\": {}", o[best].tp)), std::string::npos);
   // A MoE model: only tp 1 applies.
   const auto moe = testing::run_cli({"--model", "mixtral-8x7b", "--gpus", "8xH100", "--tp", "auto"});

@@ -8,8 +8,8 @@
 //   llava default:                    vision_tower 303,507,456   multi_modal_projector 20,979,712
 //   llava_next default:               the same + image_newline 4,096
 // The Qwen vision-language models: transformers 5.24.0 (torch 2.15.0) on the meta device, counted by
-//   OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/count_vision_params.py tests/data/models/vlm/*.json \
-//       default:qwen2_vl default:qwen2_5_vl default:qwen3_vl
+//   OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/count_vision_params.py tests/data/models/vlm/*.json
+//       default:qwen2_vl default:qwen2_5_vl default:qwen3_vl    (one command line)
 // run on 2026-11-28 (tower: model.visual less its mergers; projector: model.visual.merger and
 // model.visual.deepstack_merger_list; text: model.language_model and lm_head, tied weights once):
 //                             total           text            tower         projector
