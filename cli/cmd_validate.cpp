@@ -425,8 +425,8 @@ ValidationComparison compare_run(const planner::Plan& plan, const exec::RunResul
   // workspace, kernel scratch, NCCL buffers, rounding), compared with the predicted peak, which
   // includes the planner's overhead category; and the achieved TFLOP/s of the measured step.
   std::optional<int64_t>& device_peak = r.device_peak;
-  double& achieved_tflops = r.achieved_tflops;
 #ifdef ZEROPLAN_HAVE_CUDA
+  double& achieved_tflops = r.achieved_tflops;
   if (const auto dl = exec::cuda::device_level_report(runtime, m.rank)) {
     device_peak = dl->device_used_peak_bytes;
     const double flops_per_step = dl->executed_flops / static_cast<double>(steps);

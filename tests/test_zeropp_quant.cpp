@@ -111,12 +111,11 @@ TEST(ZeroppQuant, QgzCallsByHand) {
   Workload w = llama_gqa("2x2xA100");
   ZeroConfig z = ZeroConfig::deepspeed_defaults(3);
   z.quantized_gradients = true;
-  int64_t a2a = 0, rs = 0, intra_data = 0, intra_scales = 0, inter_data = 0, inter_scales = 0, rs_bytes = 0;
+  int64_t a2a = 0, rs = 0, intra_data = 0, intra_scales = 0, inter_data = 0, inter_scales = 0;
   for (const CollectiveCall& c : deepspeed_collectives(w, compute_model_stats(w), z)) {
     if (c.phase != kBackward || c.micro_step != 0) continue;
     if (c.kind == CollectiveKind::ReduceScatter) {
       ++rs;
-      rs_bytes += c.bytes;
       EXPECT_EQ(c.bytes, 512);
     }
     if (c.kind != CollectiveKind::AllToAll) continue;
