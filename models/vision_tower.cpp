@@ -21,21 +21,29 @@ struct VisionFields {
   const json& given;
   const json& wrapper;
   const json& tower;
-  int64_t get(const char* k) const {
+  // The field `k` from the first source that holds it with the JSON type `is` accepts; null if none does.
+  template <typename Is>
+  const json* find(const char* k, Is is) const {
     for (const json* j : {&given, &wrapper, &tower})
-      if (j->contains(k) && (*j)[k].is_number_integer()) return (*j)[k].get<int64_t>();
-    throw_user_error("vision_config: field '{}' is missing and has no default", k);
+      if (j->contains(k) && is((*j)[k])) return &(*j)[k];
+    return nullptr;
+  }
+  template <typename Is>
+  const json& need(const char* k, Is is) const {
+    const json* v = find(k, is);
+    if (v == nullptr) throw_user_error("vision_config: field '{}' is missing and has no default", k);
+    return *v;
+  }
+  int64_t get(const char* k) const {
+    return need(k, [](const json& x) { return x.is_number_integer(); }).get<int64_t>();
   }
   bool flag(const char* k) const {
-    for (const json* j : {&given, &wrapper, &tower})
-      if (j->contains(k) && (*j)[k].is_boolean()) return (*j)[k].get<bool>();
-    return false;
+    const json* v = find(k, [](const json& x) { return x.is_boolean(); });
+    return v != nullptr && v->get<bool>();
   }
   // The length of a list field (Qwen3-VL's deepstack_visual_indexes).
   int64_t list_size(const char* k) const {
-    for (const json* j : {&given, &wrapper, &tower})
-      if (j->contains(k) && (*j)[k].is_array()) return static_cast<int64_t>((*j)[k].size());
-    throw_user_error("vision_config: field '{}' is missing and has no default", k);
+    return static_cast<int64_t>(need(k, [](const json& x) { return x.is_array(); }).size());
   }
 };
 
