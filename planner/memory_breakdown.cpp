@@ -119,37 +119,57 @@ M smaller_moment(const MemoryBreakdown& m, Phase phase, M Buffer::*moment, M a, 
 // in the backward (the gradient bucket) and one that lives only in the step (the fp32 gradient
 // copy) never add up.
 void MemoryBreakdown::finalize(int ranks_per_node) {
-  // The backward phase is its larger moment: its start (saved activations and loss gradients still
-  // alive) or its end (every full gradient and the reduction over them).
-  int64_t start = 0, end = 0;
+  // The backward phase is its largest moment (Buffer::Moment): the loss's backward (saved activations
+  // and loss gradients alive), the layers' backward (the activations left, a recomputed layer, the
+  // gradients arriving) or its end (every full gradient and the reduction over them).
+  constexpr std::array<Buffer::Moment, 3> kMoments = {Buffer::Moment::Start, Buffer::Moment::Layers,
+                                                      Buffer::Moment::End};
+  const auto alive_at = [](Buffer::Moment b, Buffer::Moment at) {
+    switch (b) {
+      case Buffer::Moment::Whole:
+        return true;
+      case Buffer::Moment::LossStart:
+        return at == Buffer::Moment::Start;
+      case Buffer::Moment::Start:
+        return at != Buffer::Moment::End;
+      case Buffer::Moment::Layers:
+        return at == Buffer::Moment::Layers;
+      case Buffer::Moment::End:
+        return at == Buffer::Moment::End;
+    }
+    return true;
+  };
+  std::array<int64_t, 3> at_moment{};  // start, layers, end
   for (int i = 0; i < num_gpu; ++i) {
     const Buffer& b = gpu[static_cast<size_t>(i)];
     if (!(b.phases & kBackward)) continue;
-    if (b.backward_moment != Buffer::Moment::End) start = checked_add(start, b.bytes);
-    if (b.backward_moment != Buffer::Moment::Start) end = checked_add(end, b.bytes);
+    for (size_t k = 0; k < kMoments.size(); ++k)
+      if (alive_at(b.backward_moment, kMoments[k])) at_moment[k] = checked_add(at_moment[k], b.bytes);
   }
-  // Model states at their largest, over forward, both backward moments and the step (before the
-  // smaller backward moment is dropped below): what the GPU must hold for parameters, gradients and
+  // Model states at their largest, over forward, every backward moment and the step (before the
+  // smaller backward moments are dropped below): what the GPU must hold for parameters, gradients and
   // optimizer states whichever moment peaks.
   {
     const auto is_state = [](const Buffer& b) {
       return b.category == Category::Parameters || b.category == Category::Gradients ||
              b.category == Category::OptimizerStates;
     };
-    std::array<int64_t, 4> at{};  // forward, backward start, backward end, step
+    std::array<int64_t, 5> at{};  // forward, backward start, layers, end, step
     for (int i = 0; i < num_gpu; ++i) {
       const Buffer& b = gpu[static_cast<size_t>(i)];
       if (!is_state(b)) continue;
       if (b.phases & kForward) at[0] = checked_add(at[0], b.bytes);
-      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::End)
-        at[1] = checked_add(at[1], b.bytes);
-      if ((b.phases & kBackward) && b.backward_moment != Buffer::Moment::Start)
-        at[2] = checked_add(at[2], b.bytes);
-      if (b.phases & kStep) at[3] = checked_add(at[3], b.bytes);
+      for (size_t k = 0; k < kMoments.size(); ++k)
+        if ((b.phases & kBackward) && alive_at(b.backward_moment, kMoments[k]))
+          at[k + 1] = checked_add(at[k + 1], b.bytes);
+      if (b.phases & kStep) at[4] = checked_add(at[4], b.bytes);
     }
     model_states_max = *std::max_element(at.begin(), at.end());
   }
-  const Buffer::Moment dropped = end > start ? Buffer::Moment::Start : Buffer::Moment::End;
+  // The moment kept: the largest; ties keep the earlier (start before layers before end).
+  size_t kept = 0;
+  for (size_t k = 1; k < kMoments.size(); ++k)
+    if (at_moment[k] > at_moment[kept]) kept = k;
   // The step likewise: the norm's moment or the update's; and the forward: before the head or at the
   // loss.
   const Buffer::StepMoment step_dropped = smaller_moment(
@@ -158,7 +178,7 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
       *this, kForward, &Buffer::forward_moment, Buffer::ForwardMoment::Body, Buffer::ForwardMoment::Head);
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
-    if (b.backward_moment == dropped) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
+    if (!alive_at(b.backward_moment, kMoments[kept])) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
     if (b.step_moment == step_dropped || b.step_moment == Buffer::StepMoment::Outside)
       b.phases = static_cast<uint8_t>(b.phases & ~kStep);
     if (b.forward_moment == forward_dropped) b.phases = static_cast<uint8_t>(b.phases & ~kForward);

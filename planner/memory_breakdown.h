@@ -32,11 +32,17 @@ struct Buffer {
   // Still allocated after the optimizer step (DeepSpeed frees 16-bit gradients and their fp32 copies
   // at the end of step(); partitioned stage-3 gradient buffers and model weights stay).
   bool after_step = true;
-  // Within the backward: alive at its start only (saved activations, loss gradients: freed as the
-  // backward proceeds), at its end only (full gradients, which accumulate as the activations are
-  // freed, and the reductions over them), or throughout (kWhole). finalize() keeps the backward phase
-  // at the larger of the two moments and drops the other moment's buffers from it.
-  enum class Moment : uint8_t { Whole, Start, End };
+  // Within the backward, three moments: the loss's backward (its start: every saved activation, the
+  // loss's own tensors and gradients), the decoder layers' backward (the saved activations and a
+  // checkpointed layer's recomputed working set), and its end (full gradients and the reductions over
+  // them). A buffer is alive at the start only (LossStart: the fp32 log-probabilities and loss
+  // gradients, freed before any layer's backward), at the start and through the layers (Start: saved
+  // activations, freed layer by layer), through the layers only (Layers: the recomputed working set), at
+  // the end only (End), or throughout (Whole). The layers' moment leaves out the End buffers (gradient
+  // buckets, which arrive from the head's gradient on) as the two-moment model before it did; it is never
+  // larger than the start without a Layers buffer, so only checkpointed plans can peak there.
+  // finalize() keeps the backward phase at its largest moment and drops the buffers not alive in it.
+  enum class Moment : uint8_t { Whole, Start, End, LossStart, Layers };
   Moment backward_moment = Moment::Whole;
   // Within the step: alive while the gradient norm is computed only (stage 1/2's fp64 copy of one
   // gradient, get_grad_norm_direct), while the optimizer updates only (the flat gradient partition

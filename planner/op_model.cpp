@@ -301,6 +301,13 @@ struct Builder {
 
   void gemm(const char* name, OpPass pass, double m, const GemmShape& gm, double launches_per_shape,
             double elem_bytes, double repeat) {
+    gemm_shaped(name, pass, pass == OpPass::Backward, m, gm, launches_per_shape, elem_bytes, repeat);
+  }
+
+  // backward_shapes: the launches are an input-gradient GEMM (and a weight-gradient GEMM when
+  // launches_per_shape >= 2) whatever pass they run in (Liger's fused loss runs the head's in the forward).
+  void gemm_shaped(const char* name, OpPass pass, bool backward_shapes, double m, const GemmShape& gm,
+                   double launches_per_shape, double elem_bytes, double repeat) {
     const double mm = m * gm.token_fraction;
     const double one = 2.0 * mm * static_cast<double>(gm.n) * static_cast<double>(gm.k);
     if (one <= 0) return;
@@ -322,7 +329,7 @@ struct Builder {
     // backward's input gradient [tokens x k] over n (dY W) and weight gradient [n x k] over the
     // tokens (dY^T X) -- same FLOPs each, so the pair's efficiency is their harmonic mean.
     const double n = static_cast<double>(gm.n), k = static_cast<double>(gm.k);
-    if (pass != OpPass::Backward) {
+    if (!backward_shapes) {
       c.efficiency = gemm_eff(one, mm, n, k);
     } else {
       const double dgrad = gemm_eff(one, mm, k, n);
@@ -548,6 +555,9 @@ struct LayerOps {
   bool score_dropout = false, sdpa_math = false;
   double lora_targets = 0, lora_out = 0, lora_in = 0;  // per layer; widths summed, per token
   bool early_stop = false;
+  // --kernels liger: which of Liger-Kernel's fused kernels replace transformers' eager chains
+  // (apply_liger_kernel_to_<family> defaults: rope, rms_norm, swiglu/geglu, fused_linear_cross_entropy).
+  bool liger_norm = false, liger_rope = false, liger_mlp = false, liger_loss = false;
 
   LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelData& d_, const hw::GpuProfile& g_,
            Builder& b_, int64_t micro_, Checkpointing ckpt_, const RuntimeKernels& rt_, double a_, double m_,
@@ -556,6 +566,7 @@ struct LayerOps {
   void attention(OpPass pass, bool backward, const char* name);
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
   void layer_forward(OpPass pass);
+  void liger_loss_forward();  // Liger's fused linear cross-entropy: the head's GEMMs and the loss
   void zeropp_kernels();  // ZeRO++ qwZ / qgZ's quantize and dequantize passes
   void run();  // the forward, the head and loss, the backward, the recomputation
 };
@@ -570,6 +581,15 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
   f = s.mlp_act_elems_per_token;
   V = static_cast<double>(s.vocab);
   norms = static_cast<double>(s.norms_per_layer);
+  // Liger-Kernel 0.8.5 (liger_kernel/transformers/monkey_patch.py) swaps in LigerRMSNorm for RMSNorm,
+  // liger_rotary_pos_emb for apply_rotary_pos_emb, and LigerSwiGLUMLP / LigerGEGLUMLP for a gated MLP
+  // whose activation is one kernel (SiLU, GELU); the Python GELU chains (gelu_new, xIELU) keep theirs.
+  // The executor (--implementation engine) runs its own kernels, never Liger's.
+  const bool liger = w.train.liger && w.train.implementation != Implementation::ZeroplanEngine;
+  liger_norm = liger && s.rms_norm;
+  liger_rope = liger && s.rotary;
+  liger_mlp = liger && s.gated_mlp && s.act_kernels_fwd == 2.0;
+  liger_loss = liger && s.vocab > 0;
   backend = attention_backend(g, w.train, s.sdpa_supported);
   flash = backend != AttentionBackend::Eager;
   fa3 = backend == AttentionBackend::Flash3;
@@ -751,14 +771,26 @@ void LayerOps::layer_forward(OpPass pass) {
              s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
   peft_lora(pass, false, stop && s.recompute_early_stop_lora);
   attention(pass, false, attention_forward_name);
-  if (s.rms_norm)
+  // LigerRMSNorm forward (liger_kernel/ops/rms_norm.py rms_norm_forward): one kernel reads x and
+  // writes y, plus a 4-byte rstd per row.
+  if (liger_norm)
+    b.memory("RMSNorm (Liger)", pass, norms * L, (2.0 * a * h + 4.0) * m * norms * L);
+  else if (s.rms_norm)
     b.memory("RMSNorm (eager, fp32)", pass, 8 * norms * L, 36.0 * h * m * norms * L);
   else
     b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
-  if (s.rotary) b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
+  // Liger's rope_forward (ops/rope.py): one kernel rotates q and k in place (cos/sin are small tables).
+  if (liger_rope)
+    b.memory("rotary embedding q,k (Liger)", pass, L, 2.0 * a * (q + kv) * m * L);
+  else if (s.rotary)
+    b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
   b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
-  b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
-           s.act_elem_passes_fwd * a * f * m * L);
+  // Liger's swiglu_forward (ops/swiglu.py): one kernel reads gate and up, writes act(gate) * up.
+  if (liger_mlp)
+    b.memory("MLP act_fn(gate) * up (Liger)", pass, L, 3.0 * a * f * m * L);
+  else
+    b.memory(s.gated_mlp ? "MLP act_fn(gate) * up" : "MLP activation", pass, s.act_kernels_fwd * L,
+             s.act_elem_passes_fwd * a * f * m * L);
   const double adds = stop ? 1.0 : 2.0;
   b.memory("residual adds", pass, adds * L, adds * 3.0 * a * h * m * L);
   // Residual dropout (OPT, GPT-2 with p > 0): F.dropout in training runs ATen's fused
@@ -767,6 +799,35 @@ void LayerOps::layer_forward(OpPass pass) {
   if (s.resid_dropouts_per_layer > 0)
     b.memory("residual dropout", pass, s.resid_dropouts_per_layer * L,
              s.resid_dropouts_per_layer * (2.0 * a + 1.0) * h * m * L);
+}
+
+// Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py
+// fused_linear_cross_entropy_forward, 0.8.5): the tokens run in chunks of
+// chunk = next_pow2(ceil(BT / ceil(V / H))) rows, so a chunk's logits are about the size of the head's
+// input. Per chunk: the logits GEMM, liger_cross_entropy_kernel in place over the chunk (one read for the
+// online softmax, one read and one write of the gradient: 3 passes of V per token, in the input dtype),
+// then the input-gradient GEMM (dlogits W) and the weight-gradient addmm (dlogits^T x) -- the head's whole
+// backward runs inside the forward. Before the loop it zero-fills grad_input [BT, H] and, for a trained
+// head, grad_weight [V, H].
+void LayerOps::liger_loss_forward() {
+  const auto pow2_at_least = [](int64_t x) {
+    return std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(1, x)));
+  };
+  const auto div_up = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
+  const auto bt = static_cast<int64_t>(m);
+  const int64_t inc = div_up(s.vocab, std::max<int64_t>(1, s.hidden));
+  const int64_t chunk = std::min<int64_t>(static_cast<int64_t>(pow2_at_least(div_up(bt, inc))), bt);
+  const double chunks = static_cast<double>(div_up(bt, std::max<int64_t>(1, chunk)));
+  bool head_trained = false;
+  for (const auto& gm : s.head_gemms) {
+    b.gemm("LM head GEMM (Liger, per chunk)", OpPass::Forward, m / chunks, gm, 1.0, a, chunks);
+    b.gemm_shaped("LM head dgrad + wgrad (Liger, in the forward)", OpPass::Forward, true, m / chunks, gm,
+                  gm.trainable ? 2.0 : 1.0, a, chunks);
+    head_trained = head_trained || gm.trainable;
+  }
+  b.memory("Liger cross-entropy in place over the logits chunks", OpPass::Forward, chunks, 3.0 * a * V * m);
+  b.memory("Liger grad_input / grad_weight zero-fill", OpPass::Forward, head_trained ? 2 : 1,
+           a * h * m + (head_trained ? a * V * h : 0.0));
 }
 
 void LayerOps::zeropp_kernels() {
@@ -788,18 +849,37 @@ void LayerOps::zeropp_kernels() {
 void LayerOps::run() {
   layer_forward(OpPass::Forward);
   b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
-  if (s.rms_norm)
+  if (liger_norm)
+    b.memory("final RMSNorm (Liger)", OpPass::Forward, 1, (2.0 * a * h + 4.0) * m);
+  else if (s.rms_norm)
     b.memory("final RMSNorm", OpPass::Forward, 8, 36.0 * h * m);
   else
     b.memory("final LayerNorm", OpPass::Forward, 1, 2.0 * a * h * m);
-  for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
-  b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
+  if (liger_loss) {
+    liger_loss_forward();
+  } else {
+    for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
+    b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
+  }
 
   // Backward.
-  b.memory("loss backward", OpPass::Backward, 3, 22.0 * V * m);
-  for (const auto& gm : s.head_gemms)
-    b.gemm("LM head GEMM backward", OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, 1.0);
-  if (s.rms_norm)
+  if (liger_loss) {
+    // fused_linear_cross_entropy_backward: with grad_output 1 (no loss scaling under bf16) it returns
+    // the gradients the forward computed; the torch.equal test is its only work (2 launches).
+    b.memory("Liger fused loss backward (returns the forward's gradients)", OpPass::Backward, 2, 0.0);
+  } else {
+    b.memory("loss backward", OpPass::Backward, 3, 22.0 * V * m);
+    for (const auto& gm : s.head_gemms)
+      b.gemm("LM head GEMM backward", OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, 1.0);
+  }
+  // LigerRMSNorm backward (ops/rms_norm.py rms_norm_backward, in_place): one kernel reads dy and x and
+  // writes dx over dy, each of sm_count programs summing its rows' dW into an [sm_count, h] fp32 buffer;
+  // then _dW.sum(dim=0).to(W.dtype): 3 launches.
+  const double liger_dw =
+      2.0 * 4.0 * static_cast<double>(g.sm_count) * h;  // the partial dW, written and read
+  if (liger_norm)
+    b.memory("final RMSNorm backward (Liger)", OpPass::Backward, 3, (3.0 * a * h + 4.0) * m + liger_dw);
+  else if (s.rms_norm)
     b.memory("final RMSNorm backward", OpPass::Backward, 12, 80.0 * h * m);
   else
     b.memory("final LayerNorm backward", OpPass::Backward, 2, 5.0 * a * h * m);
@@ -824,14 +904,26 @@ void LayerOps::run() {
             : cudnn ? "attention core backward (SDPA cuDNN)"
             : flash ? "attention core backward (SDPA flash)"
                     : "attention core backward (eager)");
-  if (s.rms_norm)
+  if (liger_norm)
+    b.memory("RMSNorm backward (Liger)", OpPass::Backward, 3 * norms * L,
+             ((3.0 * a * h + 4.0) * m + liger_dw) * norms * L);
+  else if (s.rms_norm)
     b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
   else
     b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
-  if (s.rotary) b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
+  // Liger's rope_backward: the same one kernel over dq and dk in place.
+  if (liger_rope)
+    b.memory("rotary embedding backward (Liger)", OpPass::Backward, L, 2.0 * a * (q + kv) * m * L);
+  else if (s.rotary)
+    b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
   b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
-  b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
-           s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
+  // Liger's swiglu_backward: one kernel reads d(out), gate and up (act recomputed) and writes their
+  // gradients over gate and up.
+  if (liger_mlp)
+    b.memory("MLP act_fn(gate) * up backward (Liger)", OpPass::Backward, L, 5.0 * a * f * m * L);
+  else
+    b.memory(s.gated_mlp ? "MLP act_fn(gate) * up backward" : "MLP activation backward", OpPass::Backward,
+             s.act_kernels_bwd * L, s.act_elem_passes_bwd * a * f * m * L);
   b.memory("residual gradient adds", OpPass::Backward, 2 * L, 6.0 * a * h * m * L);
   // native_dropout_backward (masked scale): read the gradient and the mask, write the gradient.
   if (s.resid_dropouts_per_layer > 0)

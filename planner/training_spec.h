@@ -121,9 +121,10 @@ struct TrainingSpec {
   bool models_rank0() const { return modelled_rank.value_or(-1) == 0; }
   // --kernels liger: the HF Trainer's `use_liger_kernel=True` (transformers integrations/liger.py ->
   // liger_kernel.transformers apply_liger_kernel_to_<family>: fused linear cross-entropy, RMSNorm,
-  // SwiGLU, RoPE). What the planner models of it: the fused linear cross-entropy
-  // (liger_kernel/ops/fused_linear_cross_entropy.py), which never materialises the b*s*V logits nor
-  // their fp32 log-probabilities (issue 24 item 3). Off: transformers' own loss (fp32 logits).
+  // SwiGLU, RoPE). Memory: the fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py),
+  // which never materialises the b*s*V logits nor their fp32 log-probabilities (issue 24 item 3). Time:
+  // all four, each one Triton kernel in place of transformers' eager chain, and the head's backward GEMMs
+  // run inside the forward (planner/op_model.cpp). Off: transformers' own loss (fp32 logits).
   bool liger = false;
   // --kernels fa3: attn_implementation="flash_attention_3" (transformers integrations/flash_attention.py
   // with the flash_attn_3 package; FlashAttention-3 runs on Hopper only, Shah et al. 2024). Same saved

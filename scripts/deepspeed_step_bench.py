@@ -22,7 +22,8 @@ ckpt (HF gradient checkpointing), pt0 (stage3_param_persistence_threshold 0), of
 the CPU with DeepSpeedCPUAdam), fused (torch AdamW with fused=True: one multi-tensor kernel family, as
 DeepSpeed's default FusedAdam, without JIT-building that op on the lease), oc (overlap_comm true, the
 HF/accelerate example configs' setting at stages 1-2), L<N> (the config with N decoder layers, to
-separate per-layer costs from fixed ones), omp<N> (OMP_NUM_THREADS=N for the process, as torchrun and
+separate per-layer costs from fixed ones), liger (Liger-Kernel applied as the HF
+Trainer's use_liger_kernel does; its wheel carried in .whl/), omp<N> (OMP_NUM_THREADS=N for the process, as torchrun and
 accelerate set 1 per rank and DeepSpeed's --bind_cores_to_rank sets cores / ranks: DeepSpeedCPUAdam's OpenMP
 loop reads it once, so every run in one process must agree; unset leaves libgomp's default, all cores), prof (after the timed steps, one more step under torch.profiler:
 per phase, the number of CUDA kernels and the GPU time they took, so a phase's wall time splits into GPU
@@ -45,7 +46,7 @@ def parse_run(text):
     run = {"name": text, "stage": int(parts[0][1:]), "micro_batch": int(parts[1]), "seq_len": int(parts[2]),
            "grad_accum": 1, "checkpointing": False, "persistence_threshold": None,
            "offload_optimizer": False, "fused": False, "overlap_comm": None, "layers": None, "profile": False,
-           "omp_threads": None}
+           "omp_threads": None, "liger": False}
     for o in parts[3:]:
         if o.startswith("ga"):
             run["grad_accum"] = int(o[2:])
@@ -59,6 +60,8 @@ def parse_run(text):
             run["profile"] = True
         elif o == "fused":
             run["fused"] = True
+        elif o == "liger":
+            run["liger"] = True
         elif o == "oc":
             run["overlap_comm"] = True
         elif o.startswith("omp") and o[3:].isdigit():
@@ -174,6 +177,14 @@ def main() -> int:
         cfg.use_cache = False
         cfg._attn_implementation = "sdpa"
         torch.manual_seed(1234)
+        if run["liger"]:
+            # Liger-Kernel as the HF Trainer's use_liger_kernel=True applies it: the model's class is
+            # patched before it is built (RoPE, RMSNorm, SwiGLU and the fused linear cross-entropy,
+            # which never materialises the b*s*V logits). Patching is global, so a liger run needs its
+            # own process (gpu_check.sh gives each run one).
+            from liger_kernel.transformers import apply_liger_kernel_to_llama
+            apply_liger_kernel_to_llama()
+            results["liger_kernel"] = __import__("importlib.metadata").metadata.version("liger-kernel")
         with dev:
             model = LlamaForCausalLM(cfg)
         if run["checkpointing"]:

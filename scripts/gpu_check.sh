@@ -236,9 +236,15 @@ phase_deepspeed() {
   for g in "${groups[@]}"; do
     r=$(echo $g)
     name=${r// /__}
-    run_for "${ZP_DS_TIMEOUT:-200}" "deepspeed $r" python3 scripts/deepspeed_step_bench.py \
-      --config scripts/gpu_models/tinyllama-1.1b.json --runs "$r" --out "$RES/deepspeed_${name//:/_}.json" \
-      2>"$RES/deepspeed_${name//:/_}.err" || grep -iE "error" "$RES/deepspeed_${name//:/_}.err" | tail -2
+    # ZP_DS_CONFIG: another model's config.json (default TinyLlama); its file name tags the outputs.
+    # ZP_DS_STEPS="steps warmup" (default "5 2"): fewer for long sequences, where one step takes seconds.
+    local cfg=${ZP_DS_CONFIG:-scripts/gpu_models/tinyllama-1.1b.json} tag="" steps
+    read -ra steps <<<"${ZP_DS_STEPS:-5 2}"
+    [ -n "${ZP_DS_CONFIG:-}" ] && tag=$(basename "$cfg" .json)_
+    run_for "${ZP_DS_TIMEOUT:-200}" "deepspeed $tag$r" python3 scripts/deepspeed_step_bench.py \
+      --config "$cfg" --runs "$r" --steps "${steps[0]}" --warmup "${steps[1]}" \
+      --out "$RES/deepspeed_$tag${name//:/_}.json" \
+      2>"$RES/deepspeed_$tag${name//:/_}.err" || grep -iE "error" "$RES/deepspeed_$tag${name//:/_}.err" | tail -2
   done
 }
 

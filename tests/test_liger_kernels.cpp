@@ -18,6 +18,7 @@
 #include "models/model_spec.h"
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
+#include "planner/op_model.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -69,6 +70,71 @@ TEST(LigerKernels, LoraComputesNoHeadWeightGradient) {
   const MemoryBreakdown lg = plan(true, Method::LoRA);
   EXPECT_NE(find(lg, "Liger FLCE input gradient (saved)"), nullptr);
   EXPECT_EQ(find(lg, "Liger FLCE lm_head weight gradient (saved)"), nullptr);
+}
+
+// Liger's kernels in the operator table, by hand from liger_kernel/ops (0.8.5) for Llama-3.1-8B
+// (hidden h 4,096, 32 heads of 128 = q 4,096, 8 KV heads = kv 1,024, intermediate f 14,336, 32 layers with
+// 2 RMSNorms each, vocabulary V 128,256, untied head), bf16 (a = 2 B), one sequence of m = 32,768 tokens:
+//  - LigerRMSNorm forward (rms_norm_forward): read x, write y, a 4-byte rstd per row:
+//    (2*2*4,096 + 4) * 32,768 * 64 norms = 16,388 * 2,097,152 = 34,368,126,976 B in 64 launches;
+//    backward (rms_norm_backward, in place): read dy and x, write dx, read rstd (3 * 2 * 4,096 + 4 = 24,580 B
+//    per token), plus the [sm_count = 132, h] fp32 partial dW written and summed (2 * 4 * 132 * 4,096 =
+//    4,325,376 B per norm): 24,580 * 2,097,152 + 4,325,376 * 64 = 51,547,996,160 + 276,824,064 =
+//    51,824,820,224 B in 192 launches;
+//  - liger_rotary_pos_emb: q and k rotated in place, read + write 2 * 2 * (4,096 + 1,024) = 20,480 B per
+//    token per layer: 20,480 * 32,768 * 32 = 21,474,836,480 B in 32 launches, the same backward;
+//  - LigerSiLUMulFunction forward: read gate and up, write the product: 3 * 2 * 14,336 = 86,016 B per token
+//    per layer = 86,016 * 1,048,576 = 90,194,313,216 B; backward: read d(out), gate, up, write d(gate),
+//    d(up): 5 * 2 * 14,336 * 1,048,576 = 150,323,855,360 B; 32 launches each way;
+//  - the fused loss: chunk = next_power_of_2(ceil(32,768 / ceil(128,256 / 4,096))) = 1,024 rows, 32 chunks;
+//    the cross-entropy kernel reads each logit twice and writes its gradient once: 3 * 2 * 128,256 * 32,768
+//    = 25,216,155,648 B in 32 launches; the head's three GEMMs (logits, dgrad, wgrad, 2 * m * V * h FLOPs
+//    each = 34,428,457,844,736 FLOPs) all run in the forward, and the backward has none.
+TEST(LigerKernels, OperatorTableRunsLigersKernels) {
+  Workload w;
+  w.model = models::load_model("llama-3.1-8b");
+  w.cluster = hw::parse_cluster("1xH100");
+  w.train.seq_len = 32768;
+  w.train.liger = true;
+  const ModelStats s = compute_model_stats(w);
+  const OpTable t = operator_table(w, s.compute, 1, Checkpointing::None, 0);
+  const auto op = [&](const std::string& name, OpPass pass) -> const OpCost* {
+    for (int i = 0; i < t.size; ++i)
+      if (name == t.ops[static_cast<size_t>(i)].name && t.ops[static_cast<size_t>(i)].pass == pass)
+        return &t.ops[static_cast<size_t>(i)];
+    return nullptr;
+  };
+  const OpCost* norm = op("RMSNorm (Liger)", OpPass::Forward);
+  const OpCost* norm_b = op("RMSNorm backward (Liger)", OpPass::Backward);
+  const OpCost* rope = op("rotary embedding q,k (Liger)", OpPass::Forward);
+  const OpCost* rope_b = op("rotary embedding backward (Liger)", OpPass::Backward);
+  const OpCost* act = op("MLP act_fn(gate) * up (Liger)", OpPass::Forward);
+  const OpCost* act_b = op("MLP act_fn(gate) * up backward (Liger)", OpPass::Backward);
+  const OpCost* ce = op("Liger cross-entropy in place over the logits chunks", OpPass::Forward);
+  const OpCost* logits = op("LM head GEMM (Liger, per chunk)", OpPass::Forward);
+  const OpCost* head_b = op("LM head dgrad + wgrad (Liger, in the forward)", OpPass::Forward);
+  ASSERT_TRUE(norm && norm_b && rope && rope_b && act && act_b && ce && logits && head_b);
+  EXPECT_DOUBLE_EQ(norm->bytes, 34'368'126'976.0);
+  EXPECT_EQ(norm->kernels, 64);
+  EXPECT_DOUBLE_EQ(norm_b->bytes, 51'824'820'224.0);
+  EXPECT_EQ(norm_b->kernels, 192);
+  EXPECT_DOUBLE_EQ(rope->bytes, 21'474'836'480.0);
+  EXPECT_DOUBLE_EQ(rope_b->bytes, 21'474'836'480.0);
+  EXPECT_EQ(rope->kernels, 32);
+  EXPECT_DOUBLE_EQ(act->bytes, 90'194'313'216.0);
+  EXPECT_DOUBLE_EQ(act_b->bytes, 150'323'855'360.0);
+  EXPECT_DOUBLE_EQ(ce->bytes, 25'216'155'648.0);
+  EXPECT_EQ(ce->kernels, 32);
+  EXPECT_EQ(logits->kernels, 32);
+  EXPECT_EQ(logits->m, 1024);
+  EXPECT_DOUBLE_EQ(logits->flops, 34'428'457'844'736.0);
+  EXPECT_DOUBLE_EQ(head_b->flops, 2 * 34'428'457'844'736.0);
+  // transformers' own chains and the head's backward are gone.
+  for (const char* eager : {"RMSNorm (eager, fp32)", "rotary embedding q,k", "MLP act_fn(gate) * up",
+                            "loss: logits.float() + cross_entropy", "LM head GEMM"})
+    EXPECT_EQ(op(eager, OpPass::Forward), nullptr) << eager;
+  EXPECT_EQ(op("LM head GEMM backward", OpPass::Backward), nullptr);
+  EXPECT_EQ(op("loss backward", OpPass::Backward), nullptr);
 }
 
 }  // namespace

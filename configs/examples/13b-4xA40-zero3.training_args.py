@@ -4,7 +4,7 @@ from transformers import TrainingArguments
 
 training_args = TrainingArguments(
     output_dir="output",
-    per_device_train_batch_size=18,
+    per_device_train_batch_size=23,
     gradient_accumulation_steps=1,
     max_grad_norm=1.0,
     bf16=True,
