@@ -377,7 +377,9 @@ class Reader {
                                      : "add \"offload_optimizer\": {\"device\": \"cpu\"}");
       return;
     }
-    if (const std::string refused = planner::zenflow_model_refusal(w_.model); !refused.empty()) {
+    // The runtime tree once for both reads below (each walk of it builds every layer's tensor list).
+    const std::vector<models::LayerInventory> inventory = w_.model.runtime_inventory();
+    if (const std::string refused = planner::zenflow_model_refusal(inventory); !refused.empty()) {
       add(Severity::Error, path, refused, "remove zenflow for this model");
       return;
     }
@@ -408,7 +410,7 @@ class Reader {
           "; it leaves out the selective AdamW's states ZenFlow keeps on every GPU, {} (exp_avg and "
           "exp_avg_sq of {:g} of each matrix's columns, recorded exactly)",
           human_bytes(
-              static_cast<double>(planner::zenflow_selective_state_bytes(w_.model, z.topk_ratio, bytes))),
+              static_cast<double>(planner::zenflow_selective_state_bytes(inventory, z.topk_ratio, bytes))),
           z.topk_ratio);
     }
     add(Severity::Warning, path,

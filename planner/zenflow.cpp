@@ -27,8 +27,8 @@ std::string zenflow_refusal(const ZenFlowSettings& z, const ZenFlowHost& host) {
   return "";
 }
 
-std::string zenflow_model_refusal(const models::ModelSpec& m) {
-  for (const models::LayerInventory& layer : m.runtime_inventory())
+std::string zenflow_model_refusal(const std::vector<models::LayerInventory>& runtime_inventory) {
+  for (const models::LayerInventory& layer : runtime_inventory)
     for (const models::TensorSpec& t : layer.tensors)
       if (t.shape.size() > 2 && !t.frozen)
         // zenflow_stage_1_and_2.py update_selected_channels: `num_row, num_col = param.shape if
@@ -44,7 +44,8 @@ std::string zenflow_model_refusal(const models::ModelSpec& m) {
   return "";
 }
 
-int64_t zenflow_selective_state_bytes(const models::ModelSpec& m, double topk_ratio, int param_bytes) {
+int64_t zenflow_selective_state_bytes(const std::vector<models::LayerInventory>& runtime_inventory,
+                                      double topk_ratio, int param_bytes) {
   // _process_selected_fp32_groups_grad: a 2-D parameter [rows, cols] keeps rows x max(1, int(cols x topk))
   // selected elements (_num_selected_columns); a 1-D one all of its elements.
   // ZenFlowSelectiveAdamW.group_step creates exp_avg and exp_avg_sq with zeros_like(selected_param) (the
@@ -53,7 +54,7 @@ int64_t zenflow_selective_state_bytes(const models::ModelSpec& m, double topk_ra
   // (docs/conformance-zenflow.md hand count). A parameter split between two ranks' partitions takes int() per
   // piece; whole tensors here.
   int64_t elements = 0, tensors = 0;
-  for (const models::LayerInventory& layer : m.runtime_inventory())
+  for (const models::LayerInventory& layer : runtime_inventory)
     for (const models::TensorSpec& t : layer.tensors) {
       if (t.frozen) continue;
       ++tensors;

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "models/model_spec.h"
 
@@ -36,14 +37,18 @@ struct ZenFlowHost {
 // DeepSpeed 0.19.8's message for the first rule the settings break, or "" when it runs them.
 std::string zenflow_refusal(const ZenFlowSettings& z, const ZenFlowHost& host);
 
+// Both below read the model's runtime tree (ModelSpec::runtime_inventory(), what DeepSpeed partitions: fused
+// experts are 3-D there); the caller builds it once for both.
+//
 // Why DeepSpeed 0.19.8 cannot run ZenFlow on this model ("" when it can): a parameter with more than two
 // dimensions (fused MoE experts) breaks the column selection.
-std::string zenflow_model_refusal(const models::ModelSpec& m);
+std::string zenflow_model_refusal(const std::vector<models::LayerInventory>& runtime_inventory);
 
 // Bytes the selective AdamW keeps on each GPU when `offload` is off: exp_avg and exp_avg_sq of the
 // selected columns of every trainable parameter of the model (each rank holds them for all of them, as
 // the selected gradients are broadcast to every rank), in the parameters' dtype, plus a 4-byte fp32 step
 // counter per parameter tensor.
-int64_t zenflow_selective_state_bytes(const models::ModelSpec& m, double topk_ratio, int param_bytes);
+int64_t zenflow_selective_state_bytes(const std::vector<models::LayerInventory>& runtime_inventory,
+                                      double topk_ratio, int param_bytes);
 
 }  // namespace zeroplan::planner

@@ -59,8 +59,8 @@ TEST(ZenFlow, SelectiveStatesAsRecorded) {
   ASSERT_EQ(selective_state(fx), 877'652);  // the hand count above
   ASSERT_EQ(selective_state(aut), 425'044);
   const models::ModelSpec m = model_of(fx, "llama-gqa");
-  EXPECT_EQ(zenflow_selective_state_bytes(m, 0.1, 2), selective_state(fx));
-  EXPECT_EQ(zenflow_selective_state_bytes(m, 0.05, 2), selective_state(aut));
+  EXPECT_EQ(zenflow_selective_state_bytes(m.runtime_inventory(), 0.1, 2), selective_state(fx));
+  EXPECT_EQ(zenflow_selective_state_bytes(m.runtime_inventory(), 0.05, 2), selective_state(aut));
   // Stage 1 and overlap_step hold the same states.
   EXPECT_EQ(selective_state(fixture("llama-gqa_s1_n2_bf16_zenflow")), 877'652);
   EXPECT_EQ(selective_state(fixture("llama-gqa_s2_n2_bf16_zenflow_overlap")), 877'652);
@@ -117,8 +117,11 @@ TEST(ZenFlow, RefusesWhatDeepSpeedRefused) {
       {"num_hidden_layers", 2},         {"num_attention_heads", 4},    {"num_key_value_heads", 2},
       {"num_local_experts", 4},         {"num_experts_per_tok", 2},    {"vocab_size", 2048},
       {"max_position_embeddings", 256}, {"tie_word_embeddings", false}};
-  EXPECT_NE(zenflow_model_refusal(models::model_from_hf_json("mixtral", mixtral_cfg)), "");
-  EXPECT_EQ(zenflow_model_refusal(model_of(fixture("llama-gqa_s2_n2_bf16_zenflow"), "llama-gqa")), "");
+  EXPECT_NE(zenflow_model_refusal(models::model_from_hf_json("mixtral", mixtral_cfg).runtime_inventory()),
+            "");
+  EXPECT_EQ(zenflow_model_refusal(
+                model_of(fixture("llama-gqa_s2_n2_bf16_zenflow"), "llama-gqa").runtime_inventory()),
+            "");
 }
 
 configs::ReadConfig check(const json& ds, const models::ModelSpec& m) {
