@@ -22,7 +22,6 @@
 //   three Liger rows were +22% to +25%, now +13%. Without Liger 12%, with 15%.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -32,6 +31,7 @@
 #include "planner/memory_model.h"
 #include "planner/model_stats.h"
 #include "planner/time_model.h"
+#include "test_util.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -77,11 +77,7 @@ Predicted predict(const Row& row) {
 class LongSequenceOnH200 : public ::testing::TestWithParam<Row> {};
 
 std::string row_name(const ::testing::TestParamInfo<Row>& info) {
-  std::string n = info.param.file;
-  n = n.substr(0, n.find(".json"));
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
+  return zeroplan::testing::test_name_of(info.param.file);
 }
 
 TEST_P(LongSequenceOnH200, PeakMemoryMatchesTheAllocator) {

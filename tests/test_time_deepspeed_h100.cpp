@@ -17,7 +17,6 @@
 // here; docs/validation.md lists them. The optimizer step is checked in test_time_deepspeed_step.cpp.
 #include <gtest/gtest.h>
 
-#include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -25,6 +24,7 @@
 #include "hwprofiles/cluster.h"
 #include "models/model_spec.h"
 #include "planner/time_model.h"
+#include "test_util.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -69,11 +69,7 @@ double predicted_forward_backward(const Row& row) {
 class DeepSpeedOnH100 : public ::testing::TestWithParam<Row> {};
 
 std::string row_name(const ::testing::TestParamInfo<Row>& info) {
-  std::string n = info.param.file;
-  n = n.substr(0, n.find(".json"));
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
+  return zeroplan::testing::test_name_of(info.param.file);
 }
 
 TEST_P(DeepSpeedOnH100, ForwardAndBackwardMatchTheMeasuredStep) {
