@@ -122,29 +122,19 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
   // The backward phase is its largest moment (Buffer::Moment): the loss's backward (saved activations
   // and loss gradients alive), the layers' backward (the activations left, a recomputed layer, the
   // gradients arriving) or its end (every full gradient and the reduction over them).
-  constexpr std::array<Buffer::Moment, 3> kMoments = {Buffer::Moment::Start, Buffer::Moment::Layers,
-                                                      Buffer::Moment::End};
-  const auto alive_at = [](Buffer::Moment b, Buffer::Moment at) {
-    switch (b) {
-      case Buffer::Moment::Whole:
-        return true;
-      case Buffer::Moment::LossStart:
-        return at == Buffer::Moment::Start;
-      case Buffer::Moment::Start:
-        return at != Buffer::Moment::End;
-      case Buffer::Moment::Layers:
-        return at == Buffer::Moment::Layers;
-      case Buffer::Moment::End:
-        return at == Buffer::Moment::End;
-    }
-    return true;
+  // Which of the three moments (bit 0 start, 1 layers, 2 end) a buffer of each Buffer::Moment is alive in,
+  // indexed by the enum's value (Whole, Start, End, LossStart, Layers).
+  constexpr std::array<uint8_t, 5> kAliveIn = {0b111, 0b011, 0b100, 0b001, 0b010};
+  constexpr size_t kNumMoments = 3;
+  const auto alive_at = [&](Buffer::Moment b, size_t moment) {
+    return (kAliveIn[static_cast<size_t>(b)] >> moment) & 1U;
   };
   std::array<int64_t, 3> at_moment{};  // start, layers, end
   for (int i = 0; i < num_gpu; ++i) {
     const Buffer& b = gpu[static_cast<size_t>(i)];
     if (!(b.phases & kBackward)) continue;
-    for (size_t k = 0; k < kMoments.size(); ++k)
-      if (alive_at(b.backward_moment, kMoments[k])) at_moment[k] = checked_add(at_moment[k], b.bytes);
+    for (size_t k = 0; k < kNumMoments; ++k)
+      if (alive_at(b.backward_moment, k)) at_moment[k] = checked_add(at_moment[k], b.bytes);
   }
   // Model states at their largest, over forward, every backward moment and the step (before the
   // smaller backward moments are dropped below): what the GPU must hold for parameters, gradients and
@@ -159,8 +149,8 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
       const Buffer& b = gpu[static_cast<size_t>(i)];
       if (!is_state(b)) continue;
       if (b.phases & kForward) at[0] = checked_add(at[0], b.bytes);
-      for (size_t k = 0; k < kMoments.size(); ++k)
-        if ((b.phases & kBackward) && alive_at(b.backward_moment, kMoments[k]))
+      for (size_t k = 0; k < kNumMoments; ++k)
+        if ((b.phases & kBackward) && alive_at(b.backward_moment, k))
           at[k + 1] = checked_add(at[k + 1], b.bytes);
       if (b.phases & kStep) at[4] = checked_add(at[4], b.bytes);
     }
@@ -168,7 +158,7 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
   }
   // The moment kept: the largest; ties keep the earlier (start before layers before end).
   size_t kept = 0;
-  for (size_t k = 1; k < kMoments.size(); ++k)
+  for (size_t k = 1; k < kNumMoments; ++k)
     if (at_moment[k] > at_moment[kept]) kept = k;
   // The step likewise: the norm's moment or the update's; and the forward: before the head or at the
   // loss.
@@ -178,7 +168,7 @@ void MemoryBreakdown::finalize(int ranks_per_node) {
       *this, kForward, &Buffer::forward_moment, Buffer::ForwardMoment::Body, Buffer::ForwardMoment::Head);
   for (int i = 0; i < num_gpu; ++i) {
     Buffer& b = gpu[static_cast<size_t>(i)];
-    if (!alive_at(b.backward_moment, kMoments[kept])) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
+    if (!alive_at(b.backward_moment, kept)) b.phases = static_cast<uint8_t>(b.phases & ~kBackward);
     if (b.step_moment == step_dropped || b.step_moment == Buffer::StepMoment::Outside)
       b.phases = static_cast<uint8_t>(b.phases & ~kStep);
     if (b.forward_moment == forward_dropped) b.phases = static_cast<uint8_t>(b.phases & ~kForward);

@@ -42,6 +42,7 @@ struct Buffer {
   // buckets, which arrive from the head's gradient on) as the two-moment model before it did; it is never
   // larger than the start without a Layers buffer, so only checkpointed plans can peak there.
   // finalize() keeps the backward phase at its largest moment and drops the buffers not alive in it.
+  // (memory_breakdown.cpp finalize indexes a table by these values: keep the order.)
   enum class Moment : uint8_t { Whole, Start, End, LossStart, Layers };
   Moment backward_moment = Moment::Whole;
   // Within the step: alive while the gradient norm is computed only (stage 1/2's fp64 copy of one
