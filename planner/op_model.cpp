@@ -567,6 +567,11 @@ struct LayerOps {
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
   void layer_forward(OpPass pass);
   void liger_loss_forward();  // Liger's fused linear cross-entropy: the head's GEMMs and the loss
+  void head_forward();
+  void head_backward();
+  void layer_backward_elementwise();
+  // The [sm_count, h] fp32 partial dW of one LigerRMSNorm backward, written and read.
+  double liger_partial_dw() const { return 2.0 * 4.0 * static_cast<double>(g.sm_count) * h; }
   void zeropp_kernels();  // ZeRO++ qwZ / qgZ's quantize and dequantize passes
   void run();  // the forward, the head and loss, the backward, the recomputation
 };
@@ -846,8 +851,8 @@ void LayerOps::zeropp_kernels() {
              rt.qgz_grad_elems * rt.qgz_bytes_per_elem);
 }
 
-void LayerOps::run() {
-  layer_forward(OpPass::Forward);
+// The embedding, the final norm, the LM head and the loss, forward.
+void LayerOps::head_forward() {
   b.memory("embedding gather", OpPass::Forward, 1, 2.0 * a * h * m);
   if (liger_norm)
     b.memory("final RMSNorm (Liger)", OpPass::Forward, 1, (2.0 * a * h + 4.0) * m);
@@ -861,8 +866,10 @@ void LayerOps::run() {
     for (const auto& gm : s.head_gemms) b.gemm("LM head GEMM", OpPass::Forward, m, gm, 1.0, a, 1.0);
     b.memory("loss: logits.float() + cross_entropy", OpPass::Forward, 3, 14.0 * V * m);
   }
+}
 
-  // Backward.
+// The loss's and the head's backward, then the final norm's.
+void LayerOps::head_backward() {
   if (liger_loss) {
     // fused_linear_cross_entropy_backward: with grad_output 1 (no loss scaling under bf16) it returns
     // the gradients the forward computed; the torch.equal test is its only work (2 launches).
@@ -875,38 +882,21 @@ void LayerOps::run() {
   // LigerRMSNorm backward (ops/rms_norm.py rms_norm_backward, in_place): one kernel reads dy and x and
   // writes dx over dy, each of sm_count programs summing its rows' dW into an [sm_count, h] fp32 buffer;
   // then _dW.sum(dim=0).to(W.dtype): 3 launches.
-  const double liger_dw =
-      2.0 * 4.0 * static_cast<double>(g.sm_count) * h;  // the partial dW, written and read
   if (liger_norm)
-    b.memory("final RMSNorm backward (Liger)", OpPass::Backward, 3, (3.0 * a * h + 4.0) * m + liger_dw);
+    b.memory("final RMSNorm backward (Liger)", OpPass::Backward, 3,
+             (3.0 * a * h + 4.0) * m + liger_partial_dw());
   else if (s.rms_norm)
     b.memory("final RMSNorm backward", OpPass::Backward, 12, 80.0 * h * m);
   else
     b.memory("final LayerNorm backward", OpPass::Backward, 2, 5.0 * a * h * m);
-  for (const auto& gm : s.layer_gemms)
-    b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
-           OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
-  // TiledMLP (planner/tiled_mlp.h): each shard's MLP forward runs again, with grad, inside the backward
-  // (its forward ran under no_grad; GEMMs at the shard's rows per launch are not modelled apart). The MLP's
-  // GEMMs are the layer's GEMMs that read or write the intermediate width (gate/up/fc1: n = f or the fused
-  // 2f; down/fc2: k = f).
-  if (w.train.tiled_mlp && !w.model.is_moe()) {
-    const int64_t I = w.model.intermediate_size;
-    for (const auto& gm : s.layer_gemms)
-      if (gm.n == I || gm.n == 2 * I || gm.k == I)
-        b.gemm("TiledMLP: MLP GEMMs recomputed per shard", OpPass::Recompute, m, gm, 1.0, a, L);
-    b.memory("TiledMLP: MLP activation recomputed", OpPass::Recompute, s.act_kernels_fwd * L,
-             s.act_elem_passes_fwd * a * f * m * L);
-  }
-  peft_lora(OpPass::Backward, true);
-  attention(OpPass::Backward, true,
-            fa3     ? "attention core backward (FlashAttention-3)"
-            : cudnn ? "attention core backward (SDPA cuDNN)"
-            : flash ? "attention core backward (SDPA flash)"
-                    : "attention core backward (eager)");
+}
+
+// The decoder layers' element-wise backward passes (norms, rotary, the MLP's activation, residuals,
+// dropout, bias gradients), after their GEMMs and attention core.
+void LayerOps::layer_backward_elementwise() {
   if (liger_norm)
     b.memory("RMSNorm backward (Liger)", OpPass::Backward, 3 * norms * L,
-             ((3.0 * a * h + 4.0) * m + liger_dw) * norms * L);
+             ((3.0 * a * h + 4.0) * m + liger_partial_dw()) * norms * L);
   else if (s.rms_norm)
     b.memory("RMSNorm backward", OpPass::Backward, 12 * norms * L, 80.0 * h * m * norms * L);
   else
@@ -940,6 +930,36 @@ void LayerOps::run() {
     b.memory("linear bias gradients (column sums)", OpPass::Backward, biased * L,
              a * s.bias_grad_width_per_layer * m * L);
   }
+}
+
+void LayerOps::run() {
+  layer_forward(OpPass::Forward);
+  head_forward();
+
+  // Backward.
+  head_backward();
+  for (const auto& gm : s.layer_gemms)
+    b.gemm(gm.trainable ? "linear GEMM backward (dgrad + wgrad)" : "linear GEMM backward (dgrad only)",
+           OpPass::Backward, m, gm, gm.trainable ? 2.0 : 1.0, a, L);
+  // TiledMLP (planner/tiled_mlp.h): each shard's MLP forward runs again, with grad, inside the backward
+  // (its forward ran under no_grad; GEMMs at the shard's rows per launch are not modelled apart). The MLP's
+  // GEMMs are the layer's GEMMs that read or write the intermediate width (gate/up/fc1: n = f or the fused
+  // 2f; down/fc2: k = f).
+  if (w.train.tiled_mlp && !w.model.is_moe()) {
+    const int64_t I = w.model.intermediate_size;
+    for (const auto& gm : s.layer_gemms)
+      if (gm.n == I || gm.n == 2 * I || gm.k == I)
+        b.gemm("TiledMLP: MLP GEMMs recomputed per shard", OpPass::Recompute, m, gm, 1.0, a, L);
+    b.memory("TiledMLP: MLP activation recomputed", OpPass::Recompute, s.act_kernels_fwd * L,
+             s.act_elem_passes_fwd * a * f * m * L);
+  }
+  peft_lora(OpPass::Backward, true);
+  attention(OpPass::Backward, true,
+            fa3     ? "attention core backward (FlashAttention-3)"
+            : cudnn ? "attention core backward (SDPA cuDNN)"
+            : flash ? "attention core backward (SDPA flash)"
+                    : "attention core backward (eager)");
+  layer_backward_elementwise();
   if (!s.frozen_base || s.vocab == 0) {
     b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);
   }
