@@ -26,6 +26,7 @@
 #include "planner/ds_runtime.h"
 #include "planner/engine_runtime.h"
 #include "planner/expert_parallel.h"
+#include "planner/liger_chunk.h"
 #include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
@@ -896,9 +897,7 @@ void StatesContext::add_loss(MemoryBreakdown& out, int64_t b, bool liger) const 
     const int64_t bt = checked_mul(b, w.train.rank_seq_len());
     const int64_t h = std::max<int64_t>(1, w.model.hidden_size);
     const int64_t v = w.model.vocab_size;
-    const int64_t inc = ceil_div(v, h);
-    int64_t chunk = 1;
-    while (chunk < ceil_div(bt, inc)) chunk *= 2;  // triton.next_power_of_2
+    const int64_t chunk = liger_flce_chunk_rows(bt, v, h);
     const int64_t ea =
         a.logits_per_sample / std::max<int64_t>(1, checked_mul(v, w.train.rank_seq_len()));  // input dtype
     // These and the chunk below exist from the head on (the forward's loss moment).
@@ -912,7 +911,7 @@ void StatesContext::add_loss(MemoryBreakdown& out, int64_t b, bool liger) const 
                   "fused_linear_cross_entropy_forward grad_weight: V x H in the weight dtype, saved")
           .forward_moment = Buffer::ForwardMoment::Head;
     out.add_gpu("Liger FLCE logits chunk (transient)", Category::Buffers,
-                checked_mul(checked_mul(std::min(chunk, bt), v), ea), kForward,
+                checked_mul(checked_mul(chunk, v), ea), kForward,
                 "one chunk's logits, next_power_of_2(ceil(BT / ceil(V/H))) x V, overwritten by its gradient")
         .forward_moment = Buffer::ForwardMoment::Head;
   } else {

@@ -53,8 +53,10 @@
 #include <sstream>
 #include <tuple>
 
+#include "common/checked.h"
 #include "common/embedded_data.h"
 #include "common/errors.h"
+#include "planner/liger_chunk.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::planner {
@@ -807,22 +809,15 @@ void LayerOps::layer_forward(OpPass pass) {
 }
 
 // Liger's fused linear cross-entropy (liger_kernel/ops/fused_linear_cross_entropy.py
-// fused_linear_cross_entropy_forward, 0.8.5): the tokens run in chunks of
-// chunk = next_pow2(ceil(BT / ceil(V / H))) rows, so a chunk's logits are about the size of the head's
-// input. Per chunk: the logits GEMM, liger_cross_entropy_kernel in place over the chunk (one read for the
-// online softmax, one read and one write of the gradient: 3 passes of V per token, in the input dtype),
-// then the input-gradient GEMM (dlogits W) and the weight-gradient addmm (dlogits^T x) -- the head's whole
-// backward runs inside the forward. Before the loop it zero-fills grad_input [BT, H] and, for a trained
-// head, grad_weight [V, H].
+// fused_linear_cross_entropy_forward, 0.8.5): the tokens run in chunks (planner/liger_chunk.h). Per chunk:
+// the logits GEMM, liger_cross_entropy_kernel in place over the chunk (one read for the online softmax, one
+// read and one write of the gradient: 3 passes of V per token, in the input dtype), then the input-gradient
+// GEMM (dlogits W) and the weight-gradient addmm (dlogits^T x) -- the head's whole backward runs inside the
+// forward. Before the loop it zero-fills grad_input [BT, H] and, for a trained head, grad_weight [V, H].
 void LayerOps::liger_loss_forward() {
-  const auto pow2_at_least = [](int64_t x) {
-    return std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(1, x)));
-  };
-  const auto div_up = [](int64_t x, int64_t y) { return (x + y - 1) / y; };
   const auto bt = static_cast<int64_t>(m);
-  const int64_t inc = div_up(s.vocab, std::max<int64_t>(1, s.hidden));
-  const int64_t chunk = std::min<int64_t>(static_cast<int64_t>(pow2_at_least(div_up(bt, inc))), bt);
-  const double chunks = static_cast<double>(div_up(bt, std::max<int64_t>(1, chunk)));
+  const int64_t chunk = liger_flce_chunk_rows(bt, s.vocab, s.hidden);
+  const double chunks = static_cast<double>(ceil_div(bt, std::max<int64_t>(1, chunk)));
   bool head_trained = false;
   for (const auto& gm : s.head_gemms) {
     b.gemm("LM head GEMM (Liger, per chunk)", OpPass::Forward, m / chunks, gm, 1.0, a, chunks);
