@@ -22,6 +22,7 @@
 #include <string>
 
 #include "models/model_spec.h"
+#include "planner/gated_delta_net.h"
 #include "planner/memory_stats.h"
 #include "planner/op_model.h"
 #include "planner/time_model.h"
@@ -112,7 +113,8 @@ int64_t parameterless_modules_per_layer(const models::ModelSpec& m) {
 // Adds a GEMM family, merging with an identical shape already present (q/k/v of equal size etc.).
 void add_gemm(std::vector<GemmShape>& v, const GemmShape& g) {
   for (auto& e : v) {
-    if (e.n == g.n && e.k == g.k && e.token_fraction == g.token_fraction && e.trainable == g.trainable) {
+    if (e.n == g.n && e.k == g.k && e.token_fraction == g.token_fraction && e.trainable == g.trainable &&
+        e.layer_fraction == g.layer_fraction) {
       e.count += g.count;
       return;
     }
@@ -248,7 +250,11 @@ struct LayerWalk {
   const std::vector<std::string>& targets;  // LoRA targets
   int64_t r = 0;                            // LoRA rank
   double moe_fraction = 1.0;                // top-k / experts: the tokens one routed expert sees
-  bool first_decoder_seen = false;
+  // The decoder layers the layer being walked stands for: their count and share of num_layers (all of
+  // them for uniform layers; a hybrid walks one layer per kind).
+  int64_t layer_repeat = 0;
+  double layer_fraction = 1.0;
+  int64_t layer_hooks = 0;  // the walked decoder layer's hooked module calls (add_layer_group)
   int64_t trainable = 0;
   bool head_has_weight = false;
 };
@@ -266,17 +272,20 @@ void add_tensor_gemms(const models::TensorSpec& t, bool decoder, bool target, bo
     const bool linear_layout = t.name.find(".block_sparse_moe.") != std::string::npos;
     add_gemm(s.layer_gemms,
              GemmShape{linear_layout ? t.shape[1] : t.shape[2], linear_layout ? t.shape[2] : t.shape[1],
-                       t.shape[0], walk.moe_fraction, tensor_trainable});
+                       t.shape[0], walk.moe_fraction, tensor_trainable, walk.layer_fraction});
     return;
   }
   if (!t.is_linear || t.shape.size() != 2) return;
   const bool expert = is_expert_tensor(t);
   GemmShape gemm{t.shape[0], t.shape[1], 1, expert ? walk.moe_fraction : 1.0, tensor_trainable};
   if (decoder) {
+    gemm.layer_fraction = walk.layer_fraction;
     add_gemm(s.layer_gemms, gemm);
     if (target) {
-      add_gemm(s.layer_gemms, GemmShape{walk.r, t.shape[1], 1, gemm.token_fraction, true});
-      add_gemm(s.layer_gemms, GemmShape{t.shape[0], walk.r, 1, gemm.token_fraction, true});
+      add_gemm(s.layer_gemms,
+               GemmShape{walk.r, t.shape[1], 1, gemm.token_fraction, true, walk.layer_fraction});
+      add_gemm(s.layer_gemms,
+               GemmShape{t.shape[0], walk.r, 1, gemm.token_fraction, true, walk.layer_fraction});
     }
   } else if (!t.is_embedding) {
     walk.head_has_weight = true;
@@ -297,7 +306,8 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   const int64_t r = walk.r;
   const double moe_fraction = walk.moe_fraction;
   ParamGroup g;
-  g.repeat = layer.is_decoder_layer ? m.num_layers : 1;
+  g.repeat = layer.is_decoder_layer ? walk.layer_repeat : 1;
+  const double lf = layer.is_decoder_layer ? walk.layer_fraction : 1.0;
   std::vector<std::string> modules;
   int64_t lora_wrapped = 0;  // linears PEFT replaces by a lora.Linear wrapper
   // Trained parameter tensors as the model holds them at run time (step_param_tensors): the routed
@@ -314,15 +324,15 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   bool last_linear_wrapped = false;
   for (const auto& t : layer.tensors) {
     // One weight per norm module (LayerNorm biases are the same module).
-    if (layer.is_decoder_layer && t.is_norm && !t.is_bias) ++s.norms_per_layer;
+    if (layer.is_decoder_layer && t.is_norm && !t.is_bias) s.norms_per_layer += lf;
     // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
     if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
       s.bias_grad_width_per_layer +=
-          static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0);
+          static_cast<double>(t.numel()) * (is_expert_tensor(t) ? moe_fraction : 1.0) * lf;
     if (layer.is_decoder_layer && t.is_bias && !t.is_norm && t.shape.size() == 1 && !is_expert_tensor(t) &&
         m.model_type != "gpt2") {
-      s.linear_biases_per_layer += 1;
-      s.linear_bias_width_per_layer += static_cast<double>(t.numel());
+      s.linear_biases_per_layer += lf;
+      s.linear_bias_width_per_layer += static_cast<double>(t.numel()) * lf;
     }
     const bool target = s.frozen_base && is_lora_target(t, targets);
     if (layer.is_decoder_layer && t.is_linear && t.shape.size() == 2) {
@@ -367,10 +377,9 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   // and lora_dropout) and its lora_dropout["default"] (nn.Dropout, or nn.Identity at p=0): both run.
   const int64_t hooked = g.modules + 2 * lora_wrapped;
   if (layer.is_decoder_layer)
-    s.hooked_modules_per_layer = hooked + parameterless_modules_per_layer(m);
+    walk.layer_hooks = hooked + parameterless_modules_per_layer(m);
   else
     s.hooked_modules_outside_layers += hooked;
-  if (layer.is_decoder_layer) walk.first_decoder_seen = true;
   runtime_tensors += (expert_weights ? 2 : 0) + (expert_biases ? 2 : 0);
   s.step_param_tensors += runtime_tensors * g.repeat;
   s.groups.push_back(std::move(g));
@@ -389,9 +398,6 @@ ComputeStats compute_compute_stats(const Workload& w) {
   s.total_params = m.num_parameters();
   s.active_params = m.active_parameters();
   if (m.params_only) return params_only_stats(w, std::move(s));
-  // The FLOP walk below repeats one representative layer; Gated DeltaNet layers have no FLOP model.
-  refuse_unmodelled_layers(m);
-
   s.num_layers = m.num_layers;
   s.hidden = m.hidden_size;
   s.vocab = m.vocab_size;
@@ -411,14 +417,49 @@ ComputeStats compute_compute_stats(const Workload& w) {
 
   // MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61; Llama-4 Maverick: every
   // other layer) are costed from their first MoE layer: an approximation for the dense ones.
-  const int64_t representative = m.first_moe_layer();
+  // Hybrids (Qwen3-Next, Qwen3.5: ModelSpec::layer_kinds) are walked one layer per kind: the first
+  // softmax-attention layer and the first Gated DeltaNet layer (of the MoE ones in a MoE model), each
+  // standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
+  int64_t representative = m.first_moe_layer();
+  int64_t gdn_representative = -1;
+  int64_t gdn_layers = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    if (m.layer_kind(i) != models::LayerKind::GatedDeltaNet) continue;
+    ++gdn_layers;
+    if (gdn_representative < 0 && (!m.is_moe() || m.is_moe_layer(i))) gdn_representative = i;
+  }
+  if (gdn_layers > 0) {
+    representative = -1;
+    for (int64_t i = 0; i < m.num_layers && representative < 0; ++i)
+      if (m.layer_kind(i) == models::LayerKind::Attention && (!m.is_moe() || m.is_moe_layer(i)))
+        representative = i;
+  }
+  const int64_t attention_layers = m.num_layers - gdn_layers;
+  const double layers = static_cast<double>(std::max<int64_t>(1, m.num_layers));
+  s.attention_layer_fraction = static_cast<double>(attention_layers) / layers;
+  s.gdn_layer_fraction = static_cast<double>(gdn_layers) / layers;
   int64_t decoder_index = -1;
+  int64_t attention_hooks = 0, gdn_hooks = 0;
   LayerWalk walk{w.train.lora_targets, w.train.lora_rank, moe_fraction};
   for (const auto& layer : m.inventory()) {
-    // Decoder layers are identical: build the first one's GEMMs and parameter group, repeat it.
-    if (layer.is_decoder_layer && (walk.first_decoder_seen || ++decoder_index != representative)) continue;
+    if (!layer.is_decoder_layer) {
+      add_layer_group(m, layer, walk, s);
+      continue;
+    }
+    // Uniform decoder layers: build the representative's GEMMs and parameter group, repeat it.
+    ++decoder_index;
+    const bool gdn = decoder_index == gdn_representative;
+    if (decoder_index != representative && !gdn) continue;
+    walk.layer_repeat = gdn ? gdn_layers : attention_layers;
+    walk.layer_fraction = gdn ? s.gdn_layer_fraction : s.attention_layer_fraction;
     add_layer_group(m, layer, walk, s);
+    (gdn ? gdn_hooks : attention_hooks) = walk.layer_hooks;
   }
+  s.gdn_rule_flops_per_token_fwd =
+      gdn_layers > 0 ? gdn_rule_flops_per_token(m, w.train.rank_seq_len()) * static_cast<double>(gdn_layers)
+                     : 0.0;
+  s.hooked_modules_per_layer = attention_hooks;
+  if (gdn_layers > 0) s.hooked_modules_layers_adjust = (gdn_hooks - attention_hooks) * gdn_layers;
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
   if (!walk.head_has_weight && m.vocab_size > 0)
     add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
@@ -451,8 +492,8 @@ ComputeStats compute_compute_stats(const Workload& w) {
 
   double fwd = 0;
   for (const auto& g : s.layer_gemms)
-    fwd +=
-        2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction * static_cast<double>(m.num_layers);
+    fwd += 2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction * g.layer_fraction *
+           static_cast<double>(m.num_layers);
   s.layer_gemm_flops_per_token_fwd = fwd;
   for (const auto& g : s.head_gemms) fwd += 2.0 * static_cast<double>(g.n * g.k * g.count) * g.token_fraction;
   s.gemm_flops_per_token_fwd = fwd;

@@ -27,6 +27,9 @@ struct GemmShape {
   int64_t count = 1;            // GEMMs of this shape per layer (MoE: number of experts)
   double token_fraction = 1.0;  // share of the micro-batch's tokens each GEMM sees (MoE: top_k/E)
   bool trainable = true;        // false: frozen base weight under LoRA (no weight-grad GEMM)
+  // Share of the decoder layers that run it: 1 for uniform layers; a hybrid's attention and Gated
+  // DeltaNet projections each run in their own kind's layers (layer kinds / num_layers).
+  double layer_fraction = 1.0;
 };
 
 // Parameter tensors of one module as stage 3 fetches them (each non-persistent tensor is its own
@@ -107,7 +110,8 @@ struct ComputeStats {
   int64_t attn_width = 0;
   int64_t kv_width = 0;  // key/value heads * head_dim (GQA: narrower than attn_width)
   // Operator inventory of one decoder layer for the operator-level time model (op_model.cpp):
-  int64_t norms_per_layer = 0;  // norm modules in a decoder layer (2 for Llama; Gemma-2: 4)
+  double norms_per_layer = 0;   // norm modules in a decoder layer (2 for Llama; Gemma-2: 4), a hybrid's
+                                // averaged over its layer kinds
   bool rms_norm = true;         // LlamaRMSNorm-style eager chain (7 kernels) vs fused nn.LayerNorm
   bool rotary = false;          // apply_rotary_pos_emb on q and k
   bool gated_mlp = true;
@@ -174,6 +178,16 @@ struct ComputeStats {
   // hooked_modules_per_layer for dense models.
   int64_t hooked_modules_per_layer_moe_leaf = 0;
   int64_t hooked_modules_outside_layers = 0;  // embeddings, final norm, head and the model wrappers
+  // Hybrids: the decoder layers' hooked module calls beyond num_layers x hooked_modules_per_layer (each
+  // other layer kind's difference from the representative attention layer, times its layers).
+  int64_t hooked_modules_layers_adjust = 0;
+  // Hybrids: the share of decoder layers that run softmax attention (the attention core, rotary, the
+  // output transpose) and that run a Gated DeltaNet (planner/gated_delta_net.h); 1 and 0 otherwise.
+  double attention_layer_fraction = 1.0;
+  double gdn_layer_fraction = 0.0;
+  // Hybrids: the Gated DeltaNet layers' chunked-rule FLOPs per token in the forward, all of them together
+  // (planner/gated_delta_net.h gdn_rule_flops_per_token x their count).
+  double gdn_rule_flops_per_token_fwd = 0;
   // Tensors of 1-D/2-D weights quantized in QLoRA (bytes of NF4 weight read per forward).
   int64_t quantized_params = 0;
 

@@ -27,6 +27,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "common/checked.h"
 #include "planner/comm_model.h"
@@ -66,7 +67,32 @@ bool norms_registered_last(const std::string& model_type) {
                         "smollm3",        "arcee",      "dots1",       "ernie4_5",    "hunyuan_v1_dense",
                         "hunyuan_v1_moe", "apertus",    "ernie4_5_moe"})
     if (model_type == t) return true;
-  return false;
+  // Qwen3NextDecoderLayer / Qwen3_5DecoderLayer: linear_attn or self_attn, mlp, then the two norms
+  // (recorded: qwen3_5_s3_n2_bf16_s128's step gathers end each layer with its two norms).
+  return model_type == "qwen3_next" || model_type.rfind("qwen3_5", 0) == 0;
+}
+
+// A Gated DeltaNet's parameters in module.parameters() order: the module's own dt_bias and A_log, then its
+// children in __init__ order (Qwen3_5GatedDeltaNet: conv1d, norm, out_proj, in_proj_qkv, in_proj_z,
+// in_proj_b, in_proj_a; Qwen3NextGatedDeltaNet: conv1d, in_proj_qkvz, in_proj_ba, norm, out_proj).
+// Recorded: qwen3_5_s3_n2_bf16_s128's persistent gathers after the step, 4, 4, 1536, 32, 32768, 98304,
+// 32768, 1024, 1024 elements.
+int gdn_registration_rank(const std::string& model_type, const std::string& tensor_name) {
+  constexpr std::string_view kMixer = "linear_attn.";
+  const std::string_view rest =
+      std::string_view(tensor_name).substr(tensor_name.find(kMixer) + kMixer.size());
+  const auto dot = rest.find('.');
+  if (dot == std::string_view::npos) return 0;  // dt_bias, A_log: the module's own
+  const std::string_view child = rest.substr(0, dot);
+  static constexpr std::array<std::string_view, 7> kQwen35 = {
+      "conv1d", "norm", "out_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"};
+  static constexpr std::array<std::string_view, 5> kQwen3Next = {"conv1d", "in_proj_qkvz", "in_proj_ba",
+                                                                 "norm", "out_proj"};
+  auto rank_in = [&](const auto& order) {
+    const auto it = std::find(order.begin(), order.end(), child);
+    return 1 + static_cast<int>(it - order.begin());
+  };
+  return model_type == "qwen3_next" ? rank_in(kQwen3Next) : rank_in(kQwen35);
 }
 
 // Trainable parameter tensors in module.parameters() order (the order of DeepSpeed's flat buffers
@@ -206,6 +232,11 @@ void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vect
   if (w.model.model_type == "phi3")
     std::stable_partition(attn_registered.begin(), attn_registered.end(),
                           [](const T& x) { return x.spec->module == "o_proj"; });
+  if (!attn.empty() && attn.front().spec->name.find("linear_attn.") != std::string::npos)
+    std::stable_sort(attn_registered.begin(), attn_registered.end(), [&](const T& x, const T& y) {
+      return gdn_registration_rank(w.model.model_type, x.spec->name) <
+             gdn_registration_rank(w.model.model_type, y.spec->name);
+    });
   // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
   // execution: norm 0, self_attn, other norms, mlp.
   for (auto* v : {&attn_registered, &rest, &norms})
@@ -320,8 +351,10 @@ void ParamOrderBuilder::add_decoder_layer(const models::LayerInventory& layer) {
     T x{&t, owner_of(t.name)};
     if (!moe_prefix.empty() && t.name.rfind(moe_prefix, 0) == 0)
       rest.push_back(x);  // the MoE block (a MoE layer has no dense MLP)
-    else if (t.name.find("self_attn.") != std::string::npos)
-      attn.push_back(x);  // q/k norms (Qwen3, Gemma-3) and MLA's q_a/kv_a norms are registered in self_attn
+    else if (t.name.find("self_attn.") != std::string::npos ||
+             t.name.find("linear_attn.") != std::string::npos)
+      attn.push_back(x);  // q/k norms (Qwen3, Gemma-3), MLA's q_a/kv_a norms and a Gated DeltaNet's gated
+                          // norm are registered in their token mixer
     else if (t.is_norm)
       norms.push_back(x);
     else

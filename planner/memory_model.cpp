@@ -947,10 +947,11 @@ void StatesContext::add_activations(MemoryBreakdown& out) const {
     const int64_t L = a.num_layers;
     switch (z.checkpointing) {
       case Checkpointing::None:
-        out.add_gpu(
-            "layer activations", Category::Activations,
-            checked_mul(checked_mul(L, a.layer_full_per_sample) - a.first_layer_unsaved_per_sample, b),
-            kFwdBwd, "saved tensors of every decoder layer (see memory_stats.cpp)");
+        out.add_gpu("layer activations", Category::Activations,
+                    checked_mul(checked_mul(L, a.layer_full_per_sample) - a.first_layer_unsaved_per_sample -
+                                    a.core_unsaved_per_sample,
+                                b),
+                    kFwdBwd, "saved tensors of every decoder layer (see memory_stats.cpp)");
         break;
       case Checkpointing::Selective:
         out.add_gpu(
@@ -969,8 +970,8 @@ void StatesContext::add_activations(MemoryBreakdown& out) const {
                       checked_mul(a.causal_mask_per_sample, b), kFwdBwd,
                       "the [b, 1, s, s] mask every layer receives, kept by the checkpoints");
         out.add_gpu("recomputed layer working set", Category::Activations,
-                    checked_mul(a.layer_full_per_sample, b), kBackward,
-                    "one layer's saved tensors, recomputed during its backward");
+                    checked_mul(std::max(a.layer_full_per_sample, a.recomputed_layer_per_sample), b),
+                    kBackward, "one layer's saved tensors, recomputed during its backward");
         break;
     }
     // LinearFunctionForZeroStage3 saves frozen linears' inputs (memory_stats.cpp); the layers' part

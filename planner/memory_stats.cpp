@@ -8,6 +8,7 @@
 #include "common/checked.h"
 #include "common/errors.h"
 #include "planner/compute_stats.h"
+#include "planner/gated_delta_net.h"
 
 namespace zeroplan::planner {
 
@@ -152,6 +153,7 @@ LayerFlags layer_flags(const Workload& w, const models::LayerInventory* layer) {
 struct LayerActivation {
   int64_t without_core = 0;  // everything except the attention core's s^2 tensors
   int64_t core = 0;          // eager attention scores/probabilities/dropout (recomputed by selective)
+  int64_t attention = 0;     // the token mixer's part of without_core (attention block, q/k norms)
 };
 
 // Dropout with a given probability p saves a 1-byte mask (ATen Dropout.cpp: native_dropout returns
@@ -191,15 +193,23 @@ int64_t plain_act_mask_bytes(const std::string& act) {
 // StableLM): q is then contiguous head-major, SDPA's output takes the query's strides (measured, torch
 // 2.15 CPU: a head-major query gives a head-major output, a token-major one a token-major output), so
 // `attn_output.reshape(*input_shape, -1)` before o_proj copies it: o_proj saves a separate e*q_width.
-// RMSNorms whose saved normalised x is fp32 (layer_activation says why): Gemma's and OLMo-2/3's.
+// RMSNorms whose saved normalised x is fp32 (layer_activation says why): Gemma's, OLMo-2/3's, and the
+// zero-centred ones of Qwen3-Next and Qwen3.5 (modeling_qwen3_5.py Qwen3_5RMSNorm.forward: `output =
+// self._norm(x.float()); output = output * (1.0 + self.weight.float())`, as Gemma's; recorded:
+// qwen3_5_s2_n2_bf16_s128, 262,144 + 262,144 B per layer norm at 256 tokens x 256).
 bool norm_saves_fp32(const std::string& t) {
-  return t.rfind("gemma", 0) == 0 || t == "olmo2" || t == "olmo3";
+  return t.rfind("gemma", 0) == 0 || t == "olmo2" || t == "olmo3" || t == "qwen3_next" ||
+         t.rfind("qwen3_5", 0) == 0;
 }
 
 bool rope_by_concat(const std::string& t) {
-  for (const char* x : {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "minimax_m2", "stablelm"})
+  // Qwen3-Next and Qwen3.5 (partial rotary 0.25: modeling_qwen3_5.py apply_rotary_pos_emb ends in
+  // torch.cat([q_embed, q_pass], dim=-1); recorded: qwen3_5_s2_n2_bf16_s128 saves a head-major
+  // [b, heads, s, d] SDPA output and its token-major copy).
+  for (const char* x :
+       {"phi3", "phi", "gpt_neox", "glm", "glm4", "glm4_moe", "minimax_m2", "stablelm", "qwen3_next"})
     if (t == x) return true;
-  return false;
+  return t.rfind("qwen3_5", 0) == 0;
 }
 
 // Bytes per token one norm of `width` saves (layer_activation's comment above its use says why).
@@ -310,6 +320,16 @@ AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, 
     // backward keeps it (derivatives.yaml _scaled_dot_product_efficient_attention saves attn_bias):
     // e bytes per (query, key) pair per layer, not per head.
     if (hf_attention_explicit_mask(m)) mask_per_sample = checked_mul(checked_mul(e, s), s);
+  }
+  if (m.gated_attention) {
+    // Qwen3-Next / Qwen3.5 gated attention (modeling_qwen3_5.py Qwen3_5Attention.forward: `attn_output =
+    // attn_output * torch.sigmoid(gate)` before o_proj, the gate a view of q_proj's doubled output):
+    // sigmoid saves its output (e*qw) and the multiply saves it with the attention output, which is
+    // then the token-major copy whenever the query was built by torch.cat (rope_by_concat: counted
+    // above only when o_proj saves it, here saved by the multiply anyway); o_proj saves the gated
+    // product. Recorded (qwen3_5_s2_n2_bf16_s128, layer 1): 131,072 B each at 256 tokens x 256.
+    per_token += e * qw + (f.o_in_saved ? e * qw : 0);
+    if (rope_by_concat(m.model_type) && !f.o_in_saved) per_token += e * qw;
   }
   return r;
 }
@@ -431,11 +451,14 @@ LayerActivation layer_activation(const Workload& w, const LayerFlags& f, int64_t
         ln ? e * (qw + kvw) : norm_of(qw, f.norm_weight_trainable) + norm_of(kvw, f.norm_weight_trainable);
   }
 
+  const int64_t mixer_per_token = per_token - num_norms * norm;
+
   per_token += mlp_saved(m, f, e, moe_layer, shared_input && f.attn_in_saved, resid_dropout ? drop_mask : 0,
                          w.train.tiled_mlp);
 
   LayerActivation r;
   r.without_core = checked_add(checked_mul(per_token, s), lse_per_sample);
+  r.attention = checked_add(checked_mul(mixer_per_token, s), lse_per_sample);
   const int64_t ss = checked_mul(checked_mul(a, s), s);
   if (eager && !m.mla) {
     // Per sample: the scores softmax'ed in fp32 (`softmax(..., dtype=torch.float32)` saves its
@@ -636,6 +659,22 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
     act.first_layer_unsaved_per_sample = checked_add(
         act.first_layer_unsaved_per_sample, checked_mul(dense_layers, la.without_core - dense.without_core));
   }
+  act.recomputed_layer_per_sample = act.layer_full_per_sample;
+  if (m.has_linear_attention()) {
+    // Hybrids (Qwen3-Next, Qwen3.5): the repeated layer is an attention layer; each Gated DeltaNet layer
+    // saves its mixer's bytes (planner/gated_delta_net.cpp) in place of the attention block's, and no
+    // attention core. Norms and MLP are the same in both kinds.
+    const GdnSaveFlags gf{f.attn_in_saved, f.o_in_saved, f.norm_weight_trainable};
+    const int64_t gdn_mixer = gdn_mixer_saved_per_sample(m, gf, e, s, gdn_kernels(w));
+    const int64_t gdn_layer = checked_add(la.without_core - la.attention, gdn_mixer);
+    int64_t gdn_layers = 0;
+    for (int64_t i = 0; i < m.num_layers; ++i)
+      gdn_layers += m.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
+    act.first_layer_unsaved_per_sample =
+        checked_add(act.first_layer_unsaved_per_sample, checked_mul(gdn_layers, la.without_core - gdn_layer));
+    act.core_unsaved_per_sample = checked_mul(gdn_layers, la.core);
+    act.recomputed_layer_per_sample = std::max(act.layer_full_per_sample, gdn_layer);
+  }
   if (lora && first_decoder != nullptr) {
     // PEFT lora.Linear.forward adds lora_B(lora_A(dropout(x))) * scaling: lora_B's weight gradient
     // needs its input, lora_A's output, r elements per token per adapter. Recorded: 7 adapters x r 8
@@ -683,37 +722,9 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
 
 }  // namespace
 
-void refuse_unmodelled_layers(const models::ModelSpec& m) {
-  if (!m.has_linear_attention()) return;
-  int64_t gdn = 0;
-  for (int64_t i = 0; i < m.num_layers; ++i)
-    gdn += m.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
-  // What transformers 5.24 runs for these layers (models/qwen3_next/modeling_qwen3_next.py, through
-  // integrations/hub_kernels.py use_kernel_func_from_hub_with_fallback: a Hub kernel when requested, else
-  // the original package when it imports, else the torch reference): chunk_gated_delta_rule from
-  // flash-linear-attention (`fla`) or torch_chunk_gated_delta_rule, and causal_conv1d_fn from
-  // `causal_conv1d` or an F.conv1d fallback. Neither path's saved tensors nor its FLOPs and kernel
-  // times are derived yet, so the plan is refused rather than printed with made-up numbers.
-  throw_user_error(
-      "model '{}': {} of its {} decoder layers are Gated DeltaNet layers (model_type '{}', layer_types "
-      "\"linear_attention\"). zeroplan counts their parameters exactly ({} parameters in all, as "
-      "transformers "
-      "5.24 builds the model), but it has no model yet of the tensors they save for backward, their FLOPs or "
-      "their kernel times: transformers runs them with flash-linear-attention's chunk_gated_delta_rule and "
-      "causal-conv1d's causal_conv1d_fn when those packages are installed, and with its torch fallbacks "
-      "(torch_chunk_gated_delta_rule, F.conv1d) otherwise, and neither path is modelled. No plan is made "
-      "rather than one with guessed activations and step times{}",
-      m.name, gdn, m.num_layers, m.model_type, m.num_parameters(),
-      m.text_config_of.empty() ? ""
-                               : fmt::format(" (the count is the language model's, text_config of '{}'; the "
-                                             "vision encoder is not counted)",
-                                             m.text_config_of));
-}
-
 MemoryStats compute_memory_stats(const Workload& w) {
   MemoryStats st;
   const auto& m = w.model;
-  refuse_unmodelled_layers(m);
   const bool fp32 = w.train.precision == Precision::FP32;
   st.param_elem_bytes = fp32 ? 4 : 2;
   st.act_elem_bytes = fp32 ? 4 : 2;

@@ -76,6 +76,12 @@ struct ActivationStats {
   // nothing; in a MoE model with dense layers (DeepSeek first_k_dense_replace) each dense layer saves
   // its own MLP's bytes instead of the MoE layer's (memory_stats.cpp). May be negative.
   int64_t first_layer_unsaved_per_sample = 0;
+  // Hybrids (Gated DeltaNet layers): the attention cores (layer_full_per_sample - layer_selective_per_sample)
+  // that the non-attention layers do not save, per sample, all of them together; 0 otherwise.
+  int64_t core_unsaved_per_sample = 0;
+  // The largest decoder layer's saved tensors without checkpointing, per sample: what full checkpointing
+  // recomputes at once (the repeated layer's layer_full_per_sample unless a hybrid's other kind is larger).
+  int64_t recomputed_layer_per_sample = 0;
   // The [b, 1, s, s] causal mask passed to every layer, per sample (eager: compute dtype; Falcon's
   // SDPA call: boolean; 0 where SDPA gets is_causal and no mask). memory_stats.cpp.
   int64_t causal_mask_per_sample = 0;
@@ -147,10 +153,6 @@ struct MemoryStats {
 };
 
 MemoryStats compute_memory_stats(const Workload& w);
-// Throws UserError when the model has decoder layers whose activations and FLOPs the planner does not
-// model (Gated DeltaNet layers: ModelSpec::has_linear_attention), naming what is missing; their
-// parameters are counted exactly, but no plan is made from activations or times that would be guesses.
-void refuse_unmodelled_layers(const models::ModelSpec& m);
 
 // NF4 storage of an n-element tensor with QLoRA double quantization (Dettmers et al. 2023, §3 and
 // "Double Quantization"): 4-bit codes, one 8-bit absmax per 64-element block, one fp32 constant per

@@ -56,6 +56,7 @@
 #include "common/checked.h"
 #include "common/embedded_data.h"
 #include "common/errors.h"
+#include "planner/gated_delta_net.h"
 #include "planner/liger_chunk.h"
 #include "planner/torch_version.h"
 
@@ -549,6 +550,8 @@ struct LayerOps {
   Checkpointing ckpt;
   const RuntimeKernels& rt;
   double a, m, L, seq;  // activation bytes, tokens per micro-step, layers, sequence
+  // Hybrids: the layers that run softmax attention and those that run a Gated DeltaNet (La = L otherwise).
+  double La = 0, Lg = 0;
   double h = 0, q = 0, kv = 0, f = 0, V = 0, norms = 0;
   AttentionBackend backend = AttentionBackend::Eager;
   bool flash = false, fa3 = false, cudnn = false;
@@ -567,6 +570,7 @@ struct LayerOps {
   void eager_attention(OpPass pass, bool backward);
   void attention(OpPass pass, bool backward, const char* name);
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
+  void gated_delta_net(OpPass pass, bool backward);  // hybrids' linear-attention mixers (Lg layers)
   void layer_forward(OpPass pass);
   void liger_loss_forward();  // Liger's fused linear cross-entropy: the head's GEMMs and the loss
   void head_forward();
@@ -582,6 +586,8 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
                    const hw::GpuProfile& g_, Builder& b_, int64_t micro_, Checkpointing ckpt_,
                    const RuntimeKernels& rt_, double a_, double m_, double L_, double seq_)
     : w(w_), s(s_), d(d_), g(g_), b(b_), micro(micro_), ckpt(ckpt_), rt(rt_), a(a_), m(m_), L(L_), seq(seq_) {
+  La = L * s.attention_layer_fraction;
+  Lg = L * s.gdn_layer_fraction;
   h = static_cast<double>(s.hidden);
   q = static_cast<double>(s.attn_width);
   kv = static_cast<double>(s.kv_width);
@@ -668,10 +674,10 @@ void LayerOps::eager_attention(OpPass pass, bool backward) {
   c.m = static_cast<int64_t>(seq);
   c.n = static_cast<int64_t>(seq);
   c.k = static_cast<int64_t>(hd);
-  c.kernels = gemms * L;
-  c.flops = gemms * 2.0 * score * hd * L;
+  c.kernels = gemms * La;
+  c.flops = gemms * 2.0 * score * hd * La;
   // Each GEMM reads or writes the score tensor once, plus its [b, s, q] operands and result.
-  c.bytes = gemms * (score * a + 2.0 * a * m * q) * L;
+  c.bytes = gemms * (score * a + 2.0 * a * m * q) * La;
   c.bound = OpBound::Compute;
   c.efficiency = b.gemm_eff(2.0 * score * hd);
   if (sdpa_math) {
@@ -681,7 +687,7 @@ void LayerOps::eager_attention(OpPass pass, bool backward) {
     // GEMMs are fp32 matmuls -- CUDA cores, TF32 being off by default -- over fp32 scores.
     c.name = backward ? "attention QK^T/PV backward GEMMs (SDPA math path, fp32, full square)"
                       : "attention QK^T, PV GEMMs (SDPA math path, fp32, full square)";
-    c.bytes = gemms * (score * 4.0 + 2.0 * 4.0 * m * q) * L;
+    c.bytes = gemms * (score * 4.0 + 2.0 * 4.0 * m * q) * La;
     c.efficiency *= g.fp32_tflops / std::max(1e-9, g.bf16_tflops);
   }
   b.add(c);
@@ -699,10 +705,10 @@ void LayerOps::eager_attention(OpPass pass, bool backward) {
                                 : "attention score chain backward (eager: cast, softmax, scale)")
                : (score_dropout ? "attention score chain (eager: scale, +mask, fp32 softmax, cast, dropout)"
                                 : "attention score chain (eager: scale, +mask, fp32 softmax, cast)"),
-           pass, launches * L, elems_bytes * score * L);
+           pass, launches * La, elems_bytes * score * La);
   if (kv < q)  // repeat_kv: expand + reshape copies K and V (forward), their gradients summed back
-    b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * L,
-             2.0 * a * (q + kv) * m * L);
+    b.memory(backward ? "repeat_kv backward (sum over groups)" : "repeat_kv copies of K, V", pass, 2 * La,
+             2.0 * a * (q + kv) * m * La);
 }
 
 void LayerOps::attention(OpPass pass, bool backward, const char* name) {
@@ -713,9 +719,9 @@ void LayerOps::attention(OpPass pass, bool backward, const char* name) {
   OpCost c;
   c.name = name;
   c.pass = pass;
-  c.kernels = L;
-  c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * L;
-  c.bytes = attn_io * (backward ? 2.0 : 1.0) * L;
+  c.kernels = La;
+  c.flops = attn_fwd_flops * (backward ? 2.5 : 1.0) * La;
+  c.bytes = attn_io * (backward ? 2.0 : 1.0) * La;
   c.bound = OpBound::Compute;
   c.efficiency = attention_efficiency(g, w.train.seq_len, true, backward, backend) * b.sustained;
   if (s.attention_explicit_mask) {
@@ -726,10 +732,10 @@ void LayerOps::attention(OpPass pass, bool backward, const char* name) {
     c.name = backward ? "attention core backward (SDPA mem-efficient, explicit mask, full square)"
                       : "attention core (SDPA mem-efficient, explicit mask, full square)";
     c.flops *= 2.0;
-    c.bytes += a * static_cast<double>(micro) * seq * seq * L;
+    c.bytes += a * static_cast<double>(micro) * seq * seq * La;
     // Falcon-40B/180B's _split_heads broadcasts K and V to every query head (torch.broadcast_to,
     // then flatten: a copy), so the kernel reads them at the query width.
-    if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * L;
+    if (kv < q) c.bytes += a * m * 2.0 * (q - kv) * (backward ? 2.0 : 1.0) * La;
     c.efficiency =
         attention_efficiency(g, w.train.seq_len, false, backward, AttentionBackend::Flash2) * b.sustained;
   }
@@ -739,7 +745,69 @@ void LayerOps::attention(OpPass pass, bool backward, const char* name) {
   if (s.attention_explicit_mask && kv < q)
     b.memory(
         backward ? "K/V broadcast backward (sum over groups)" : "K/V broadcast copies (Falcon _split_heads)",
-        pass, 2 * L, 2.0 * a * (q + kv) * m * L);
+        pass, 2 * La, 2.0 * a * (q + kv) * m * La);
+}
+
+// A Gated DeltaNet mixer besides its projections (which are GEMMs on the table), as the CUDA path runs
+// it (planner/gated_delta_net.h: causal-conv1d and flash-linear-attention; transformers 5.24
+// Qwen3_5GatedDeltaNet.forward). Per layer and token, with a the activation bytes:
+//  - causal_conv1d_fn: one kernel reads in_proj_qkv's output and writes the convolved, SiLU'd
+//    channels (2a per channel); its backward reads x and dy and writes dx (3a);
+//  - fla's @input_guard copies the q/k/v views contiguous (r+w a per channel) and l2norm_fwd reads and
+//    writes q and k (2a per key channel); backward: l2norm_bwd reads q, dq, writes dq (3a);
+//  - the gates in eager torch: sigmoid(b); a.float() + dt_bias, softplus, * -exp(A_log) in fp32: 8
+//    kernels over the value heads, a few bytes per head (below);
+//  - the chunked rule: chunk_local_cumsum, chunk_scaled_dot_kkt, solve_tril, recompute_w_u,
+//    chunk_gated_delta_rule_fwd_h, chunk_fwd_o (fla ops/gated_delta_rule/chunk.py
+//    chunk_gated_delta_rule_fwd): FLOPs from gdn_rule_flops_per_token; bytes: q, k, v read, A in fp32
+//    written and read by solve_tril which writes it in a, w and u written and read, the per-chunk
+//    states h [hv, dk, dv] written and read (a hv dk dv / 64 per token), v_new written and read, o
+//    written. ASSUMPTION: fla's Triton tl.dot tiles run at the GPU's measured GEMM efficiency for the
+//    launch's FLOPs (no published per-kernel throughput of fla's chunk kernels was found). Its
+//    backward (chunk_gated_delta_rule_bwd recomputes w, u and h, then five kernels) is priced at 2.5x
+//    the forward's FLOPs and bytes, FlashAttention's backward/forward convention used for attention;
+//  - Qwen3_5RMSNormGated in eager torch over the value width (.to(fp32), pow, mean, + eps, rsqrt, mul,
+//    .to, * weight, gate.to(fp32), silu, mul, .to: 12 kernels, 7a + 52 bytes per element); its
+//    backward at the eager RMSNorm chain's backward/forward ratio (80/36 bytes, 12/8 launches, below).
+void LayerOps::gated_delta_net(OpPass pass, bool backward) {
+  if (Lg <= 0) return;
+  const models::ModelSpec& md = w.model;
+  const double hk = static_cast<double>(md.linear_num_key_heads),
+               hv = static_cast<double>(md.linear_num_value_heads);
+  const double dk = static_cast<double>(md.linear_key_head_dim),
+               dv = static_cast<double>(md.linear_value_head_dim);
+  const double kd = hk * dk, vd = hv * dv, conv = 2 * kd + vd;
+  const double c = static_cast<double>(kGdnChunk);
+  const double rule_flops = gdn_rule_flops_per_token(md, static_cast<int64_t>(seq)) * m * Lg;
+  const double rule_bytes = (a * (2 * kd + vd) + 2.0 * 4.0 * c * hv + a * c * hv + 2.0 * a * (hv * dk + vd) +
+                             2.0 * a * hv * dk * dv / c + 2.0 * a * vd + a * vd) *
+                            m * Lg;
+  const double scale = backward ? 2.5 : 1.0;
+  OpCost rule;
+  rule.name = backward ? "Gated DeltaNet chunked rule backward (fla)" : "Gated DeltaNet chunked rule (fla)";
+  rule.pass = pass;
+  rule.kernels = (backward ? 9.0 : 6.0) * Lg;
+  rule.flops = rule_flops * scale;
+  rule.bytes = rule_bytes * scale;
+  rule.bound = OpBound::Compute;
+  rule.efficiency = b.gemm_eff(rule.flops / std::max(1.0, rule.kernels));
+  b.add(rule);
+  const double gates =
+      hv * (3.0 * a + 28.0);  // sigmoid r/w a; .float r a w 4; + dt_bias, softplus, mul 8 each
+  if (!backward) {
+    b.memory("Gated DeltaNet causal conv1d + SiLU (causal-conv1d)", pass, Lg, 2.0 * a * conv * m * Lg);
+    b.memory("Gated DeltaNet q/k/v contiguous + l2norm (fla)", pass, 5.0 * Lg,
+             (2.0 * a * conv + 2.0 * a * 2.0 * kd) * m * Lg);
+    b.memory("Gated DeltaNet gates (sigmoid, softplus, decay)", pass, 8.0 * Lg, gates * m * Lg);
+    b.memory("Gated DeltaNet gated RMSNorm (eager)", pass, 12.0 * Lg, (7.0 * a + 52.0) * vd * m * Lg);
+    return;
+  }
+  b.memory("Gated DeltaNet causal conv1d backward", pass, 2.0 * Lg, 3.0 * a * conv * m * Lg);
+  b.memory("Gated DeltaNet l2norm backward + q/k/v gradient concat", pass, 3.0 * Lg,
+           (3.0 * a * 2.0 * kd + 2.0 * a * conv) * m * Lg);
+  b.memory("Gated DeltaNet gates backward", pass, 8.0 * Lg, 2.0 * gates * m * Lg);
+  b.memory("Gated DeltaNet gated RMSNorm backward (eager)", pass, 18.0 * Lg,
+           (7.0 * a + 52.0) * (80.0 / 36.0) * vd * m * Lg);
 }
 
 void LayerOps::peft_lora(OpPass pass, bool backward, bool skip_last) {
@@ -778,6 +846,7 @@ void LayerOps::layer_forward(OpPass pass) {
              s.linear_biases_per_layer * L, 2.0 * a * s.linear_bias_width_per_layer * m * L);
   peft_lora(pass, false, stop && s.recompute_early_stop_lora);
   attention(pass, false, attention_forward_name);
+  gated_delta_net(pass, false);
   // LigerRMSNorm forward (liger_kernel/ops/rms_norm.py rms_norm_forward): one kernel reads x and
   // writes y, plus a 4-byte rstd per row.
   if (liger_norm)
@@ -788,10 +857,10 @@ void LayerOps::layer_forward(OpPass pass) {
     b.memory("LayerNorm (fused)", pass, norms * L, 2.0 * a * h * m * norms * L);
   // Liger's rope_forward (ops/rope.py): one kernel rotates q and k in place (cos/sin are small tables).
   if (liger_rope)
-    b.memory("rotary embedding q,k (Liger)", pass, L, 2.0 * a * (q + kv) * m * L);
+    b.memory("rotary embedding q,k (Liger)", pass, La, 2.0 * a * (q + kv) * m * La);
   else if (s.rotary)
-    b.memory("rotary embedding q,k", pass, 10 * L, 10.0 * a * (q + kv) * m * L);
-  b.memory("attention output transpose copy", pass, L, 2.0 * a * q * m * L);
+    b.memory("rotary embedding q,k", pass, 10 * La, 10.0 * a * (q + kv) * m * La);
+  b.memory("attention output transpose copy", pass, La, 2.0 * a * q * m * La);
   // Liger's swiglu_forward (ops/swiglu.py): one kernel reads gate and up, writes act(gate) * up.
   if (liger_mlp)
     b.memory("MLP act_fn(gate) * up (Liger)", pass, L, 3.0 * a * f * m * L);
@@ -898,10 +967,10 @@ void LayerOps::layer_backward_elementwise() {
     b.memory("LayerNorm backward", OpPass::Backward, 2 * norms * L, 5.0 * a * h * m * norms * L);
   // Liger's rope_backward: the same one kernel over dq and dk in place.
   if (liger_rope)
-    b.memory("rotary embedding backward (Liger)", OpPass::Backward, L, 2.0 * a * (q + kv) * m * L);
+    b.memory("rotary embedding backward (Liger)", OpPass::Backward, La, 2.0 * a * (q + kv) * m * La);
   else if (s.rotary)
-    b.memory("rotary embedding backward", OpPass::Backward, 10 * L, 12.0 * a * (q + kv) * m * L);
-  b.memory("attention output transpose backward", OpPass::Backward, L, 2.0 * a * q * m * L);
+    b.memory("rotary embedding backward", OpPass::Backward, 10 * La, 12.0 * a * (q + kv) * m * La);
+  b.memory("attention output transpose backward", OpPass::Backward, La, 2.0 * a * q * m * La);
   // Liger's swiglu_backward: one kernel reads d(out), gate and up (act recomputed) and writes their
   // gradients over gate and up.
   if (liger_mlp)
@@ -954,6 +1023,7 @@ void LayerOps::run() {
             : cudnn ? "attention core backward (SDPA cuDNN)"
             : flash ? "attention core backward (SDPA flash)"
                     : "attention core backward (eager)");
+  gated_delta_net(OpPass::Backward, true);
   layer_backward_elementwise();
   if (!s.frozen_base || s.vocab == 0) {
     b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);

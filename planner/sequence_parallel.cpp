@@ -41,6 +41,14 @@ std::string sequence_parallel_refusal(const Workload& w) {
   if (m.params_only)
     return fmt::format(
         "--sp {} needs the architecture (heads, KV heads, layers); use --model instead of --params", sp);
+  // UlyssesSPAttentionHF replaces the attention function only (ulysses_sp.py
+  // register_with_transformers); a Gated DeltaNet layer would run its recurrence over the rank's
+  // seq/sp tokens alone, starting from a zero state at every shard.
+  if (m.has_linear_attention())
+    return fmt::format(
+        "--sp {}: {} has Gated DeltaNet layers, and DeepSpeed's Ulysses wraps only softmax attention "
+        "(ulysses_sp.py UlyssesSPAttentionHF): those layers would each see a slice of the sequence",
+        sp, m.name);
   if (w.train.implementation == Implementation::ZeroplanEngine)
     return fmt::format("--sp {}: the executor runs data parallelism only; validate with --sp 1", sp);
   // ulysses_sp.py register_with_transformers: "eager" is refused (it materialises a 4D mask, which SP

@@ -69,6 +69,11 @@ std::string tensor_parallel_refusal(const Workload& w, int tp) {
   if (m.from_checkpoint())
     return fmt::format("--tp {} with a checkpoint's own tensors is not modelled yet; pass its config.json",
                        tp);
+  if (m.has_linear_attention())
+    return fmt::format(
+        "--tp {}: AutoTP's split of Gated DeltaNet layers (linear_attn.in_proj_*, the depthwise conv1d) is "
+        "not modelled; use --tp 1",
+        tp);
   // What the rank model covers: separate q/k/v and gate/up linears of the Llama layout, which the
   // HF tp_plan splits colwise/rowwise as tensor_parallel.h lists. Other layouts take other AutoTP paths
   // (fused qkv: fused_LinearLayer; Phi-3's gate_up_proj: GateUpPack_LinearLayer; MoE experts: AutoEP

@@ -176,8 +176,9 @@ Stage3HookHost stage3_hook_host(const Workload& w, const ModelStats& ms, const Z
       s.hooked_modules_per_layer_moe_leaf != s.hooked_modules_per_layer &&
       moe_block_is_leaf(ms.mem.moe_block_class, effective_moe_leaf(w, z), w.train.deepspeed_version);
   const int64_t per_layer = leaf ? s.hooked_modules_per_layer_moe_leaf : s.hooked_modules_per_layer;
-  const int64_t per_pass = per_layer * s.num_layers + s.hooked_modules_outside_layers;
-  const int64_t recomputed = z.checkpointing == Checkpointing::Full ? per_layer * s.num_layers : 0;
+  const int64_t in_layers = per_layer * s.num_layers + s.hooked_modules_layers_adjust;
+  const int64_t per_pass = in_layers + s.hooked_modules_outside_layers;
+  const int64_t recomputed = z.checkpointing == Checkpointing::Full ? in_layers : 0;
   const double hook_s = time_model_data().stage3_hook_us_per_module_pass * 1e-6 / w.train.host_speed;
   const double host_fwd = static_cast<double>(per_pass) * hook_s;
   const double host_bwd = static_cast<double>(per_pass + recomputed) * hook_s;
@@ -292,18 +293,22 @@ void add_model_flops(const Workload& w, const ComputeStats& s, const ZeroConfig&
   // heads / sp heads: the same FLOPs per token), so T stays the sequence. Stated convention: MFUs that use
   // PaLM's full square read higher at long sequences (at 32k tokens the attention term exceeds 6N for a 7B
   // model).
+  // Hybrids: only the attention layers have the term; the Gated DeltaNet layers' chunked rule counts its
+  // forward and a backward of twice that, as a GEMM's 2N + 4N (gated_delta_net.h).
   const double attn = s.params_only
                           ? 0.0
-                          : 6.0 * static_cast<double>(s.num_layers) * static_cast<double>(s.attn_width) *
-                                static_cast<double>(w.train.seq_len);
-  st.flops_per_step = (s.model_flops_per_token_dense + attn) * tokens;
+                          : 6.0 * static_cast<double>(s.num_layers) * s.attention_layer_fraction *
+                                static_cast<double>(s.attn_width) * static_cast<double>(w.train.seq_len);
+  const double gdn_rule = 3.0 * s.gdn_rule_flops_per_token_fwd;
+  st.flops_per_step = (s.model_flops_per_token_dense + attn + gdn_rule) * tokens;
   // Hardware FLOPs (Korthikanti et al. 2022 §6 / PaLM Appendix B "HFU"): what the GPU executes,
   // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal
   // attention forward 2*L*h*s per token = attn / 3; selective: the attention forward only).
   double recompute_flops = 0;
   if (!s.params_only && z.checkpointing == Checkpointing::Full) {
     recompute_flops = s.layer_gemm_flops_per_token_fwd -
-                      recompute_skipped_flops_per_token(w, s, z.zero3_linear_wrap()) + attn / 3.0;
+                      recompute_skipped_flops_per_token(w, s, z.zero3_linear_wrap()) + attn / 3.0 +
+                      gdn_rule / 3.0;
   }
   if (!s.params_only && z.checkpointing == Checkpointing::Selective) recompute_flops = attn / 3.0;
   st.hardware_flops_per_step = st.flops_per_step + recompute_flops * tokens;

@@ -168,6 +168,17 @@ FAMILIES = {
                          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
                          "head_dim": 64, "vocab_size": VOCAB, "max_position_embeddings": 256,
                          "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # Qwen3.5 (qwen3_5_text): a hybrid of one Gated DeltaNet layer (linear_attention: 2 key heads of 64, 4 value
+    # heads of 32, so the key heads are repeated to the value heads, kernel 4) and one gated softmax-attention
+    # layer (q_proj also yields a sigmoid output gate; per-head q/k norms, partial rotary 0.25). On CPU,
+    # transformers runs its torch fallbacks (torch_chunk_gated_delta_rule, F.conv1d): no fla, no causal_conv1d.
+    "qwen3_5": {"model_type": "qwen3_5_text", "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+                "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 4,
+                "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2, "linear_num_value_heads": 4,
+                "linear_key_head_dim": 64, "linear_value_head_dim": 32, "linear_conv_kernel_dim": 4,
+                "vocab_size": VOCAB, "max_position_embeddings": 256, "tie_word_embeddings": False,
+                "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
+                "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -360,6 +371,12 @@ def _build():
                 "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe", "apertus"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2)
+    # Qwen3.5's hybrid (Gated DeltaNet + gated attention) at 128 tokens (two of the torch fallback's 64-token
+    # chunks) and at 100 (padded to 128 inside the chunked rule), stages 2 and 3; with checkpointing at stage 2.
+    for stage in (2, 3):
+        add(family="qwen3_5", stage=stage, world=2, seq=128, tag="s128")
+    add(family="qwen3_5", stage=2, world=2, seq=100, tag="s100")
+    add(family="qwen3_5", stage=2, world=2, seq=128, gc=True, tag="s128_gc")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
