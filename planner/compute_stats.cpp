@@ -324,7 +324,9 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   bool last_linear_wrapped = false;
   for (const auto& t : layer.tensors) {
     // One weight per norm module (LayerNorm biases are the same module).
-    if (layer.is_decoder_layer && t.is_norm && !t.is_bias) s.norms_per_layer += lf;
+    // (A Gated DeltaNet's gated norm is its own operator: op_model.cpp gated_delta_net.)
+    if (layer.is_decoder_layer && t.is_norm && !t.is_bias && t.name.find("linear_attn.") == std::string::npos)
+      s.norms_per_layer += lf;
     // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
     if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
       s.bias_grad_width_per_layer +=

@@ -314,7 +314,7 @@ struct Builder {
     const double mm = m * gm.token_fraction;
     const double one = 2.0 * mm * static_cast<double>(gm.n) * static_cast<double>(gm.k);
     if (one <= 0) return;
-    const double launches = static_cast<double>(gm.count) * launches_per_shape * repeat;
+    const double launches = static_cast<double>(gm.count) * launches_per_shape * repeat * gm.layer_fraction;
     OpCost c;
     c.name = name;
     c.pass = pass;
@@ -651,9 +651,9 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
   if (s.frozen_base)
     for (const auto& gm : s.layer_gemms) {
       if (!gm.trainable) continue;
-      const double c = static_cast<double>(gm.count) * gm.token_fraction;
+      const double c = static_cast<double>(gm.count) * gm.token_fraction * gm.layer_fraction;
       if (gm.k == w.train.lora_rank) {
-        lora_targets += static_cast<double>(gm.count);
+        lora_targets += static_cast<double>(gm.count) * gm.layer_fraction;
         lora_out += c * static_cast<double>(gm.n);
       } else if (gm.n == w.train.lora_rank) {
         lora_in += c * static_cast<double>(gm.k);
@@ -990,7 +990,8 @@ void LayerOps::layer_backward_elementwise() {
   // launch per biased linear (the wgrad GEMM does not fuse it in eager mode).
   if (s.bias_grad_width_per_layer > 0) {
     double biased = 0;
-    for (const auto& gm : s.layer_gemms) biased += gm.trainable ? static_cast<double>(gm.count) : 0.0;
+    for (const auto& gm : s.layer_gemms)
+      biased += gm.trainable ? static_cast<double>(gm.count) * gm.layer_fraction : 0.0;
     b.memory("linear bias gradients (column sums)", OpPass::Backward, biased * L,
              a * s.bias_grad_width_per_layer * m * L);
   }
@@ -1043,7 +1044,9 @@ void LayerOps::run() {
     // QLoRA: bitsandbytes dequantizes each NF4 weight to 16 bits before the forward GEMM and again
     // before the backward's input-grad GEMM: read 0.5 B + write 2 B per parameter.
     const double deq = static_cast<double>(s.quantized_params) * 2.5;
-    const double launches = static_cast<double>(s.layer_gemms.size()) * L;
+    double per_layer = 0;
+    for (const auto& gm : s.layer_gemms) per_layer += gm.layer_fraction;
+    const double launches = per_layer * L;
     b.memory("NF4 dequantize", OpPass::Forward, launches, deq);
     b.memory("NF4 dequantize (backward)", OpPass::Backward, launches, deq);
     if (ckpt == Checkpointing::Full) b.memory("NF4 dequantize (recompute)", OpPass::Recompute, launches, deq);

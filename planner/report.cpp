@@ -102,6 +102,20 @@ std::string render_report(const Workload& w, const SearchResult& r) {
                                             : "sdpa -> FlashAttention-2",
       w.train.liger ? "Liger fused linear cross-entropy (no b*s*V logits)"
                     : "transformers cross-entropy (fp32 logits)");
+  // Hybrids: which Gated DeltaNet kernels the plan assumes (planner/gated_delta_net.h). Without the two
+  // packages transformers runs its fp32 torch loop, which the plan does not price (transformers#48718
+  // measured Qwen3.5-9B at 1.22 s per step against 0.70 s with flash-linear-attention, 8x B200).
+  if (w.model.has_linear_attention())
+    out += fmt::format(
+        "assumed Gated DeltaNet kernels: flash-linear-attention + causal-conv1d installed ({} of {} layers; "
+        "without them transformers falls back to a much slower torch loop that is not priced)\n",
+        [&] {
+          int64_t n = 0;
+          for (int64_t i = 0; i < w.model.num_layers; ++i)
+            n += w.model.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
+          return n;
+        }(),
+        w.model.num_layers);
   // ... the host the Python dispatch and ZeRO-3 hooks are priced on (--host-speed) ...
   out += fmt::format(
       "assumed host: {} (24.5 us per kernel launch, 376 us per ZeRO-3 module pass at speed 1, measured on a "

@@ -98,6 +98,20 @@ TEST(GatedDeltaNet, OperatorTableRunsEachMixerInItsOwnLayers) {
   // fla's forward: chunk_local_cumsum, chunk_scaled_dot_kkt, solve_tril, recompute_w_u, fwd_h, fwd_o.
   EXPECT_EQ(kernels("Gated DeltaNet chunked rule (fla)", planner::OpPass::Forward), 24 * 6);
   EXPECT_EQ(kernels("Gated DeltaNet causal conv1d", planner::OpPass::Forward), 24);
+  // Weight GEMM launches by output width, summed over the table's forward rows: k_proj and v_proj (n 1024)
+  // in the 8 attention layers, in_proj_b and in_proj_a (n 32) in the 24 others, gate and up (n 12288) in all.
+  const auto gemm_launches = [&](int64_t n) {
+    double k = 0;
+    for (int i = 0; i < t.size; ++i) {
+      const auto& op = t.ops[static_cast<size_t>(i)];
+      if (op.pass == planner::OpPass::Forward && std::string(op.name) == "linear GEMM" && op.n == n)
+        k += op.kernels;
+    }
+    return k;
+  };
+  EXPECT_EQ(gemm_launches(1024), 2 * 8);
+  EXPECT_EQ(gemm_launches(32), 2 * 24);
+  EXPECT_EQ(gemm_launches(12288), 2 * 32);
 }
 
 }  // namespace
