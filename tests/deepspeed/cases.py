@@ -179,6 +179,29 @@ FAMILIES = {
                 "vocab_size": VOCAB, "max_position_embeddings": 256, "tie_word_embeddings": False,
                 "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0, "partial_rotary_factor": 0.25},
                 "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # Qwen3-Next: the same hybrid with the fused in_proj_qkvz / in_proj_ba and a torch.cat of q, k, v before
+    # the convolution, and a MoE in every layer: 4 experts (moe_intermediate 128), top-2, a shared expert
+    # (128) with its sigmoid gate.
+    "qwen3_next": {"model_type": "qwen3_next", "hidden_size": 256, "intermediate_size": 512,
+                   "num_hidden_layers": 2, "layer_types": ["linear_attention", "full_attention"],
+                   "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2,
+                   "linear_num_value_heads": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 32,
+                   "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+                   "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128, "decoder_sparse_step": 1,
+                   "norm_topk_prob": True, "vocab_size": VOCAB, "max_position_embeddings": 256,
+                   "tie_word_embeddings": False, "router_aux_loss_coef": 0.0, "pad_token_id": 0, "bos_token_id": 1,
+                   "eos_token_id": 2},
+    # Qwen3.5-MoE's text model (qwen3_5_moe_text): Qwen3.5's layers with Qwen3-Next's MoE block.
+    "qwen3_5_moe": {"model_type": "qwen3_5_moe_text", "hidden_size": 256, "num_hidden_layers": 2,
+                    "layer_types": ["linear_attention", "full_attention"], "num_attention_heads": 4,
+                    "num_key_value_heads": 2, "head_dim": 64, "linear_num_key_heads": 2,
+                    "linear_num_value_heads": 4, "linear_key_head_dim": 64, "linear_value_head_dim": 32,
+                    "linear_conv_kernel_dim": 4, "num_experts": 4, "num_experts_per_tok": 2,
+                    "moe_intermediate_size": 128, "shared_expert_intermediate_size": 128, "vocab_size": VOCAB,
+                    "max_position_embeddings": 256, "tie_word_embeddings": False, "router_aux_loss_coef": 0.0,
+                    "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                        "partial_rotary_factor": 0.25},
+                    "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -377,6 +400,9 @@ def _build():
         add(family="qwen3_5", stage=stage, world=2, seq=128, tag="s128")
     add(family="qwen3_5", stage=2, world=2, seq=100, tag="s100")
     add(family="qwen3_5", stage=2, world=2, seq=128, gc=True, tag="s128_gc")
+    for fam in ("qwen3_next", "qwen3_5_moe"):
+        for stage in (2, 3):
+            add(family=fam, stage=stage, world=2, seq=128, tag="s128")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
