@@ -214,6 +214,9 @@ LORA_TARGETS = {
     "qwen2": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "mistral": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
     "gpt2": ["c_attn", "c_proj", "c_fc"],
+    # Every linear of both layer kinds (what PEFT's "all-linear" picks in a Qwen3.5 decoder).
+    "qwen3_5": ["q_proj", "k_proj", "v_proj", "o_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+                "out_proj", "gate_proj", "up_proj", "down_proj"],
 }
 
 
@@ -403,6 +406,8 @@ def _build():
     for fam in ("qwen3_next", "qwen3_5_moe"):
         for stage in (2, 3):
             add(family=fam, stage=stage, world=2, seq=128, tag="s128")
+    for stage in (2, 3):
+        add(family="qwen3_5", stage=stage, world=2, seq=128, lora=True, tag="s128_lora")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
