@@ -130,6 +130,8 @@ int64_t qwen_projector(const std::string& kind, const VisionFields& v) {
   // deepstack_merger_list, one merger per deepstack_visual_indexes entry with use_postshuffle_norm=True (norm
   // LayerNorm(m)).
   const int64_t mlp = (m * m + m) + (m * out + out);
+  // Qwen3.5 (Qwen3_5VisionModel) has the merger alone: no deepstack_merger_list.
+  if (kind == "qwen3_5") return 2 * h + mlp;
   return 2 * h + mlp + v.list_size("deepstack_visual_indexes") * (2 * m + mlp);
 }
 
@@ -184,7 +186,9 @@ std::optional<VisionTowerCount> count_vision_tower(const json& outer, int64_t te
     c.tower_params = qwen2_vl(v);
   } else if (tower == "qwen2_5_vl_vision") {
     c.tower_params = qwen2_5_vl(v);
-  } else if (tower == "qwen3_vl_vision") {
+  } else if (tower == "qwen3_vl_vision" || tower == "qwen3_5_vision" || tower == "qwen3_5_moe_vision") {
+    // Qwen3.5's vision model is Qwen3-VL's without the deepstack mergers (modeling_qwen3_5.py
+    // Qwen3_5VisionModel: the same patch embed, position grid, blocks and merger classes).
     c.tower_params = qwen3_vl(v);
   } else {
     return std::nullopt;

@@ -25,6 +25,16 @@
 // tie_word_embeddings and text_config's set apart, counted by the same script (text part):
 //   Qwen2.5-VL-7B outer true, text false: 7,070,619,136   outer false, text true: 7,070,619,136
 //   Qwen3-VL-8B   outer true, text false: 7,568,405,504   outer false, text true: 8,190,735,360
+// Qwen3.5 (Qwen3_5ForConditionalGeneration, Qwen3_5MoeForConditionalGeneration), the same script and day on
+// tests/data/models/hf_defaults/qwen3_5.json and qwen3_5_moe.json (the config classes' defaults) and on
+// copies with the two tie flags set apart:
+//                             total           text            tower         projector
+//   qwen3_5 defaults          9,407,453,936   8,953,803,264   415,891,440    37,759,232
+//     outer true, text false  8,390,335,216   7,936,684,544
+//     outer false, text true  9,407,453,936   8,953,803,264
+//   qwen3_5_moe defaults     35,114,261,360  34,660,610,688   415,891,440    37,759,232
+//     outer true, text false 34,605,702,000  34,152,051,328
+//     outer false, text true 35,114,261,360  34,660,610,688
 // The config.json files (tests/data/models/vlm/, README.md there) are the models' published ones, but for
 // qwen2_vl_2b_shaped.json (Qwen2-VL-2B-Instruct's fields as remembered, not checked against the Hub file).
 #include <fmt/format.h>
@@ -176,6 +186,33 @@ TEST(VisionTower, QwenTieRulesAreTheWrappers) {
     j["tie_word_embeddings"] = c.outer;
     j["text_config"]["tie_word_embeddings"] = c.text;
     EXPECT_EQ(model_from_hf_json(c.file, j).num_parameters(), c.expected);
+  }
+}
+
+// Qwen3.5's vision model is Qwen3-VL's without the deepstack mergers; its wrappers tie on the outer flag
+// alone.
+TEST(VisionTower, Qwen35TowersAndTieRule) {
+  struct Case {
+    const char* file;
+    int64_t text_untied, text_tied;
+  };
+  for (const Case& c : {Case{"qwen3_5.json", 8'953'803'264, 7'936'684'544},
+                        Case{"qwen3_5_moe.json", 34'660'610'688, 34'152'051'328}}) {
+    SCOPED_TRACE(c.file);
+    const std::string path = std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/hf_defaults/" + c.file;
+    const nlohmann::json j = read_json(path);
+    const ModelSpec m = load_model(path);
+    EXPECT_EQ(m.num_parameters(), c.text_untied);
+    const auto vt = count_vision_tower(j, m.hidden_size);
+    ASSERT_TRUE(vt.has_value());
+    EXPECT_EQ(vt->tower_params, 415'891'440);
+    EXPECT_EQ(vt->projector_params, 37'759'232);
+    for (const bool outer : {true, false}) {
+      nlohmann::json k = j;
+      k["tie_word_embeddings"] = outer;
+      k["text_config"]["tie_word_embeddings"] = !outer;
+      EXPECT_EQ(model_from_hf_json(c.file, k).num_parameters(), outer ? c.text_tied : c.text_untied) << outer;
+    }
   }
 }
 
