@@ -255,6 +255,7 @@ struct LayerWalk {
   int64_t layer_repeat = 0;
   double layer_fraction = 1.0;
   int64_t layer_hooks = 0;  // the walked decoder layer's hooked module calls (add_layer_group)
+  int64_t representative = -1;  // the decoder layer standing for the (attention) layers
   int64_t trainable = 0;
   bool head_has_weight = false;
 };
@@ -387,6 +388,58 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   s.groups.push_back(std::move(g));
 }
 
+// The inventory walked once (compute_compute_stats): the layers outside the decoder, and one representative
+// decoder layer per kind. MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61;
+// Llama-4 Maverick: every other layer) are costed from their first MoE layer: an approximation for the
+// dense ones. Hybrids (Qwen3-Next, Qwen3.5: ModelSpec::layer_kinds) are walked one layer per kind: the
+// first softmax-attention layer and the first Gated DeltaNet layer (of the MoE ones in a MoE model), each
+// standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
+LayerWalk walk_layers(const Workload& w, double moe_fraction, ComputeStats& s) {
+  const models::ModelSpec& m = w.model;
+  int64_t representative = m.first_moe_layer();
+  int64_t gdn_representative = -1;
+  int64_t gdn_layers = 0;
+  for (int64_t i = 0; i < m.num_layers; ++i) {
+    if (m.layer_kind(i) != models::LayerKind::GatedDeltaNet) continue;
+    ++gdn_layers;
+    if (gdn_representative < 0 && (!m.is_moe() || m.is_moe_layer(i))) gdn_representative = i;
+  }
+  if (gdn_layers > 0) {
+    representative = -1;
+    for (int64_t i = 0; i < m.num_layers && representative < 0; ++i)
+      if (m.layer_kind(i) == models::LayerKind::Attention && (!m.is_moe() || m.is_moe_layer(i)))
+        representative = i;
+  }
+  const int64_t attention_layers = m.num_layers - gdn_layers;
+  const double layers = static_cast<double>(std::max<int64_t>(1, m.num_layers));
+  s.attention_layer_fraction = static_cast<double>(attention_layers) / layers;
+  s.gdn_layer_fraction = static_cast<double>(gdn_layers) / layers;
+  int64_t decoder_index = -1;
+  int64_t attention_hooks = 0, gdn_hooks = 0;
+  LayerWalk walk{w.train.lora_targets, w.train.lora_rank, moe_fraction};
+  walk.representative = representative;
+  for (const auto& layer : m.inventory()) {
+    if (!layer.is_decoder_layer) {
+      add_layer_group(m, layer, walk, s);
+      continue;
+    }
+    // Uniform decoder layers: build the representative's GEMMs and parameter group, repeat it.
+    ++decoder_index;
+    const bool gdn = decoder_index == gdn_representative;
+    if (decoder_index != representative && !gdn) continue;
+    walk.layer_repeat = gdn ? gdn_layers : attention_layers;
+    walk.layer_fraction = gdn ? s.gdn_layer_fraction : s.attention_layer_fraction;
+    add_layer_group(m, layer, walk, s);
+    (gdn ? gdn_hooks : attention_hooks) = walk.layer_hooks;
+  }
+  s.gdn_rule_flops_per_token_fwd =
+      gdn_layers > 0 ? gdn_rule_flops_per_token(m, w.train.rank_seq_len()) * static_cast<double>(gdn_layers)
+                     : 0.0;
+  s.hooked_modules_per_layer = attention_hooks;
+  if (gdn_layers > 0) s.hooked_modules_layers_adjust = (gdn_hooks - attention_hooks) * gdn_layers;
+  return walk;
+}
+
 ComputeStats compute_compute_stats(const Workload& w) {
   const models::ModelSpec& m = w.model;
   // Parse the time model's data file (planner/data/time_model.json) here, once, so that costing
@@ -417,51 +470,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   const double moe_fraction =
       m.is_moe() ? static_cast<double>(m.experts_per_token) / static_cast<double>(m.num_experts) : 1.0;
 
-  // MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61; Llama-4 Maverick: every
-  // other layer) are costed from their first MoE layer: an approximation for the dense ones.
-  // Hybrids (Qwen3-Next, Qwen3.5: ModelSpec::layer_kinds) are walked one layer per kind: the first
-  // softmax-attention layer and the first Gated DeltaNet layer (of the MoE ones in a MoE model), each
-  // standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
-  int64_t representative = m.first_moe_layer();
-  int64_t gdn_representative = -1;
-  int64_t gdn_layers = 0;
-  for (int64_t i = 0; i < m.num_layers; ++i) {
-    if (m.layer_kind(i) != models::LayerKind::GatedDeltaNet) continue;
-    ++gdn_layers;
-    if (gdn_representative < 0 && (!m.is_moe() || m.is_moe_layer(i))) gdn_representative = i;
-  }
-  if (gdn_layers > 0) {
-    representative = -1;
-    for (int64_t i = 0; i < m.num_layers && representative < 0; ++i)
-      if (m.layer_kind(i) == models::LayerKind::Attention && (!m.is_moe() || m.is_moe_layer(i)))
-        representative = i;
-  }
-  const int64_t attention_layers = m.num_layers - gdn_layers;
-  const double layers = static_cast<double>(std::max<int64_t>(1, m.num_layers));
-  s.attention_layer_fraction = static_cast<double>(attention_layers) / layers;
-  s.gdn_layer_fraction = static_cast<double>(gdn_layers) / layers;
-  int64_t decoder_index = -1;
-  int64_t attention_hooks = 0, gdn_hooks = 0;
-  LayerWalk walk{w.train.lora_targets, w.train.lora_rank, moe_fraction};
-  for (const auto& layer : m.inventory()) {
-    if (!layer.is_decoder_layer) {
-      add_layer_group(m, layer, walk, s);
-      continue;
-    }
-    // Uniform decoder layers: build the representative's GEMMs and parameter group, repeat it.
-    ++decoder_index;
-    const bool gdn = decoder_index == gdn_representative;
-    if (decoder_index != representative && !gdn) continue;
-    walk.layer_repeat = gdn ? gdn_layers : attention_layers;
-    walk.layer_fraction = gdn ? s.gdn_layer_fraction : s.attention_layer_fraction;
-    add_layer_group(m, layer, walk, s);
-    (gdn ? gdn_hooks : attention_hooks) = walk.layer_hooks;
-  }
-  s.gdn_rule_flops_per_token_fwd =
-      gdn_layers > 0 ? gdn_rule_flops_per_token(m, w.train.rank_seq_len()) * static_cast<double>(gdn_layers)
-                     : 0.0;
-  s.hooked_modules_per_layer = attention_hooks;
-  if (gdn_layers > 0) s.hooked_modules_layers_adjust = (gdn_hooks - attention_hooks) * gdn_layers;
+  const LayerWalk walk = walk_layers(w, moe_fraction, s);
   // Tied embeddings: the head GEMM multiplies by the embedding matrix [V, h].
   if (!walk.head_has_weight && m.vocab_size > 0)
     add_gemm(s.head_gemms, GemmShape{m.vocab_size, m.hidden_size, 1, 1.0, !s.frozen_base});
@@ -479,7 +488,7 @@ ComputeStats compute_compute_stats(const Workload& w) {
   if (m.is_moe() && !s.frozen_base && !m.from_checkpoint()) {
     int64_t index = -1;
     for (const auto& layer : m.runtime_inventory()) {
-      if (!layer.is_decoder_layer || ++index != representative) continue;
+      if (!layer.is_decoder_layer || ++index != walk.representative) continue;
       if (layer.moe_block.empty() || layer.tensors.empty()) break;
       const MoeLayerHooks h = moe_layer_hooks(m, layer);
       s.hooked_modules_per_layer = h.all;

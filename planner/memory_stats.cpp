@@ -227,6 +227,17 @@ struct AttentionSaved {
   int64_t core_per_score = 0;   // bytes per attention score (a*s^2 per sample) saved by the core
 };
 
+// Qwen3-Next / Qwen3.5 gated attention (modeling_qwen3_5.py Qwen3_5Attention.forward: `attn_output =
+// attn_output * torch.sigmoid(gate)` before o_proj, the gate a view of q_proj's doubled output), bytes per
+// token: sigmoid saves its output (e*qw) and the multiply saves it with the attention output, which is
+// then the token-major copy whenever the query was built by torch.cat (rope_by_concat: counted by
+// attention_saved only when o_proj saves it, here saved by the multiply anyway); o_proj saves the gated
+// product. Recorded (qwen3_5_s2_n2_bf16_s128, layer 1): 131,072 B each at 256 tokens x 256.
+int64_t gated_attention_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, int64_t qw) {
+  if (!m.gated_attention) return 0;
+  return e * qw + (f.o_in_saved ? e * qw : 0) + (rope_by_concat(m.model_type) && !f.o_in_saved ? e * qw : 0);
+}
+
 AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, int64_t e, int64_t s,
                                HfAttentionPath path, bool cpu) {
   const int64_t h = m.hidden_size;
@@ -321,16 +332,7 @@ AttentionSaved attention_saved(const models::ModelSpec& m, const LayerFlags& f, 
     // e bytes per (query, key) pair per layer, not per head.
     if (hf_attention_explicit_mask(m)) mask_per_sample = checked_mul(checked_mul(e, s), s);
   }
-  if (m.gated_attention) {
-    // Qwen3-Next / Qwen3.5 gated attention (modeling_qwen3_5.py Qwen3_5Attention.forward: `attn_output =
-    // attn_output * torch.sigmoid(gate)` before o_proj, the gate a view of q_proj's doubled output):
-    // sigmoid saves its output (e*qw) and the multiply saves it with the attention output, which is
-    // then the token-major copy whenever the query was built by torch.cat (rope_by_concat: counted
-    // above only when o_proj saves it, here saved by the multiply anyway); o_proj saves the gated
-    // product. Recorded (qwen3_5_s2_n2_bf16_s128, layer 1): 131,072 B each at 256 tokens x 256.
-    per_token += e * qw + (f.o_in_saved ? e * qw : 0);
-    if (rope_by_concat(m.model_type) && !f.o_in_saved) per_token += e * qw;
-  }
+  per_token += gated_attention_saved(m, f, e, qw);
   return r;
 }
 

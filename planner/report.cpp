@@ -80,16 +80,13 @@ std::string memory_bar(const Plan& p, int width) {
   return bar;
 }
 
-std::string render_report(const Workload& w, const SearchResult& r) {
+namespace {
+
+// The stack assumed (issue 24 item 6): attention path and loss kernels, DeepSpeed release; for hybrids the
+// Gated DeltaNet kernels.
+std::string assumed_stack(const Workload& w) {
   std::string out;
   const auto& c = w.cluster;
-  out += fmt::format(
-      "{} on {} GPU{} ({}x{}, {:.0f} GB each), seq {}, {} {}\n", w.model.name, c.world_size(),
-      c.world_size() > 1 ? "s" : "",
-      c.nodes > 1 ? fmt::format("{}x{}", c.nodes, c.gpus_per_node) : fmt::format("{}", c.gpus_per_node),
-      c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
-      to_string(w.train.precision), to_string(w.train.method));
-  // The stack assumed (issue 24 item 6): attention path and loss kernels, DeepSpeed release.
   const AttentionBackend backend = attention_backend(c.gpu, w.train);
   out += fmt::format(
       "assumed stack: DeepSpeed {}, PyTorch {}, attention {}, loss {} (--kernels, --torch-version, "
@@ -116,6 +113,21 @@ std::string render_report(const Workload& w, const SearchResult& r) {
           return n;
         }(),
         w.model.num_layers);
+  return out;
+}
+
+}  // namespace
+
+std::string render_report(const Workload& w, const SearchResult& r) {
+  std::string out;
+  const auto& c = w.cluster;
+  out += fmt::format(
+      "{} on {} GPU{} ({}x{}, {:.0f} GB each), seq {}, {} {}\n", w.model.name, c.world_size(),
+      c.world_size() > 1 ? "s" : "",
+      c.nodes > 1 ? fmt::format("{}x{}", c.nodes, c.gpus_per_node) : fmt::format("{}", c.gpus_per_node),
+      c.gpu.name, static_cast<double>(c.gpu.memory_bytes) / 1e9, w.train.seq_len,
+      to_string(w.train.precision), to_string(w.train.method));
+  out += assumed_stack(w);
   // ... the host the Python dispatch and ZeRO-3 hooks are priced on (--host-speed) ...
   out += fmt::format(
       "assumed host: {} (24.5 us per kernel launch, 376 us per ZeRO-3 module pass at speed 1, measured on a "
