@@ -187,6 +187,7 @@ bool is_llama_family(const std::string& t) {
                                        "sarvam_mla",
                                        "granitemoe",
                                        "granitemoeshared",
+                                       "granitemoehybrid",
                                        "qwen3_next",
                                        "qwen3_5_text",
                                        "qwen3_5_moe_text"};
@@ -441,6 +442,25 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
     for (int64_t i = 0; i < L; ++i)
       m.moe_layers[static_cast<size_t>(i)] = (i + 1) % interval == 0 && i >= start && i <= end;
     m.router_score_bias_param = true;
+  } else if (type == "granitemoehybrid") {
+    // GraniteMoeHybridConfig (Granite-4.0-H): num_local_experts 8 (0 builds no block_sparse_moe: a dense
+    // model whose MLP is shared_mlp alone), num_experts_per_tok 2, experts as wide as intermediate_size
+    // (GraniteMoeHybridExperts), shared_intermediate_size 1024 (GraniteMoeHybridMLP, always built:
+    // input_linear [2s, h], output_linear [h, s]). modeling_granitemoehybrid.py GraniteMoeHybridDecoderLayer.
+    m.num_experts = opt_count(r, "num_local_experts", kMaxExperts).value_or(8);
+    const int64_t shared = opt_count(r, "shared_intermediate_size", kMaxIntermediate).value_or(1024);
+    if (m.num_experts == 0) {
+      // The dense model: its MLP is shared_mlp, a gated MLP of shared_intermediate_size.
+      m.intermediate_size = shared;
+      m.moe_style = MoeStyle::None;
+      m.experts_per_token = 0;
+    } else {
+      m.moe_style = MoeStyle::Mixtral;
+      m.experts_per_token = r.opt_int({"num_experts_per_tok"}, kMaxExperts).value_or(2);
+      m.moe_intermediate_size = m.intermediate_size;
+      m.shared_expert_intermediate_size = shared;
+      m.num_shared_experts = shared > 0 ? 1 : 0;
+    }
   } else if (type == "granitemoe" || type == "granitemoeshared") {
     // GraniteMoeConfig / GraniteMoeSharedConfig (Granite-3 MoE): num_local_experts 8,
     // num_experts_per_tok 2; every layer's block_sparse_moe (GraniteMoeMoE: router, then experts as wide
@@ -662,6 +682,59 @@ void read_moe(const ConfigReader& r, const std::string& type, ModelSpec& m) {
 // at all in Qwen3NextDecoderLayer and Qwen3_5MoeDecoderLayer (neither branch), and an attention layer in
 // Qwen3_5DecoderLayer (its `else`): refused for all three rather than guessed at. Qwen3_5TextConfig and
 // Qwen3_5MoeTextConfig have the same fields and defaults (configuration_qwen3_5*.py).
+// GraniteMoeHybridConfig's layers (configuration_granitemoehybrid.py): layer_types (attribute_map
+// layers_block_type), "linear_attention" for a Mamba-2 layer and "full_attention" for softmax attention; the
+// published files' "mamba" and "attention" are the same two (transformers 5.24 maps them on load; checked by
+// building both spellings); default: every layer Mamba-2. The Mamba-2 sizes: mamba_n_heads 128,
+// mamba_d_head "auto" (= mamba_expand x hidden / heads), mamba_d_state 256, mamba_n_groups 1, mamba_d_conv
+// 4, mamba_expand 2, mamba_chunk_size 256, mamba_conv_bias True, mamba_proj_bias False;
+// position_embedding_type None or "nope" builds no rotary embedding (GraniteMoeHybridModel: rotary_emb only
+// for "rope").
+void read_mamba2(const ConfigReader& r, ModelSpec& m) {
+  const int64_t L = m.num_layers;
+  m.layer_kinds.assign(static_cast<size_t>(L), LayerKind::Mamba2);
+  if (const json* v = r.find({"layer_types", "layers_block_type"}); v != nullptr && !v->is_null()) {
+    if (!v->is_array() || static_cast<int64_t>(v->size()) != L)
+      throw_user_error("model config '{}': field 'layer_types' must name each of the {} layers, found {}",
+                       r.origin(), L, v->dump());
+    for (int64_t i = 0; i < L; ++i) {
+      const json& e = (*v)[static_cast<size_t>(i)];
+      if (e == "full_attention" || e == "attention")
+        m.layer_kinds[static_cast<size_t>(i)] = LayerKind::Attention;
+      else if (e != "linear_attention" && e != "mamba")
+        throw_user_error(
+            "model config '{}': layer_types[{}] is {}; GraniteMoeHybridDecoderLayer builds a Mamba-2 layer "
+            "for "
+            "\"linear_attention\" (\"mamba\") and attention otherwise, and zeroplan reads only those "
+            "spellings",
+            r.origin(), i, e.dump());
+    }
+  }
+  m.mamba_n_heads = r.opt_int({"mamba_n_heads"}, kMaxHeads).value_or(128);
+  m.mamba_d_state = r.opt_int({"mamba_d_state"}, kMaxHidden).value_or(256);
+  m.mamba_n_groups = r.opt_int({"mamba_n_groups"}, kMaxHeads).value_or(1);
+  m.mamba_d_conv = r.opt_int({"mamba_d_conv"}, kMaxHidden).value_or(4);
+  m.mamba_chunk_size = r.opt_int({"mamba_chunk_size"}, kMaxPositions).value_or(256);
+  const int64_t expand = r.opt_int({"mamba_expand"}, kMaxHeads).value_or(2);
+  m.mamba_intermediate = checked_mul(expand, m.hidden_size);
+  const json* dh = r.find({"mamba_d_head"});
+  m.mamba_d_head = dh == nullptr || dh->is_null() || dh->is_string()
+                       ? m.mamba_intermediate / m.mamba_n_heads
+                       : r.opt_int({"mamba_d_head"}, kMaxHidden).value();
+  // GraniteMoeHybridConfig.validate_architecture.
+  if (m.mamba_d_head * m.mamba_n_heads != m.mamba_intermediate)
+    throw_user_error(
+        "model config '{}': mamba_d_head {} x mamba_n_heads {} must equal mamba_expand x hidden_size = {}",
+        r.origin(), m.mamba_d_head, m.mamba_n_heads, m.mamba_intermediate);
+  if (m.mamba_n_heads % m.mamba_n_groups != 0)
+    throw_user_error("model config '{}': mamba_n_groups {} must divide mamba_n_heads {}", r.origin(),
+                     m.mamba_n_groups, m.mamba_n_heads);
+  m.mamba_conv_bias = r.opt_bool("mamba_conv_bias", true);
+  m.mamba_proj_bias = r.opt_bool("mamba_proj_bias", false);
+  const std::string pos = r.opt_string({"position_embedding_type"}, "");
+  if (pos != "rope") m.position = PositionKind::NoPE;
+}
+
 void read_gated_delta_net(const ConfigReader& r, ModelSpec& m) {
   const int64_t L = m.num_layers;
   m.layer_kinds.assign(static_cast<size_t>(L), LayerKind::Attention);
@@ -934,6 +1007,7 @@ void read_llama_family(const ConfigReader& r, const std::string& type, ModelSpec
     m.gated_attention = true;
     read_gated_delta_net(r, m);
   }
+  if (type == "granitemoehybrid") read_mamba2(r, m);
   // Glm4MoeAttention: use_qk_norm (default False) adds q_norm/k_norm = Glm4MoeRMSNorm(head_dim).
   if (type == "glm4_moe" && r.opt_bool("use_qk_norm", false)) m.qk_norm = QkNorm::PerHead;
   // SarvamMoEConfig use_qk_norm default True (the same Glm4MoeAttention q_norm/k_norm).

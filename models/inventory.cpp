@@ -206,6 +206,30 @@ void gated_delta_net(const ModelSpec& m, GroupBuilder& g) {
   g.linear("linear_attn.out_proj", h, value_dim, false);
 }
 
+// A Mamba-2 token mixer (transformers 5.24 models/granitemoehybrid/modeling_granitemoehybrid.py
+// GraniteMoeHybridMambaLayer.__init__), named as the Granite-4.0-H checkpoints store it:
+//   in_proj Linear(h, inner + conv_dim + heads) (gate z, x/B/C, dt), bias = mamba_proj_bias;
+//   conv1d: a depthwise nn.Conv1d over conv_dim = inner + 2 x groups x state channels, weight
+//   [conv_dim, 1, kernel], bias [conv_dim] when mamba_conv_bias;
+//   dt_bias, A_log and D: one value per head, parameters of the module itself;
+//   norm: GraniteMoeHybridRMSNormGated(inner), weight only; out_proj Linear(inner, h), bias =
+//   mamba_proj_bias.
+// Listed in forward order: the module's own dt_bias, A_log and D first (ZeRO-3 gathers a module's direct
+// parameters in its pre-forward hook), then in_proj, the convolution (read directly,
+// conv1d.weight.squeeze(1), without calling the Conv1d module), the gated norm and out_proj.
+void mamba2_mixer(const ModelSpec& m, GroupBuilder& g) {
+  const int64_t h = m.hidden_size, heads = m.mamba_n_heads, inner = m.mamba_intermediate;
+  const int64_t conv = m.mamba_conv_dim();
+  g.param("mamba.dt_bias", {heads});
+  g.param("mamba.A_log", {heads});
+  g.param("mamba.D", {heads});
+  g.linear("mamba.in_proj", inner + conv + heads, h, m.mamba_proj_bias);
+  g.param("mamba.conv1d.weight", {conv, 1, m.mamba_d_conv}, "conv1d");
+  if (m.mamba_conv_bias) g.param("mamba.conv1d.bias", {conv}, "conv1d");
+  g.norm("mamba.norm", inner, false);
+  g.linear("mamba.out_proj", h, inner, m.mamba_proj_bias);
+}
+
 // The MoE block of a Llama-layout layer (names as the Hub checkpoints store them).
 void moe_block(const ModelSpec& m, GroupBuilder& g) {
   const int64_t h = m.hidden_size, f = m.moe_intermediate_size, E = m.num_experts;
@@ -213,7 +237,8 @@ void moe_block(const ModelSpec& m, GroupBuilder& g) {
     case MoeStyle::None:
       break;
     case MoeStyle::Mixtral:
-      if (m.model_type == "granitemoe" || m.model_type == "granitemoeshared") {
+      if (m.model_type == "granitemoe" || m.model_type == "granitemoeshared" ||
+          m.model_type == "granitemoehybrid") {
         // GraniteMoe checkpoints: block_sparse_moe.router.layer [E, h] and the experts already fused,
         // input_linear [E, 2f, h] (gate and up) and output_linear [E, h, f] (modeling_granitemoe.py;
         // conversion_mapping.py renames them to router.weight, experts.gate_up_proj, experts.down_proj);
@@ -298,6 +323,8 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
     g.norm(apertus ? "attention_layernorm" : "input_layernorm", h, nb);
   if (m.layer_kind(index) == LayerKind::GatedDeltaNet)
     gated_delta_net(m, g);
+  else if (m.layer_kind(index) == LayerKind::Mamba2)
+    mamba2_mixer(m, g);
   else
     llama_attention(m, g);
   if (m.norm_placement != NormPlacement::Parallel)
@@ -308,6 +335,11 @@ void llama_layer(const ModelSpec& m, GroupBuilder& g, int64_t index) {
   const std::string mlp = m.moe_style == MoeStyle::FusedLlama4 ? "feed_forward" : "mlp";
   if (m.is_moe_layer(index)) {
     moe_block(m, g);
+  } else if (m.model_type == "granitemoehybrid") {
+    // GraniteMoeHybridMLP, the dense model's only MLP: input_linear [2f, h] (gate and up), output_linear [h,
+    // f].
+    g.linear("shared_mlp.input_linear", 2 * f, h, false);
+    g.linear("shared_mlp.output_linear", h, f, false);
   } else if (m.mlp == MlpKind::Gated) {
     gated_mlp(m, g, mlp, f, m.mlp_bias);
   } else if (m.mlp_c_names) {

@@ -36,6 +36,12 @@ int64_t ModelSpec::num_frozen_parameters() const {
   return n;
 }
 
+int64_t ModelSpec::layers_of_kind(LayerKind k) const {
+  int64_t n = 0;
+  for (int64_t i = 0; i < num_layers; ++i) n += layer_kind(i) == k ? 1 : 0;
+  return n;
+}
+
 bool ModelSpec::has_linear_attention() const {
   for (const LayerKind k : layer_kinds)
     if (k != LayerKind::Attention) return true;

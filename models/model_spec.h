@@ -11,7 +11,9 @@ namespace zeroplan::models {
 
 enum class NormKind { RMSNorm, LayerNorm };
 enum class MlpKind { Gated, Plain };  // Gated: SwiGLU/GeGLU (gate, up, down); Plain: fc1 -> act -> fc2
-enum class PositionKind { Rotary, Learned, Alibi };
+// NoPE: no position encoding at all (GraniteMoeHybridConfig position_embedding_type "nope" or None: no
+// rotary_emb is built).
+enum class PositionKind { Rotary, Learned, Alibi, NoPE };
 // Which HF module tree a checkpoint uses: it decides parameter names, fused projections and which
 // norms exist. Llama covers every "model.layers.N.self_attn / mlp" family (Llama, Mistral, Mixtral,
 // Qwen2/3 and their MoE, DeepSeek-V2/V3, gpt-oss, Llama-4 text, Gemma 1-3, OLMo-2, OLMoE, Granite,
@@ -58,6 +60,8 @@ enum class LayerKind {
   Attention,      // softmax attention (every family's self_attn)
   GatedDeltaNet,  // Qwen3NextGatedDeltaNet (linear_attn): in_proj_qkvz, in_proj_ba, conv1d, dt_bias,
                   // A_log, norm (gated RMSNorm of a value head), out_proj
+  Mamba2,         // GraniteMoeHybridMambaLayer (mamba): in_proj, conv1d (+bias), dt_bias, A_log, D, norm
+                  // (gated RMSNorm over groups), out_proj
 };
 
 // One parameter tensor. `module` is the HF module name LoRA targets match against
@@ -163,15 +167,23 @@ struct ModelSpec {
   // key/value heads and their widths, and the depthwise causal convolution's kernel length.
   int64_t linear_num_key_heads = 0, linear_num_value_heads = 0;
   int64_t linear_key_head_dim = 0, linear_value_head_dim = 0, linear_conv_kernel_dim = 0;
+  // Mamba-2 layers (GraniteMoeHybridConfig mamba_*): heads of mamba_d_head, the SSM state size, B/C
+  // groups, the convolution's kernel, the chunk of the chunked scan, the inner width (mamba_expand x
+  // hidden), and whether the convolution and the projections carry biases.
+  int64_t mamba_n_heads = 0, mamba_d_head = 0, mamba_d_state = 0, mamba_n_groups = 1;
+  int64_t mamba_d_conv = 4, mamba_chunk_size = 256, mamba_intermediate = 0;
+  bool mamba_conv_bias = true, mamba_proj_bias = false;
+  int64_t mamba_conv_dim() const { return mamba_intermediate + 2 * mamba_n_groups * mamba_d_state; }
   // Qwen3-Next's gated attention: q_proj produces the queries and as many sigmoid output-gate values
   // (Linear(h, heads * head_dim * 2), Qwen3NextAttention.forward: `attn_output * sigmoid(gate)`).
   bool gated_attention = false;
   LayerKind layer_kind(int64_t i) const {
     return layer_kinds.empty() ? LayerKind::Attention : layer_kinds[static_cast<size_t>(i)];
   }
-  // Some decoder layer is not softmax attention (the planner's activation and FLOP walks model
-  // attention layers only and refuse these by name).
+  // Some decoder layer is not softmax attention (a Gated DeltaNet or a Mamba-2 layer).
   bool has_linear_attention() const;
+  // The decoder layers of one kind.
+  int64_t layers_of_kind(LayerKind k) const;
 
   // Multi-head latent attention (DeepSeek-V2/V3): q_lora_rank 0 means a plain q_proj.
   bool mla = false;

@@ -100,6 +100,9 @@ Family family_of(const std::string& type) {
   if (type == "granitemoeshared")
     return {"transformers.models.granitemoeshared.modeling_granitemoeshared.GraniteMoeSharedMoE", false,
             "router"};
+  if (type == "granitemoehybrid")
+    return {"transformers.models.granitemoehybrid.modeling_granitemoehybrid.GraniteMoeHybridMoE", false,
+            "router"};
   if (type == "gpt_oss") return {"transformers.models.gpt_oss.modeling_gpt_oss.GptOssMLP", false};
   if (type == "llama4_text" || type == "llama4")
     return {"transformers.models.llama4.modeling_llama4.Llama4TextMoe", true};
@@ -136,7 +139,8 @@ std::vector<LayerInventory> ModelSpec::runtime_inventory() const {
     const std::string prefix = first.substr(0, first.find(idx) + idx.size() - 1);
     const bool llama4 = moe_style == MoeStyle::FusedLlama4;
     // GraniteMoe keeps the block's checkpoint name, block_sparse_moe, at runtime.
-    const bool granite = model_type == "granitemoe" || model_type == "granitemoeshared";
+    const bool granite =
+        model_type == "granitemoe" || model_type == "granitemoeshared" || model_type == "granitemoehybrid";
     const std::string block = prefix + (llama4 ? ".feed_forward" : granite ? ".block_sparse_moe" : ".mlp");
     l.moe_block = block;
     l.moe_block_class = fam.hf_class;

@@ -17,12 +17,14 @@
 #include "planner/compute_stats.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <set>
 #include <string>
 
 #include "models/model_spec.h"
 #include "planner/gated_delta_net.h"
+#include "planner/mamba2.h"
 #include "planner/memory_stats.h"
 #include "planner/op_model.h"
 #include "planner/time_model.h"
@@ -326,7 +328,8 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
   for (const auto& t : layer.tensors) {
     // One weight per norm module (LayerNorm biases are the same module).
     // (A Gated DeltaNet's gated norm is its own operator: op_model.cpp gated_delta_net.)
-    if (layer.is_decoder_layer && t.is_norm && !t.is_bias && t.name.find("linear_attn.") == std::string::npos)
+    if (layer.is_decoder_layer && t.is_norm && !t.is_bias &&
+        t.name.find("linear_attn.") == std::string::npos && t.name.find("mamba.") == std::string::npos)
       s.norms_per_layer += lf;
     // A trained linear bias [out] (not a norm's): its gradient is a separate reduction (op_model.cpp).
     if (layer.is_decoder_layer && t.is_bias && !t.is_norm && !s.frozen_base && t.shape.size() == 1)
@@ -396,28 +399,26 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
 // standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
 LayerWalk walk_layers(const Workload& w, double moe_fraction, ComputeStats& s) {
   const models::ModelSpec& m = w.model;
-  int64_t representative = m.first_moe_layer();
-  int64_t gdn_representative = -1;
-  int64_t gdn_layers = 0;
-  for (int64_t i = 0; i < m.num_layers; ++i) {
-    if (m.layer_kind(i) != models::LayerKind::GatedDeltaNet) continue;
-    ++gdn_layers;
-    if (gdn_representative < 0 && (!m.is_moe() || m.is_moe_layer(i))) gdn_representative = i;
-  }
-  if (gdn_layers > 0) {
-    representative = -1;
-    for (int64_t i = 0; i < m.num_layers && representative < 0; ++i)
-      if (m.layer_kind(i) == models::LayerKind::Attention && (!m.is_moe() || m.is_moe_layer(i)))
-        representative = i;
-  }
-  const int64_t attention_layers = m.num_layers - gdn_layers;
+  using models::LayerKind;
+  // Per kind (attention, Gated DeltaNet, Mamba-2): its layers and its representative, the first of them (of
+  // the MoE ones in a MoE model); a uniform model's representative stays first_moe_layer().
+  constexpr std::array<LayerKind, 3> kKinds = {LayerKind::Attention, LayerKind::GatedDeltaNet,
+                                               LayerKind::Mamba2};
+  std::array<int64_t, 3> count{}, representative = {-1, -1, -1}, hooks{};
+  for (int64_t i = 0; i < m.num_layers; ++i)
+    for (size_t k = 0; k < kKinds.size(); ++k) {
+      if (m.layer_kind(i) != kKinds[k]) continue;
+      ++count[k];
+      if (representative[k] < 0 && (!m.is_moe() || m.is_moe_layer(i))) representative[k] = i;
+    }
+  if (!m.has_linear_attention()) representative[0] = m.first_moe_layer();
   const double layers = static_cast<double>(std::max<int64_t>(1, m.num_layers));
-  s.attention_layer_fraction = static_cast<double>(attention_layers) / layers;
-  s.gdn_layer_fraction = static_cast<double>(gdn_layers) / layers;
+  s.attention_layer_fraction = static_cast<double>(count[0]) / layers;
+  s.gdn_layer_fraction = static_cast<double>(count[1]) / layers;
+  s.mamba2_layer_fraction = static_cast<double>(count[2]) / layers;
   int64_t decoder_index = -1;
-  int64_t attention_hooks = 0, gdn_hooks = 0;
   LayerWalk walk{w.train.lora_targets, w.train.lora_rank, moe_fraction};
-  walk.representative = representative;
+  walk.representative = representative[0];
   for (const auto& layer : m.inventory()) {
     if (!layer.is_decoder_layer) {
       add_layer_group(m, layer, walk, s);
@@ -425,18 +426,22 @@ LayerWalk walk_layers(const Workload& w, double moe_fraction, ComputeStats& s) {
     }
     // Uniform decoder layers: build the representative's GEMMs and parameter group, repeat it.
     ++decoder_index;
-    const bool gdn = decoder_index == gdn_representative;
-    if (decoder_index != representative && !gdn) continue;
-    walk.layer_repeat = gdn ? gdn_layers : attention_layers;
-    walk.layer_fraction = gdn ? s.gdn_layer_fraction : s.attention_layer_fraction;
+    const auto k = static_cast<size_t>(
+        std::find(representative.begin(), representative.end(), decoder_index) - representative.begin());
+    if (k == representative.size()) continue;
+    walk.layer_repeat = count[k];
+    walk.layer_fraction = static_cast<double>(count[k]) / layers;
     add_layer_group(m, layer, walk, s);
-    (gdn ? gdn_hooks : attention_hooks) = walk.layer_hooks;
+    hooks[k] = walk.layer_hooks;
   }
+  const int64_t rank_seq = w.train.rank_seq_len();
   s.gdn_rule_flops_per_token_fwd =
-      gdn_layers > 0 ? gdn_rule_flops_per_token(m, w.train.rank_seq_len()) * static_cast<double>(gdn_layers)
-                     : 0.0;
-  s.hooked_modules_per_layer = attention_hooks;
-  if (gdn_layers > 0) s.hooked_modules_layers_adjust = (gdn_hooks - attention_hooks) * gdn_layers;
+      count[1] > 0 ? gdn_rule_flops_per_token(m, rank_seq) * static_cast<double>(count[1]) : 0.0;
+  s.mamba2_scan_flops_per_token_fwd =
+      count[2] > 0 ? mamba2_scan_flops_per_token(m, rank_seq) * static_cast<double>(count[2]) : 0.0;
+  s.hooked_modules_per_layer = hooks[0];
+  for (size_t k = 1; k < kKinds.size(); ++k)
+    s.hooked_modules_layers_adjust += (hooks[k] - hooks[0]) * count[k];
   return walk;
 }
 

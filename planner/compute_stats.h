@@ -185,9 +185,12 @@ struct ComputeStats {
   // output transpose) and that run a Gated DeltaNet (planner/gated_delta_net.h); 1 and 0 otherwise.
   double attention_layer_fraction = 1.0;
   double gdn_layer_fraction = 0.0;
+  double mamba2_layer_fraction = 0.0;  // Mamba-2 layers (planner/mamba2.h)
   // Hybrids: the Gated DeltaNet layers' chunked-rule FLOPs per token in the forward, all of them together
   // (planner/gated_delta_net.h gdn_rule_flops_per_token x their count).
   double gdn_rule_flops_per_token_fwd = 0;
+  // Hybrids: the Mamba-2 layers' chunked-scan FLOPs per token in the forward, all of them together.
+  double mamba2_scan_flops_per_token_fwd = 0;
   // Tensors of 1-D/2-D weights quantized in QLoRA (bytes of NF4 weight read per forward).
   int64_t quantized_params = 0;
 

@@ -69,7 +69,10 @@ bool norms_registered_last(const std::string& model_type) {
     if (model_type == t) return true;
   // Qwen3NextDecoderLayer / Qwen3_5DecoderLayer: linear_attn or self_attn, mlp, then the two norms
   // (recorded: qwen3_5_s3_n2_bf16_s128's step gathers end each layer with its two norms).
-  return model_type == "qwen3_next" || model_type.rfind("qwen3_5", 0) == 0;
+  // GraniteMoeHybridDecoderLayer registers its norms first, then block_sparse_moe, shared_mlp and the mixer
+  // (mamba or self_attn, assigned last): register_decoder_tensors orders it so.
+  return model_type == "qwen3_next" || model_type.rfind("qwen3_5", 0) == 0 ||
+         model_type == "granitemoehybrid";
 }
 
 // A Gated DeltaNet's parameters in module.parameters() order: the module's own dt_bias and A_log, then its
@@ -78,20 +81,24 @@ bool norms_registered_last(const std::string& model_type) {
 // Recorded: qwen3_5_s3_n2_bf16_s128's persistent gathers after the step, 4, 4, 1536, 32, 32768, 98304,
 // 32768, 1024, 1024 elements.
 int gdn_registration_rank(const std::string& model_type, const std::string& tensor_name) {
-  constexpr std::string_view kMixer = "linear_attn.";
-  const std::string_view rest =
-      std::string_view(tensor_name).substr(tensor_name.find(kMixer) + kMixer.size());
+  // A Mamba-2 mixer (GraniteMoeHybridMambaLayer.__init__: conv1d, in_proj, dt_bias, A_log, norm, D,
+  // out_proj): its own dt_bias, A_log and D, then conv1d, in_proj, norm, out_proj.
+  const bool mamba = tensor_name.find("mamba.") != std::string::npos;
+  const std::string_view mixer = mamba ? "mamba." : "linear_attn.";
+  const std::string_view rest = std::string_view(tensor_name).substr(tensor_name.find(mixer) + mixer.size());
   const auto dot = rest.find('.');
-  if (dot == std::string_view::npos) return 0;  // dt_bias, A_log: the module's own
+  if (dot == std::string_view::npos) return 0;  // the module's own parameters
   const std::string_view child = rest.substr(0, dot);
   static constexpr std::array<std::string_view, 7> kQwen35 = {
       "conv1d", "norm", "out_proj", "in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a"};
   static constexpr std::array<std::string_view, 5> kQwen3Next = {"conv1d", "in_proj_qkvz", "in_proj_ba",
                                                                  "norm", "out_proj"};
+  static constexpr std::array<std::string_view, 4> kMamba2 = {"conv1d", "in_proj", "norm", "out_proj"};
   auto rank_in = [&](const auto& order) {
     const auto it = std::find(order.begin(), order.end(), child);
     return 1 + static_cast<int>(it - order.begin());
   };
+  if (mamba) return rank_in(kMamba2);
   return model_type == "qwen3_next" ? rank_in(kQwen3Next) : rank_in(kQwen35);
 }
 
@@ -232,14 +239,19 @@ void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vect
   if (w.model.model_type == "phi3")
     std::stable_partition(attn_registered.begin(), attn_registered.end(),
                           [](const T& x) { return x.spec->module == "o_proj"; });
-  if (!attn.empty() && attn.front().spec->name.find("linear_attn.") != std::string::npos)
+  if (!attn.empty() && (attn.front().spec->name.find("linear_attn.") != std::string::npos ||
+                        attn.front().spec->name.find("mamba.") != std::string::npos))
     std::stable_sort(attn_registered.begin(), attn_registered.end(), [&](const T& x, const T& y) {
       return gdn_registration_rank(w.model.model_type, x.spec->name) <
              gdn_registration_rank(w.model.model_type, y.spec->name);
     });
-  // registration: self_attn, mlp, norms (each targeted linear's adapters right after it);
-  // execution: norm 0, self_attn, other norms, mlp.
-  for (auto* v : {&attn_registered, &rest, &norms})
+  // registration: self_attn, mlp, norms (each targeted linear's adapters right after it); Granite-4.0-H's
+  // layer registers the norms, the MLPs, then the mixer. Execution: norm 0, self_attn, other norms, mlp.
+  const bool mixer_last = w.model.model_type == "granitemoehybrid";
+  const std::array<std::vector<T>*, 3> groups =
+      mixer_last ? std::array<std::vector<T>*, 3>{&norms, &rest, &attn_registered}
+                 : std::array<std::vector<T>*, 3>{&attn_registered, &rest, &norms};
+  for (auto* v : groups)
     for (T& x : *v) {
       x.index = o.numel.size();
       o.numel.push_back(x.spec->numel());
@@ -321,6 +333,7 @@ void ParamOrderBuilder::add_mlp(const models::LayerInventory& layer, const std::
       // _register_deepspeed_module stops at a leaf).
       o.leaf.back() = true;
       for (const T& x : rest) {
+        if (x.spec->name.rfind(moe_prefix, 0) != 0) continue;
         o.fwd_modules.back().push_back(x.index);
         o.exec.push_back(x.index);
       }
@@ -331,6 +344,11 @@ void ParamOrderBuilder::add_mlp(const models::LayerInventory& layer, const std::
         for (const T& x : rest)
           if (x.owner == mod) use(x, last);
     }
+    // An MLP beside the block, run after it (Granite-4.0-H's shared_mlp: GraniteMoeHybridDecoderLayer.forward
+    // `self.block_sparse_moe(h) + self.shared_mlp(h)`).
+    last.clear();
+    for (const T& x : rest)
+      if (x.spec->name.rfind(moe_prefix, 0) != 0) use(x, last);
     return;
   }
   for (size_t i = 0; i < rest.size(); ++i) {
@@ -352,7 +370,7 @@ void ParamOrderBuilder::add_decoder_layer(const models::LayerInventory& layer) {
     if (!moe_prefix.empty() && t.name.rfind(moe_prefix, 0) == 0)
       rest.push_back(x);  // the MoE block (a MoE layer has no dense MLP)
     else if (t.name.find("self_attn.") != std::string::npos ||
-             t.name.find("linear_attn.") != std::string::npos)
+             t.name.find("linear_attn.") != std::string::npos || t.name.find(".mamba.") != std::string::npos)
       attn.push_back(x);  // q/k norms (Qwen3, Gemma-3), MLA's q_a/kv_a norms and a Gated DeltaNet's gated
                           // norm are registered in their token mixer
     else if (t.is_norm)

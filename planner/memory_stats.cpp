@@ -9,6 +9,7 @@
 #include "common/errors.h"
 #include "planner/compute_stats.h"
 #include "planner/gated_delta_net.h"
+#include "planner/mamba2.h"
 
 namespace zeroplan::planner {
 
@@ -668,19 +669,25 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
   }
   act.recomputed_layer_per_sample = act.layer_full_per_sample;
   if (m.has_linear_attention()) {
-    // Hybrids (Qwen3-Next, Qwen3.5): the repeated layer is an attention layer; each Gated DeltaNet layer
-    // saves its mixer's bytes (planner/gated_delta_net.cpp) in place of the attention block's, and no
-    // attention core. Norms and MLP are the same in both kinds.
-    const GdnSaveFlags gf{f.attn_in_saved, f.o_in_saved, f.norm_weight_trainable};
-    const int64_t gdn_mixer = gdn_mixer_saved_per_sample(m, gf, e, s, gdn_kernels(w));
-    const int64_t gdn_layer = checked_add(la.without_core - la.attention, gdn_mixer);
-    int64_t gdn_layers = 0;
-    for (int64_t i = 0; i < m.num_layers; ++i)
-      gdn_layers += m.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
-    act.first_layer_unsaved_per_sample =
-        checked_add(act.first_layer_unsaved_per_sample, checked_mul(gdn_layers, la.without_core - gdn_layer));
-    act.core_unsaved_per_sample = checked_mul(gdn_layers, la.core);
-    act.recomputed_layer_per_sample = std::max(act.layer_full_per_sample, gdn_layer);
+    // Hybrids (Qwen3-Next, Qwen3.5: Gated DeltaNet; Granite-4.0-H: Mamba-2): the repeated layer is an
+    // attention layer; each other layer saves its mixer's bytes (planner/gated_delta_net.cpp,
+    // planner/mamba2.cpp) in place of the attention block's, and no attention core. Norms and MLP are the
+    // same in every kind.
+    for (const models::LayerKind kind : {models::LayerKind::GatedDeltaNet, models::LayerKind::Mamba2}) {
+      const int64_t layers = m.layers_of_kind(kind);
+      if (layers == 0) continue;
+      const int64_t mixer =
+          kind == models::LayerKind::GatedDeltaNet
+              ? gdn_mixer_saved_per_sample(m, {f.attn_in_saved, f.o_in_saved, f.norm_weight_trainable}, e, s,
+                                           gdn_kernels(w))
+              : mamba2_mixer_saved_per_sample(m, {f.attn_in_saved, f.o_in_saved, f.norm_weight_trainable}, e,
+                                              s, mamba2_kernels(w));
+      const int64_t layer = checked_add(la.without_core - la.attention, mixer);
+      act.first_layer_unsaved_per_sample =
+          checked_add(act.first_layer_unsaved_per_sample, checked_mul(layers, la.without_core - layer));
+      act.core_unsaved_per_sample = checked_add(act.core_unsaved_per_sample, checked_mul(layers, la.core));
+      act.recomputed_layer_per_sample = std::max(act.recomputed_layer_per_sample, layer);
+    }
   }
   if (lora && first_decoder != nullptr) {
     // PEFT lora.Linear.forward adds lora_B(lora_A(dropout(x))) * scaling: lora_B's weight gradient

@@ -58,6 +58,7 @@
 #include "common/errors.h"
 #include "planner/gated_delta_net.h"
 #include "planner/liger_chunk.h"
+#include "planner/mamba2.h"
 #include "planner/torch_version.h"
 
 namespace zeroplan::planner {
@@ -551,7 +552,7 @@ struct LayerOps {
   const RuntimeKernels& rt;
   double a, m, L, seq;  // activation bytes, tokens per micro-step, layers, sequence
   // Hybrids: the layers that run softmax attention and those that run a Gated DeltaNet (La = L otherwise).
-  double La = 0, Lg = 0;
+  double La = 0, Lg = 0, Lm = 0;
   double h = 0, q = 0, kv = 0, f = 0, V = 0, norms = 0;
   AttentionBackend backend = AttentionBackend::Eager;
   bool flash = false, fa3 = false, cudnn = false;
@@ -571,6 +572,7 @@ struct LayerOps {
   void attention(OpPass pass, bool backward, const char* name);
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
   void gated_delta_net(OpPass pass, bool backward);  // hybrids' linear-attention mixers (Lg layers)
+  void mamba2(OpPass pass, bool backward);           // hybrids' Mamba-2 mixers (Lm layers)
   void layer_forward(OpPass pass);
   void liger_loss_forward();  // Liger's fused linear cross-entropy: the head's GEMMs and the loss
   void head_forward();
@@ -588,6 +590,7 @@ LayerOps::LayerOps(const Workload& w_, const ComputeStats& s_, const TimeModelDa
     : w(w_), s(s_), d(d_), g(g_), b(b_), micro(micro_), ckpt(ckpt_), rt(rt_), a(a_), m(m_), L(L_), seq(seq_) {
   La = L * s.attention_layer_fraction;
   Lg = L * s.gdn_layer_fraction;
+  Lm = L * s.mamba2_layer_fraction;
   h = static_cast<double>(s.hidden);
   q = static_cast<double>(s.attn_width);
   kv = static_cast<double>(s.kv_width);
@@ -810,6 +813,54 @@ void LayerOps::gated_delta_net(OpPass pass, bool backward) {
            (7.0 * a + 52.0) * (80.0 / 36.0) * vd * m * Lg);
 }
 
+// A Mamba-2 mixer besides in_proj and out_proj (GEMMs on the table), as the CUDA path runs it
+// (planner/mamba2.h: mamba_ssm's MambaSplitConv1dScanCombinedFn, ops/triton/ssd_combined.py). Per layer and
+// token, with a the activation bytes, I the inner width, H heads of P, state N, G groups, chunk C:
+//  - causal_conv1d_fwd over x/B/C reads and writes conv channels (2a each), and the function's contiguous
+//    copies of z, dt and the convolved x/B/C read and write them once more;
+//  - the chunked scan (_mamba_chunk_scan_combined_fwd: chunk cumsum, chunk state, state passing, C B^T,
+//    chunk scan: 5 kernels): FLOPs from mamba2_scan_flops_per_token; bytes: x, B and C read, the fp32 C B^T
+//    per chunk written and read (4 G C per token each way), the fp32 chunk states [H, P, N] written, passed
+//    and read (3 x 4 H P N / C per token), the output written. ASSUMPTION: the Triton tiles run at the GPU's
+//    measured GEMM efficiency for the launch's FLOPs (no published per-kernel throughput was found). Its
+//    backward is 2.5x the forward, FlashAttention's backward/forward convention used for attention;
+//  - the gated RMSNorm (_layer_norm_fwd with z): reads x and z, writes the output (3a per channel, one
+//    kernel); its backward reads x, z and dy and writes dx and dz (5a), after recomputing the forward;
+//  - the backward recomputes the convolution (causal_conv1d_fwd again) before its own backward (3a per
+//    channel: x, dy read, dx written) and assembles dzxbcdt (a per in_proj output channel).
+void LayerOps::mamba2(OpPass pass, bool backward) {
+  if (Lm <= 0) return;
+  const models::ModelSpec& md = w.model;
+  const double H = static_cast<double>(md.mamba_n_heads), P = static_cast<double>(md.mamba_d_head);
+  const double N = static_cast<double>(md.mamba_d_state), G = static_cast<double>(md.mamba_n_groups);
+  const double I = static_cast<double>(md.mamba_intermediate),
+               conv = static_cast<double>(md.mamba_conv_dim());
+  const double C = static_cast<double>(
+      std::max<int64_t>(1, std::min<int64_t>(md.mamba_chunk_size, static_cast<int64_t>(seq))));
+  const double scan_flops = mamba2_scan_flops_per_token(md, static_cast<int64_t>(seq)) * m * Lm;
+  const double scan_bytes =
+      (a * I + 2.0 * a * G * N + 8.0 * H + 2.0 * 4.0 * G * C + 3.0 * 4.0 * H * P * N / C + a * I) * m * Lm;
+  const double scale = backward ? 2.5 : 1.0;
+  OpCost scan;
+  scan.name = backward ? "Mamba-2 chunked scan backward (mamba_ssm)" : "Mamba-2 chunked scan (mamba_ssm)";
+  scan.pass = pass;
+  scan.kernels = (backward ? 8.0 : 5.0) * Lm;
+  scan.flops = scan_flops * scale;
+  scan.bytes = scan_bytes * scale;
+  scan.bound = OpBound::Compute;
+  scan.efficiency = b.gemm_eff(scan.flops / std::max(1.0, scan.kernels));
+  b.add(scan);
+  if (!backward) {
+    b.memory("Mamba-2 causal conv1d + SiLU (causal-conv1d)", pass, Lm, 2.0 * a * conv * m * Lm);
+    b.memory("Mamba-2 z / dt / x,B,C contiguous copies", pass, 3.0 * Lm, 2.0 * a * (I + H + conv) * m * Lm);
+    b.memory("Mamba-2 gated RMSNorm (fused)", pass, Lm, 3.0 * a * I * m * Lm);
+    return;
+  }
+  b.memory("Mamba-2 causal conv1d recompute + backward", pass, 3.0 * Lm, 5.0 * a * conv * m * Lm);
+  b.memory("Mamba-2 gated RMSNorm recompute + backward", pass, 2.0 * Lm, 8.0 * a * I * m * Lm);
+  b.memory("Mamba-2 dzxbcdt assembly", pass, Lm, a * (I + conv + H) * m * Lm);
+}
+
 void LayerOps::peft_lora(OpPass pass, bool backward, bool skip_last) {
   if (lora_targets <= 0) return;
   if (!backward) {
@@ -847,6 +898,7 @@ void LayerOps::layer_forward(OpPass pass) {
   peft_lora(pass, false, stop && s.recompute_early_stop_lora);
   attention(pass, false, attention_forward_name);
   gated_delta_net(pass, false);
+  mamba2(pass, false);
   // LigerRMSNorm forward (liger_kernel/ops/rms_norm.py rms_norm_forward): one kernel reads x and
   // writes y, plus a 4-byte rstd per row.
   if (liger_norm)
@@ -1025,6 +1077,7 @@ void LayerOps::run() {
             : flash ? "attention core backward (SDPA flash)"
                     : "attention core backward (eager)");
   gated_delta_net(OpPass::Backward, true);
+  mamba2(OpPass::Backward, true);
   layer_backward_elementwise();
   if (!s.frozen_base || s.vocab == 0) {
     b.memory("embedding backward (dense gradient)", OpPass::Backward, 2, 2.0 * V * h * a + 2.0 * a * h * m);

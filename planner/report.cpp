@@ -102,17 +102,17 @@ std::string assumed_stack(const Workload& w) {
   // Hybrids: which Gated DeltaNet kernels the plan assumes (planner/gated_delta_net.h). Without the two
   // packages transformers runs its fp32 torch loop, which the plan does not price (transformers#48718
   // measured Qwen3.5-9B at 1.22 s per step against 0.70 s with flash-linear-attention, 8x B200).
-  if (w.model.has_linear_attention())
+  if (const int64_t n = w.model.layers_of_kind(models::LayerKind::GatedDeltaNet); n > 0)
     out += fmt::format(
         "assumed Gated DeltaNet kernels: flash-linear-attention + causal-conv1d installed ({} of {} layers; "
         "without them transformers falls back to a much slower torch loop that is not priced)\n",
-        [&] {
-          int64_t n = 0;
-          for (int64_t i = 0; i < w.model.num_layers; ++i)
-            n += w.model.layer_kind(i) == models::LayerKind::GatedDeltaNet ? 1 : 0;
-          return n;
-        }(),
-        w.model.num_layers);
+        n, w.model.num_layers);
+  // Mamba-2 (planner/mamba2.h): mamba_ssm's fused mamba_split_conv1d_scan_combined, else the torch scan.
+  if (const int64_t n = w.model.layers_of_kind(models::LayerKind::Mamba2); n > 0)
+    out += fmt::format(
+        "assumed Mamba-2 kernels: mamba-ssm + causal-conv1d installed ({} of {} layers; without them "
+        "transformers falls back to a much slower torch scan that is not priced)\n",
+        n, w.model.num_layers);
   return out;
 }
 

@@ -46,9 +46,9 @@ std::string sequence_parallel_refusal(const Workload& w) {
   // seq/sp tokens alone, starting from a zero state at every shard.
   if (m.has_linear_attention())
     return fmt::format(
-        "--sp {}: {} has Gated DeltaNet layers, and DeepSpeed's Ulysses wraps only softmax attention "
+        "--sp {}: {} has {} layers, and DeepSpeed's Ulysses wraps only softmax attention "
         "(ulysses_sp.py UlyssesSPAttentionHF): those layers would each see a slice of the sequence",
-        sp, m.name);
+        sp, m.name, m.layers_of_kind(models::LayerKind::Mamba2) > 0 ? "Mamba-2" : "Gated DeltaNet");
   if (w.train.implementation == Implementation::ZeroplanEngine)
     return fmt::format("--sp {}: the executor runs data parallelism only; validate with --sp 1", sp);
   // ulysses_sp.py register_with_transformers: "eager" is refused (it materialises a 4D mask, which SP

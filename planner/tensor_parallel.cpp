@@ -71,9 +71,9 @@ std::string tensor_parallel_refusal(const Workload& w, int tp) {
                        tp);
   if (m.has_linear_attention())
     return fmt::format(
-        "--tp {}: AutoTP's split of Gated DeltaNet layers (linear_attn.in_proj_*, the depthwise conv1d) is "
-        "not modelled; use --tp 1",
-        tp);
+        "--tp {}: AutoTP's split of {} layers (their input projections and depthwise conv1d) is not "
+        "modelled; use --tp 1",
+        tp, m.layers_of_kind(models::LayerKind::Mamba2) > 0 ? "Mamba-2" : "Gated DeltaNet");
   // What the rank model covers: separate q/k/v and gate/up linears of the Llama layout, which the
   // HF tp_plan splits colwise/rowwise as tensor_parallel.h lists. Other layouts take other AutoTP paths
   // (fused qkv: fused_LinearLayer; Phi-3's gate_up_proj: GateUpPack_LinearLayer; MoE experts: AutoEP

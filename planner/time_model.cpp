@@ -293,13 +293,14 @@ void add_model_flops(const Workload& w, const ComputeStats& s, const ZeroConfig&
   // heads / sp heads: the same FLOPs per token), so T stays the sequence. Stated convention: MFUs that use
   // PaLM's full square read higher at long sequences (at 32k tokens the attention term exceeds 6N for a 7B
   // model).
-  // Hybrids: only the attention layers have the term; the Gated DeltaNet layers' chunked rule counts its
-  // forward and a backward of twice that, as a GEMM's 2N + 4N (gated_delta_net.h).
+  // Hybrids: only the attention layers have the term; the Gated DeltaNet layers' chunked rule and the
+  // Mamba-2 layers' chunked scan count their forward and a backward of twice that, as a GEMM's 2N + 4N
+  // (gated_delta_net.h, mamba2.h).
   const double attn = s.params_only
                           ? 0.0
                           : 6.0 * static_cast<double>(s.num_layers) * s.attention_layer_fraction *
                                 static_cast<double>(s.attn_width) * static_cast<double>(w.train.seq_len);
-  const double gdn_rule = 3.0 * s.gdn_rule_flops_per_token_fwd;
+  const double gdn_rule = 3.0 * (s.gdn_rule_flops_per_token_fwd + s.mamba2_scan_flops_per_token_fwd);
   st.flops_per_step = (s.model_flops_per_token_dense + attn + gdn_rule) * tokens;
   // Hardware FLOPs (Korthikanti et al. 2022 §6 / PaLM Appendix B "HFU"): what the GPU executes,
   // i.e. the model FLOPs plus the recomputed forward (full: the layers' weight GEMMs + the causal

@@ -50,7 +50,7 @@ DEFAULT_FAMILIES = [
     "arcee", "ernie4_5", "hunyuan_v1_dense", "ernie4_5_moe", "hunyuan_v1_moe", "apertus",
     "olmo", "stablelm", "glm", "cohere2", "granite_swa", "flex_olmo", "solar_open", "exaone_moe", "mellum",
     "kolibri1", "sarvam_moe", "glm4_moe_lite", "minicpm3", "hy_v3", "sarvam_mla",
-    "granitemoe", "granitemoeshared", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text",
+    "granitemoe", "granitemoeshared", "qwen3_next", "qwen3_5_text", "qwen3_5_moe_text", "granitemoehybrid",
     # vision-language: the language tower only
     "gemma3", "llama4", "mistral3", "llava", "qwen3_5", "qwen3_5_moe",
 ]

@@ -120,8 +120,10 @@ TEST_P(TransformersCount, TensorsMatch) {
   // GraniteMoE's checkpoints store the experts fused already; transformers 5.24 renames them on load
   // (conversion_mapping.py "granitemoe": block_sparse_moe.input_linear.weight -> experts.gate_up_proj,
   // output_linear.weight -> experts.down_proj, router.layer.weight -> router.weight): compared tensor by
-  // tensor after those renamings.
-  if (m.model_type == "granitemoe" || m.model_type == "granitemoeshared") {
+  // tensor after those renamings. GraniteMoeHybrid takes the same mapping (conversion_mapping.py
+  // "granitemoehybrid": "granitemoe").
+  if (m.model_type == "granitemoe" || m.model_type == "granitemoeshared" ||
+      m.model_type == "granitemoehybrid") {
     decltype(ours) renamed;
     for (const auto& [k, v] : ours) {
       std::string name = k;

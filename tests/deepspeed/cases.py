@@ -202,6 +202,26 @@ FAMILIES = {
                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                         "partial_rotary_factor": 0.25},
                     "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # Granite-4.0-H (granitemoehybrid): one Mamba-2 layer (8 heads of 64 over an inner width of 512, state 32,
+    # one group, kernel 4, 64-token chunks) and one attention layer, no position encoding ("nope"), a dense
+    # shared_mlp (num_local_experts 0). On CPU transformers runs the torch references (the chunked scan,
+    # F.conv1d): no mamba_ssm, no causal_conv1d.
+    "granitemoehybrid": {"model_type": "granitemoehybrid", "hidden_size": 256, "intermediate_size": 512,
+                         "shared_intermediate_size": 512, "num_local_experts": 0, "num_hidden_layers": 2,
+                         "layer_types": ["mamba", "attention"], "num_attention_heads": 4, "num_key_value_heads": 2,
+                         "mamba_n_heads": 8, "mamba_d_head": 64, "mamba_d_state": 32, "mamba_n_groups": 1,
+                         "mamba_d_conv": 4, "mamba_expand": 2, "mamba_chunk_size": 64,
+                         "position_embedding_type": "nope", "vocab_size": VOCAB, "max_position_embeddings": 256,
+                         "tie_word_embeddings": False, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # The same with a MoE: 4 experts of 128 (top-2) beside a shared_mlp of 256.
+    "granitemoehybrid_moe": {"model_type": "granitemoehybrid", "hidden_size": 256, "intermediate_size": 128,
+                             "shared_intermediate_size": 256, "num_local_experts": 4, "num_experts_per_tok": 2,
+                             "num_hidden_layers": 2, "layer_types": ["mamba", "attention"],
+                             "num_attention_heads": 4, "num_key_value_heads": 2, "mamba_n_heads": 8,
+                             "mamba_d_head": 64, "mamba_d_state": 32, "mamba_n_groups": 1, "mamba_d_conv": 4,
+                             "mamba_expand": 2, "mamba_chunk_size": 64, "position_embedding_type": "nope",
+                             "vocab_size": VOCAB, "max_position_embeddings": 256, "tie_word_embeddings": False,
+                             "router_aux_loss_coef": 0.0, "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
     # Mixtral: 4 experts, top-2 routing.
     "mixtral": {"model_type": "mixtral", "hidden_size": 256, "intermediate_size": 256, "num_hidden_layers": 2,
                 "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": VOCAB,
@@ -408,6 +428,12 @@ def _build():
             add(family=fam, stage=stage, world=2, seq=128, tag="s128")
     for stage in (2, 3):
         add(family="qwen3_5", stage=stage, world=2, seq=128, lora=True, tag="s128_lora")
+    # Granite-4.0-H's Mamba-2 hybrid (issue 29), dense and MoE, at 128 tokens (two 64-token chunks) and at 100.
+    for fam in ("granitemoehybrid", "granitemoehybrid_moe"):
+        for stage in (2, 3):
+            add(family=fam, stage=stage, world=2, seq=128, tag="s128")
+    add(family="granitemoehybrid", stage=2, world=2, seq=100, tag="s100")
+    add(family="granitemoehybrid", stage=2, world=2, seq=128, gc=True, tag="s128_gc")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default
