@@ -573,6 +573,8 @@ struct LayerOps {
   void peft_lora(OpPass pass, bool backward, bool skip_last = false);
   void gated_delta_net(OpPass pass, bool backward);  // hybrids' linear-attention mixers (Lg layers)
   void mamba2(OpPass pass, bool backward);           // hybrids' Mamba-2 mixers (Lm layers)
+  void chunked_mixer_kernels(const char* name, OpPass pass, bool backward, double kernels, double fwd_flops,
+                             double fwd_bytes);
   void layer_forward(OpPass pass);
   void liger_loss_forward();  // Liger's fused linear cross-entropy: the head's GEMMs and the loss
   void head_forward();
@@ -751,6 +753,23 @@ void LayerOps::attention(OpPass pass, bool backward, const char* name) {
         pass, 2 * La, 2.0 * a * (q + kv) * m * La);
 }
 
+// A hybrid mixer's chunked kernels (fla's gated delta rule, mamba_ssm's SSD scan): the forward's FLOPs and
+// bytes, the backward at 2.5x both (FlashAttention's backward/forward convention, used for attention), each
+// launch priced at the GPU's measured GEMM efficiency for its FLOPs (see the two callers' ASSUMPTION).
+void LayerOps::chunked_mixer_kernels(const char* name, OpPass pass, bool backward, double kernels,
+                                     double fwd_flops, double fwd_bytes) {
+  const double scale = backward ? 2.5 : 1.0;
+  OpCost c;
+  c.name = name;
+  c.pass = pass;
+  c.kernels = kernels;
+  c.flops = fwd_flops * scale;
+  c.bytes = fwd_bytes * scale;
+  c.bound = OpBound::Compute;
+  c.efficiency = b.gemm_eff(c.flops / std::max(1.0, c.kernels));
+  b.add(c);
+}
+
 // A Gated DeltaNet mixer besides its projections (which are GEMMs on the table), as the CUDA path runs
 // it (planner/gated_delta_net.h: causal-conv1d and flash-linear-attention; transformers 5.24
 // Qwen3_5GatedDeltaNet.forward). Per layer and token, with a the activation bytes:
@@ -785,16 +804,9 @@ void LayerOps::gated_delta_net(OpPass pass, bool backward) {
   const double rule_bytes = (a * (2 * kd + vd) + 2.0 * 4.0 * c * hv + a * c * hv + 2.0 * a * (hv * dk + vd) +
                              2.0 * a * hv * dk * dv / c + 2.0 * a * vd + a * vd) *
                             m * Lg;
-  const double scale = backward ? 2.5 : 1.0;
-  OpCost rule;
-  rule.name = backward ? "Gated DeltaNet chunked rule backward (fla)" : "Gated DeltaNet chunked rule (fla)";
-  rule.pass = pass;
-  rule.kernels = (backward ? 9.0 : 6.0) * Lg;
-  rule.flops = rule_flops * scale;
-  rule.bytes = rule_bytes * scale;
-  rule.bound = OpBound::Compute;
-  rule.efficiency = b.gemm_eff(rule.flops / std::max(1.0, rule.kernels));
-  b.add(rule);
+  chunked_mixer_kernels(
+      backward ? "Gated DeltaNet chunked rule backward (fla)" : "Gated DeltaNet chunked rule (fla)", pass,
+      backward, (backward ? 9.0 : 6.0) * Lg, rule_flops, rule_bytes);
   const double gates =
       hv * (3.0 * a + 28.0);  // sigmoid r/w a; .float r a w 4; + dt_bias, softplus, mul 8 each
   if (!backward) {
@@ -840,16 +852,9 @@ void LayerOps::mamba2(OpPass pass, bool backward) {
   const double scan_flops = mamba2_scan_flops_per_token(md, static_cast<int64_t>(seq)) * m * Lm;
   const double scan_bytes =
       (a * I + 2.0 * a * G * N + 8.0 * H + 2.0 * 4.0 * G * C + 3.0 * 4.0 * H * P * N / C + a * I) * m * Lm;
-  const double scale = backward ? 2.5 : 1.0;
-  OpCost scan;
-  scan.name = backward ? "Mamba-2 chunked scan backward (mamba_ssm)" : "Mamba-2 chunked scan (mamba_ssm)";
-  scan.pass = pass;
-  scan.kernels = (backward ? 8.0 : 5.0) * Lm;
-  scan.flops = scan_flops * scale;
-  scan.bytes = scan_bytes * scale;
-  scan.bound = OpBound::Compute;
-  scan.efficiency = b.gemm_eff(scan.flops / std::max(1.0, scan.kernels));
-  b.add(scan);
+  chunked_mixer_kernels(
+      backward ? "Mamba-2 chunked scan backward (mamba_ssm)" : "Mamba-2 chunked scan (mamba_ssm)", pass,
+      backward, (backward ? 8.0 : 5.0) * Lm, scan_flops, scan_bytes);
   if (!backward) {
     b.memory("Mamba-2 causal conv1d + SiLU (causal-conv1d)", pass, Lm, 2.0 * a * conv * m * Lm);
     b.memory("Mamba-2 z / dt / x,B,C contiguous copies", pass, 3.0 * Lm, 2.0 * a * (I + H + conv) * m * Lm);
