@@ -394,9 +394,9 @@ void add_layer_group(const models::ModelSpec& m, const models::LayerInventory& l
 // The inventory walked once (compute_compute_stats): the layers outside the decoder, and one representative
 // decoder layer per kind. MoE models with some dense layers (DeepSeek's first_k_dense_replace: 3 of 61;
 // Llama-4 Maverick: every other layer) are costed from their first MoE layer: an approximation for the
-// dense ones. Hybrids (Qwen3-Next, Qwen3.5: ModelSpec::layer_kinds) are walked one layer per kind: the
-// first softmax-attention layer and the first Gated DeltaNet layer (of the MoE ones in a MoE model), each
-// standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
+// dense ones. Hybrids (Qwen3-Next, Qwen3.5, Granite-4.0-H: ModelSpec::layer_kinds) are walked one layer per
+// kind: the first softmax-attention, Gated DeltaNet and Mamba-2 layer (of the MoE ones in a MoE model),
+// each standing for its kind's layers (GemmShape::layer_fraction, ParamGroup::repeat).
 LayerWalk walk_layers(const Workload& w, double moe_fraction, ComputeStats& s) {
   const models::ModelSpec& m = w.model;
   using models::LayerKind;

@@ -75,12 +75,13 @@ bool norms_registered_last(const std::string& model_type) {
          model_type == "granitemoehybrid";
 }
 
-// A Gated DeltaNet's parameters in module.parameters() order: the module's own dt_bias and A_log, then its
+// A linear-time mixer's parameters (Gated DeltaNet or Mamba-2) in module.parameters() order. A Gated
+// DeltaNet's: the module's own dt_bias and A_log, then its
 // children in __init__ order (Qwen3_5GatedDeltaNet: conv1d, norm, out_proj, in_proj_qkv, in_proj_z,
 // in_proj_b, in_proj_a; Qwen3NextGatedDeltaNet: conv1d, in_proj_qkvz, in_proj_ba, norm, out_proj).
 // Recorded: qwen3_5_s3_n2_bf16_s128's persistent gathers after the step, 4, 4, 1536, 32, 32768, 98304,
 // 32768, 1024, 1024 elements.
-int gdn_registration_rank(const std::string& model_type, const std::string& tensor_name) {
+int mixer_registration_rank(const std::string& model_type, const std::string& tensor_name) {
   // A Mamba-2 mixer (GraniteMoeHybridMambaLayer.__init__: conv1d, in_proj, dt_bias, A_log, norm, D,
   // out_proj): its own dt_bias, A_log and D, then conv1d, in_proj, norm, out_proj.
   const bool mamba = tensor_name.find("mamba.") != std::string::npos;
@@ -242,8 +243,8 @@ void ParamOrderBuilder::register_decoder_tensors(std::vector<T>& attn, std::vect
   if (!attn.empty() && (attn.front().spec->name.find("linear_attn.") != std::string::npos ||
                         attn.front().spec->name.find("mamba.") != std::string::npos))
     std::stable_sort(attn_registered.begin(), attn_registered.end(), [&](const T& x, const T& y) {
-      return gdn_registration_rank(w.model.model_type, x.spec->name) <
-             gdn_registration_rank(w.model.model_type, y.spec->name);
+      return mixer_registration_rank(w.model.model_type, x.spec->name) <
+             mixer_registration_rank(w.model.model_type, y.spec->name);
     });
   // registration: self_attn, mlp, norms (each targeted linear's adapters right after it); Granite-4.0-H's
   // layer registers the norms, the MLPs, then the mixer. Execution: norm 0, self_attn, other norms, mlp.

@@ -551,7 +551,7 @@ struct LayerOps {
   Checkpointing ckpt;
   const RuntimeKernels& rt;
   double a, m, L, seq;  // activation bytes, tokens per micro-step, layers, sequence
-  // Hybrids: the layers that run softmax attention and those that run a Gated DeltaNet (La = L otherwise).
+  // Hybrids: the layers that run softmax attention, a Gated DeltaNet and a Mamba-2 (La = L otherwise).
   double La = 0, Lg = 0, Lm = 0;
   double h = 0, q = 0, kv = 0, f = 0, V = 0, norms = 0;
   AttentionBackend backend = AttentionBackend::Eager;
