@@ -271,6 +271,12 @@ void add_stack_flags(CLI::App& app, PlanFlags& f) {
          "matrices, AdamW on embeddings, head and norms), planned at ZeRO stages 1-2 with the optimizer "
          "on the GPU, as DeepSpeed 0.19.8 runs it")
       ->group(t);
+  app.add_option(
+         "--freeze", f.freeze,
+         "vision: freeze a vision-language model's vision tower and projector (requires_grad False, "
+         "as LLaMA-Factory's freeze_vision_tower and freeze_multi_modal_projector, both true by default "
+         "there): they hold 16-bit weights only, no gradients or optimizer states")
+      ->group(t);
   app.add_option("--allow", f.allow,
                  "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
                  "(bf16 master weights, gradients and Adam states: DeepSpeed >= 0.18.3, ZeRO 1-3, bf16)")
@@ -548,6 +554,7 @@ planner::Workload build_workload(const PlanFlags& f) {
   t.memory_efficient_linear = parse_choice<bool>(f.memory_efficient_linear, "--memory-efficient-linear",
                                                  {{"on", true}, {"off", false}});
   t.muon = parse_choice<bool>(f.optimizer, "--optimizer", {{"adamw", false}, {"muon", true}});
+  if (!f.freeze.empty()) t.freeze_vision = parse_choice<bool>(f.freeze, "--freeze", {{"vision", true}});
   t.lora_rank = parse_positive_count(f.lora_rank, "--lora-rank", kMaxLoraRank);
   if (!f.lora_targets.empty()) {
     if (t.method == planner::Method::Full)
@@ -571,6 +578,11 @@ planner::Workload build_workload(const PlanFlags& f) {
 
   w.model = load_workload_model(f, t);
   apply_layout_flags(f, w);
+  if (w.train.freeze_vision && w.model.vision_groups.empty())
+    throw_user_error(
+        "--freeze vision: model '{}' has no vision tower zeroplan counts (vision-language configs of the "
+        "wrappers in models/data/vision_towers.json have one)",
+        w.model.name);
   if (t.muon)
     if (const std::string why = planner::muon_refusal(w); !why.empty())
       throw_user_error("--optimizer muon: {}", why);

@@ -54,6 +54,8 @@ struct PlanFlags {
   std::string allow;
   // --optimizer adamw|muon: the optimizer the plan prices (DeepSpeed's Muon: planner/muon.h).
   std::string optimizer = "adamw";
+  // --freeze vision: a vision-language model's tower and projector frozen (planner/vision.h).
+  std::string freeze;
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan

@@ -15,11 +15,20 @@ using planner::Category;
 
 json model_to_json(const planner::Workload& w) {
   const auto& m = w.full_model();  // as given; under --tp, w.model is one TP rank's shard
-  const int64_t total = m.num_parameters();
-  int64_t trainable = total - m.num_frozen_parameters();
+  // A vision-language model's count is the whole model's: the language tower and the vision tower and
+  // projector (planner/vision.h), each also given on its own.
+  const int64_t vision = m.vision_parameters();
+  const int64_t total = m.num_parameters() + vision;
+  int64_t trainable = total - m.num_frozen_parameters() - (w.train.freeze_vision ? vision : 0);
   if (w.train.method != planner::Method::Full)
     trainable = models::lora_trainable_parameters(m, w.train.lora_rank, w.train.lora_targets);
   json j = {{"name", m.name}, {"parameters", total}, {"trainable_parameters", trainable}};
+  if (vision > 0) {
+    j["language_parameters"] = m.num_parameters();
+    j["vision_parameters"] = vision;
+    j["vision_tower"] = m.vision_tower;
+    j["vision_frozen"] = w.train.freeze_vision || w.train.method != planner::Method::Full;
+  }
   if (m.params_only) j["architecture_known"] = false;
   if (w.train.tensor_parallel > 1) j["parameters_per_tp_rank"] = w.model.num_parameters();
   return j;

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <filesystem>
@@ -462,6 +463,36 @@ std::string sequence_parallel_args(const planner::Workload& w, const planner::Pl
                                   : "sdpa");
 }
 
+// A vision-language model's tower and projector (planner/vision.h): the freeze the plan assumes, as code
+// over the wrapper's own module names (the vision groups' top-level modules: "model.visual" for the Qwen
+// models, "model.vision_tower" and "model.multi_modal_projector" for the others).
+std::string vision_setup_note(const planner::Workload& w) {
+  if (w.model.vision_groups.empty()) return "";
+  if (!w.train.freeze_vision)
+    return "# The vision tower and projector train with the language model (the plan holds their gradients "
+           "and\n"
+           "# optimizer states); zeroplan --freeze vision plans them frozen.\n";
+  std::vector<std::string> prefixes;
+  for (const auto& g : w.model.vision_groups)
+    for (const auto& t : g.tensors) {
+      const auto first = t.name.find('.');
+      const auto second = first == std::string::npos ? first : t.name.find('.', first + 1);
+      const std::string prefix = second == std::string::npos ? t.name : t.name.substr(0, second + 1);
+      if (std::find(prefixes.begin(), prefixes.end(), prefix) == prefixes.end()) prefixes.push_back(prefix);
+    }
+  std::string names;  // a Python tuple's items
+  for (const auto& p : prefixes) names += (names.empty() ? "" : ", ") + py_string(p);
+  if (prefixes.size() == 1) names += ",";
+  return fmt::format(
+      "# --freeze vision: the plan holds the vision tower and projector frozen (16-bit weights, no gradients "
+      "or\n"
+      "# optimizer states). Freeze them before the Trainer is built:\n"
+      "#   for name, p in model.named_parameters():\n"
+      "#       if name.startswith(({})):\n"
+      "#           p.requires_grad_(False)\n",
+      names);
+}
+
 // The comment lines after the TrainingArguments call: what the script must do to the model itself
 // (QLoRA's package versions, AutoEP's expert layers, the PEFT wrapper).
 std::string model_setup_notes(const planner::Workload& w, const planner::Plan& p) {
@@ -484,6 +515,7 @@ std::string model_setup_notes(const planner::Workload& w, const planner::Plan& p
     s += fmt::format(
         "# {}: wrap the model with peft.get_peft_model(model, LoraConfig(r={}, ...)) before the Trainer.\n",
         planner::to_string(w.train.method), w.train.lora_rank);
+  s += vision_setup_note(w);
   return s;
 }
 

@@ -1421,21 +1421,28 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
     ModelSpec m = model_from_hf_json(origin + " (text_config)", text, with_checkpoint);
     m.name = origin;
     m.text_config_of = outer_type;
-    // The tower and projector counted where models/data/vision_towers.json knows the wrapper
-    // (models/vision_tower.h), so the output says what the language tower's numbers leave out.
-    const std::optional<VisionTowerCount> vt = count_vision_tower(j, m.hidden_size);
-    m.warnings.push_back(
-        vt ? fmt::format(
-                 "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower "
-                 "(text_config, '{}') only: the vision tower ({}, {:.1f}M parameters) and projector "
-                 "({:.1f}M) are counted but not planned, {:.2f}B parameters the memory and time here "
-                 "leave out",
-                 origin, outer_type, m.model_type, vt->tower, static_cast<double>(vt->tower_params) / 1e6,
-                 static_cast<double>(vt->projector_params) / 1e6, static_cast<double>(vt->total()) / 1e9)
-           : fmt::format(
-                 "model config '{}': a vision-language model ('{}'); zeroplan plans its language tower "
-                 "(text_config, '{}') only: the vision encoder and projector are not counted",
-                 origin, outer_type, m.model_type));
+    // The tower and projector, where models/data/vision_towers.json knows the wrapper
+    // (models/vision_tower.h): the planner holds their model states beside the language tower's
+    // (planner/vision.h).
+    std::optional<VisionTower> vt = vision_tower(j, m.hidden_size);
+    if (vt) {
+      const int64_t tower = vt->tower_params(), projector = vt->projector_params();
+      m.vision_tower = vt->tower;
+      m.vision_groups = std::move(vt->groups);
+      m.warnings.push_back(fmt::format(
+          "model config '{}': a vision-language model ('{}'); the vision tower ({}, {:.1f}M parameters) and "
+          "projector ({:.1f}M) are planned as model states beside the language tower ('{}'), trained unless "
+          "--freeze vision (LLaMA-Factory freezes both by default); their forward and backward on images are "
+          "not modelled: activations and time are "
+          "the language tower's over --seq-len tokens, image tokens included",
+          origin, outer_type, m.vision_tower, static_cast<double>(tower) / 1e6,
+          static_cast<double>(projector) / 1e6, m.model_type));
+    } else {
+      m.warnings.push_back(
+          fmt::format("model config '{}': a vision-language model ('{}'); zeroplan plans its language tower "
+                      "(text_config, '{}') only: the vision encoder and projector are not counted",
+                      origin, outer_type, m.model_type));
+    }
     return m;
   }
   ModelSpec m;

@@ -27,6 +27,12 @@ int64_t ModelSpec::num_parameters() const {
   return n;
 }
 
+int64_t ModelSpec::vision_parameters() const {
+  int64_t n = 0;
+  for (const auto& g : vision_groups) n = checked_add(n, g.numel());
+  return n;
+}
+
 int64_t ModelSpec::num_frozen_parameters() const {
   if (params_only) return 0;
   int64_t n = 0;

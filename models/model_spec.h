@@ -78,6 +78,9 @@ struct TensorSpec {
   bool is_embedding = false;
   bool frozen = false;  // requires_grad False (ERNIE-4.5-MoE's gate.moe_statics.e_score_correction_bias)
   std::string dtype{};  // safetensors dtype ("BF16", "F32", "U8", ...) when read from a checkpoint
+  // Part of a vision-language model's vision tower or projector (models/vision_tower.h): zeroplan's LoRA
+  // adapters go on the language tower only, and the tower runs only on images.
+  bool vision = false;
   int64_t numel() const;
 };
 
@@ -198,6 +201,12 @@ struct ModelSpec {
   // (planner/tensor_parallel.h). 0 = vocab_size.
   int64_t lm_head_rows = 0;
   std::string text_config_of;    // vision-language wrapper whose text_config this is ("gemma3", ...)
+  // The wrapper's vision tower and projector, every tensor in the wrapper's registration order (models/
+  // vision_tower.h), for the wrappers zeroplan counts; empty otherwise. Not part of inventory(), which is
+  // the language tower the counts per family are checked on: the planner adds these (planner/vision.h).
+  std::vector<LayerInventory> vision_groups;
+  std::string vision_tower;  // the tower's model type ("siglip_vision_model", "qwen2_5_vl_vision", ...)
+  int64_t vision_parameters() const;
 
   Layout layout = Layout::Llama;
   bool fused_gate_up = false;             // Phi-3: one gate_up_proj [2*intermediate, hidden]

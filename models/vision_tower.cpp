@@ -1,10 +1,12 @@
 #include "models/vision_tower.h"
 
 #include <string>
+#include <vector>
 
 #include "common/checked.h"
 #include "common/embedded_data.h"
 #include "common/errors.h"
+#include "models/group_builder.h"
 
 namespace zeroplan::models {
 namespace {
@@ -47,118 +49,198 @@ struct VisionFields {
   }
 };
 
-// One encoder layer of SigLIP and CLIP alike (modeling_siglip.py SiglipEncoderLayer, modeling_clip.py
-// CLIPEncoderLayer): layer_norm1 and layer_norm2 (weight + bias), q/k/v/out_proj Linear(h, h) with bias, and
+// The tower's tensors are built the way transformers 5.24 registers them (names, shapes and order checked
+// against AutoModelForImageTextToText on the meta device: tests/test_vision_tower.cpp and
+// tests/data/models/vlm/tensors.json). Groups are what DeepSpeed stage 3 fetches together: the embeddings,
+// each encoder block, the post-norm and head, and the projector.
+using Groups = std::vector<LayerInventory>;
+
+// One encoder layer of SigLIP and CLIP (modeling_siglip.py SiglipEncoderLayer: layer_norm1, self_attn,
+// layer_norm2, mlp; modeling_clip.py CLIPEncoderLayer registers self_attn first, then layer_norm1, mlp,
+// layer_norm2): q/k/v/out_proj Linear(h, h) with bias (registered k, v, q, out), LayerNorms with bias, and
 // the MLP fc1 Linear(h, i) and fc2 Linear(i, h) with bias.
-int64_t encoder_layer(int64_t h, int64_t i) {
-  return 2 * (2 * h) + 4 * (h * h + h) + (h * i + i) + (i * h + h);
+void encoder_layer(GroupBuilder& g, int64_t h, int64_t i, bool clip) {
+  if (!clip) g.norm("layer_norm1", h, true);
+  for (const char* proj : {"self_attn.k_proj", "self_attn.v_proj", "self_attn.q_proj", "self_attn.out_proj"})
+    g.linear(proj, h, h, true);
+  if (clip) g.norm("layer_norm1", h, true);
+  if (!clip) g.norm("layer_norm2", h, true);
+  g.linear("mlp.fc1", i, h, true);
+  g.linear("mlp.fc2", h, i, true);
+  if (clip) g.norm("layer_norm2", h, true);
 }
 
-// SiglipVisionTransformer: patch_embedding Conv2d(C, h, p, p) with bias, position_embedding over
-// (image / p)^2 patches, the layers, post_layernorm, and with vision_use_head the attention-pooling head
-// (probe [1, 1, h], nn.MultiheadAttention: in_proj 3h x h + 3h and out_proj h x h + h, a layernorm and an
-// MLP).
-int64_t siglip(const VisionFields& v) {
+// SiglipVisionTransformer (model.vision_tower): patch_embedding Conv2d(C, h, p, p) with bias,
+// position_embedding over (image / p)^2 patches, the layers, post_layernorm, and with vision_use_head the
+// attention-pooling head (probe [1, 1, h], nn.MultiheadAttention in_proj [3h, h] + [3h] and out_proj
+// Linear(h, h), a layernorm and an MLP). CLIPVisionTransformer: class_embedding [h], patch_embedding without
+// bias, (image / p)^2 + 1 positions, pre_layrnorm, the layers, post_layernorm.
+void siglip_or_clip(const VisionFields& v, bool clip, Groups& out) {
   const int64_t h = v.get("hidden_size"), i = v.get("intermediate_size"), p = v.get("patch_size");
-  const int64_t side = v.get("image_size") / p;
-  int64_t n = h * v.get("num_channels") * p * p + h + side * side * h;
-  n += v.get("num_hidden_layers") * encoder_layer(h, i) + 2 * h;
-  if (v.flag("vision_use_head")) n += h + 4 * h * h + 4 * h + 2 * h + (h * i + i) + (i * h + h);
-  return n;
+  const int64_t side = v.get("image_size") / p, c = v.get("num_channels");
+  const std::string root = "model.vision_tower";
+  GroupBuilder e("vision.embed", root, false);
+  if (clip) e.param("embeddings.class_embedding", {h});
+  e.param("embeddings.patch_embedding.weight", {h, c, p, p}, "patch_embedding");
+  if (!clip) e.param("embeddings.patch_embedding.bias", {h}, "patch_embedding");
+  e.embedding("embeddings.position_embedding", side * side + (clip ? 1 : 0), h);
+  if (clip) e.norm("pre_layrnorm", h, true);
+  out.push_back(e.take());
+  for (int64_t l = 0; l < v.get("num_hidden_layers"); ++l) {
+    GroupBuilder g("vision.layers." + std::to_string(l), root + ".encoder.layers." + std::to_string(l),
+                   false);
+    encoder_layer(g, h, i, clip);
+    out.push_back(g.take());
+  }
+  GroupBuilder post("vision.post", root, false);
+  post.norm("post_layernorm", h, true);
+  if (!clip && v.flag("vision_use_head")) {
+    post.param("head.probe", {1, 1, h});
+    post.param("head.attention.in_proj_weight", {3 * h, h}, "attention");
+    post.param("head.attention.in_proj_bias", {3 * h}, "attention");
+    post.linear("head.attention.out_proj", h, h, true);
+    post.norm("head.layernorm", h, true);
+    post.linear("head.mlp.fc1", i, h, true);
+    post.linear("head.mlp.fc2", h, i, true);
+  }
+  out.push_back(post.take());
 }
 
-// CLIPVisionTransformer: class_embedding [h], patch_embedding Conv2d(C, h, p, p) without bias,
-// position_embedding over (image / p)^2 + 1 positions, pre_layrnorm, the layers, post_layernorm.
-int64_t clip(const VisionFields& v) {
-  const int64_t h = v.get("hidden_size"), i = v.get("intermediate_size"), p = v.get("patch_size");
-  const int64_t side = v.get("image_size") / p;
-  return h + h * v.get("num_channels") * p * p + (side * side + 1) * h + 2 * h +
-         v.get("num_hidden_layers") * encoder_layer(h, i) + 2 * h;
+// The Qwen vision transformers without their mergers (model.visual):
+//   modeling_qwen2_vl.py Qwen2VisionTransformerPretrainedModel: patch_embed.proj Conv3d(C, e, [T, p, p],
+//     bias=False); `depth` Qwen2VLVisionBlock: norm1/norm2 LayerNorm(e) with bias, attn.qkv Linear(e, 3e) and
+//     attn.proj Linear(e, e) with bias, mlp fc1 Linear(e, f), fc2 Linear(f, e) with bias, f = e * mlp_ratio.
+//   modeling_qwen2_5_vl.py Qwen2_5_VisionTransformerPretrainedModel: the same patch embed at hidden_size h;
+//     norm1/norm2 Qwen2_5_VLRMSNorm(h) (weight only); mlp gate_proj/up_proj Linear(h, i), down_proj with
+//     bias.
+//   modeling_qwen3_vl.py Qwen3VLVisionModel (and Qwen3.5's, modeling_qwen3_5.py Qwen3_5VisionModel):
+//     patch_embed.proj with bias, pos_embed Embedding(num_position_embeddings, h); blocks with LayerNorms,
+//     attn.qkv/proj, mlp linear_fc1 Linear(h, i) and linear_fc2 Linear(i, h) with bias.
+// The rotary embedding holds no parameters.
+void qwen_tower(const std::string& kind, const VisionFields& v, Groups& out) {
+  const bool q2 = kind == "qwen2_vl", q25 = kind == "qwen2_5_vl";
+  const int64_t h = q2 ? v.get("embed_dim") : v.get("hidden_size"), p = v.get("patch_size");
+  const int64_t i = q2 ? h * v.get("mlp_ratio") : v.get("intermediate_size");
+  const std::string root = "model.visual";
+  GroupBuilder e("vision.embed", root, false);
+  e.param("patch_embed.proj.weight", {h, v.get("in_channels"), v.get("temporal_patch_size"), p, p}, "proj");
+  if (!q2 && !q25) {
+    e.param("patch_embed.proj.bias", {h}, "proj");
+    e.embedding("pos_embed", v.get("num_position_embeddings"), h);
+  }
+  out.push_back(e.take());
+  for (int64_t l = 0; l < v.get("depth"); ++l) {
+    GroupBuilder g("vision.layers." + std::to_string(l), root + ".blocks." + std::to_string(l), false);
+    g.norm("norm1", h, !q25);
+    g.norm("norm2", h, !q25);
+    g.linear("attn.qkv", 3 * h, h, true);
+    g.linear("attn.proj", h, h, true);
+    if (q2) {
+      g.linear("mlp.fc1", i, h, true);
+      g.linear("mlp.fc2", h, i, true);
+    } else if (q25) {
+      g.linear("mlp.gate_proj", i, h, true);
+      g.linear("mlp.up_proj", i, h, true);
+      g.linear("mlp.down_proj", h, i, true);
+    } else {
+      g.linear("mlp.linear_fc1", i, h, true);
+      g.linear("mlp.linear_fc2", h, i, true);
+    }
+    out.push_back(g.take());
+  }
 }
 
-// Qwen2-VL's vision transformer without its merger (modeling_qwen2_vl.py
-// Qwen2VisionTransformerPretrainedModel): patch_embed.proj Conv3d(in_channels, embed_dim,
-// [temporal_patch_size, p, p], bias=False), and `depth` Qwen2VLVisionBlock: norm1/norm2 torch
-// LayerNorm(embed_dim) (weight + bias), attn.qkv Linear(e, 3e) and attn.proj Linear(e, e) with bias, mlp
-// VisionMlp fc1 Linear(e, f) and fc2 Linear(f, e) with bias, f = int(embed_dim * mlp_ratio). The rotary
-// embedding holds no parameters.
-int64_t qwen2_vl(const VisionFields& v) {
-  const int64_t e = v.get("embed_dim"), p = v.get("patch_size"), f = e * v.get("mlp_ratio");
-  return e * v.get("in_channels") * v.get("temporal_patch_size") * p * p +
-         v.get("depth") * (2 * (2 * e) + (3 * e * e + 3 * e) + (e * e + e) + (e * f + f) + (f * e + e));
-}
-
-// Qwen2.5-VL's vision transformer without its merger (modeling_qwen2_5_vl.py
-// Qwen2_5_VisionTransformerPretrainedModel): patch_embed.proj Conv3d(in_channels, h, [temporal_patch_size, p,
-// p], bias=False), and `depth` Qwen2_5_VLVisionBlock: norm1/norm2 Qwen2_5_VLRMSNorm(h) (weight only),
-// attn.qkv Linear(h, 3h) and attn.proj Linear(h, h) with bias, mlp Qwen2_5_VLMLP(bias=True): gate_proj and
-// up_proj Linear(h, i), down_proj Linear(i, h), all with bias.
-int64_t qwen2_5_vl(const VisionFields& v) {
-  const int64_t h = v.get("hidden_size"), i = v.get("intermediate_size"), p = v.get("patch_size");
-  return h * v.get("in_channels") * v.get("temporal_patch_size") * p * p +
-         v.get("depth") * (2 * h + (3 * h * h + 3 * h) + (h * h + h) + 2 * (h * i + i) + (i * h + h));
-}
-
-// Qwen3-VL's vision model without its mergers (modeling_qwen3_vl.py Qwen3VLVisionModel): patch_embed.proj
-// Conv3d(in_channels, h, [temporal_patch_size, p, p], bias=True), pos_embed
-// Embedding(num_position_embeddings, h) (the learned position grid), and `depth` Qwen3VLVisionBlock:
-// norm1/norm2 nn.LayerNorm(h) (weight + bias), attn.qkv Linear(h, 3h) and attn.proj Linear(h, h) with bias,
-// mlp Qwen3VLVisionMLP linear_fc1 Linear(h, i) and linear_fc2 Linear(i, h) with bias.
-int64_t qwen3_vl(const VisionFields& v) {
-  const int64_t h = v.get("hidden_size"), i = v.get("intermediate_size"), p = v.get("patch_size");
-  return h * v.get("in_channels") * v.get("temporal_patch_size") * p * p + h +
-         v.get("num_position_embeddings") * h +
-         v.get("depth") * (2 * (2 * h) + (3 * h * h + 3 * h) + (h * h + h) + (h * i + i) + (i * h + h));
-}
-
-// The Qwen mergers, which project the vision features into the language model (counted as the projector,
-// though transformers keeps them inside model.visual). Each concatenates spatial_merge_size^2 neighbouring
-// patches, m = width * spatial_merge_size^2 features, through a norm and Linear(m, m) -> GELU -> Linear(m,
-// out), both with bias.
-int64_t qwen_projector(const std::string& kind, const VisionFields& v) {
+// The Qwen mergers, which project the vision features into the language model (the projector here, though
+// transformers keeps them inside model.visual). Each concatenates spatial_merge_size^2 neighbouring patches,
+// m = width * spatial_merge_size^2 features, through a norm and Linear(m, m) -> GELU -> Linear(m, out), both
+// with bias:
+//   modeling_qwen2_vl.py PatchMerger(dim=hidden_size, context_dim=embed_dim): ln_q LayerNorm(embed_dim),
+//     mlp.0 and mlp.2;
+//   modeling_qwen2_5_vl.py Qwen2_5_VLPatchMerger(dim=out_hidden_size, context_dim=hidden_size): ln_q
+//     Qwen2_5_VLRMSNorm(hidden_size), weight only;
+//   modeling_qwen3_vl.py Qwen3VLVisionPatchMerger: merger (use_postshuffle_norm=False: norm LayerNorm(h)),
+//     linear_fc1, linear_fc2; and deepstack_merger_list, one merger per deepstack_visual_indexes entry with
+//     use_postshuffle_norm=True (norm LayerNorm(m)). Qwen3.5 (Qwen3_5VisionModel) has the merger alone.
+void qwen_projector(const std::string& kind, const VisionFields& v, Groups& out) {
   const int64_t s = v.get("spatial_merge_size");
-  // modeling_qwen2_vl.py PatchMerger(dim=hidden_size, context_dim=embed_dim): ln_q LayerNorm(embed_dim).
-  if (kind == "qwen2_vl") {
-    const int64_t e = v.get("embed_dim"), m = e * s * s, out = v.get("hidden_size");
-    return 2 * e + (m * m + m) + (m * out + out);
+  const bool q2 = kind == "qwen2_vl";
+  const int64_t h = q2 ? v.get("embed_dim") : v.get("hidden_size"), m = h * s * s;
+  const int64_t o = q2 ? v.get("hidden_size") : v.get("out_hidden_size");
+  GroupBuilder g("vision.projector", "model.visual.merger", false);
+  if (kind == "qwen2_vl" || kind == "qwen2_5_vl") {
+    g.norm("ln_q", h, q2);
+    g.linear("mlp.0", m, m, true);
+    g.linear("mlp.2", o, m, true);
+    out.push_back(g.take());
+    return;
   }
-  const int64_t h = v.get("hidden_size"), m = h * s * s, out = v.get("out_hidden_size");
-  // modeling_qwen2_5_vl.py Qwen2_5_VLPatchMerger(dim=out_hidden_size, context_dim=hidden_size): ln_q
-  // Qwen2_5_VLRMSNorm(hidden_size), weight only.
-  if (kind == "qwen2_5_vl") return h + (m * m + m) + (m * out + out);
-  // modeling_qwen3_vl.py Qwen3VLVisionPatchMerger: merger (use_postshuffle_norm=False: norm LayerNorm(h)) and
-  // deepstack_merger_list, one merger per deepstack_visual_indexes entry with use_postshuffle_norm=True (norm
-  // LayerNorm(m)).
-  const int64_t mlp = (m * m + m) + (m * out + out);
-  // Qwen3.5 (Qwen3_5VisionModel) has the merger alone: no deepstack_merger_list.
-  if (kind == "qwen3_5") return 2 * h + mlp;
-  return 2 * h + mlp + v.list_size("deepstack_visual_indexes") * (2 * m + mlp);
+  g.norm("norm", h, true);
+  g.linear("linear_fc1", m, m, true);
+  g.linear("linear_fc2", o, m, true);
+  out.push_back(g.take());
+  if (kind == "qwen3_5") return;
+  for (int64_t k = 0; k < v.list_size("deepstack_visual_indexes"); ++k) {
+    GroupBuilder d("vision.projector.deepstack." + std::to_string(k),
+                   "model.visual.deepstack_merger_list." + std::to_string(k), false);
+    d.norm("norm", m, true);
+    d.linear("linear_fc1", m, m, true);
+    d.linear("linear_fc2", o, m, true);
+    out.push_back(d.take());
+  }
 }
 
-int64_t projector(const std::string& kind, const json& outer, const VisionFields& v, int64_t text_h) {
+// The projectors of the SigLIP/CLIP wrappers (model.multi_modal_projector):
+//   modeling_gemma3.py Gemma3MultiModalProjector: mm_input_projection_weight [vision h, text h] (a bare
+//     parameter used in a matmul) and mm_soft_emb_norm, a Gemma3RMSNorm(vision h);
+//   modeling_paligemma.py PaliGemmaMultiModalProjector: linear Linear(vision h, projection_dim) with bias;
+//   modeling_llava.py LlavaMultiModalProjector: linear_1 Linear(vision h x the number of feature layers
+//     (vision_feature_layer a list), text h), linear_2 Linear(text h, text h), with bias when
+//     multimodal_projector_bias (default True). LLaVA-NeXT registers image_newline [text h] first.
+void projector(const std::string& kind, const json& outer, const VisionFields& v, int64_t text_h,
+               Groups& out) {
   const int64_t vh = v.get("hidden_size");
-  // modeling_gemma3.py Gemma3MultiModalProjector: mm_input_projection_weight [vision h, text h] and
-  // mm_soft_emb_norm, a Gemma3RMSNorm(vision h).
-  if (kind == "gemma3") return vh * text_h + vh;
-  // modeling_paligemma.py PaliGemmaMultiModalProjector: Linear(vision h, projection_dim) with bias.
-  if (kind == "paligemma") {
-    const int64_t d = v.get("projection_dim");
-    return vh * d + d;
+  GroupBuilder g("vision.projector", "model.multi_modal_projector", false);
+  if (kind == "gemma3") {
+    g.param("mm_input_projection_weight", {vh, text_h});
+    g.norm("mm_soft_emb_norm", vh, false);
+  } else if (kind == "paligemma") {
+    g.linear("linear", v.get("projection_dim"), vh, true);
+  } else {
+    const json* fl = outer.contains("vision_feature_layer") ? &outer["vision_feature_layer"] : nullptr;
+    const int64_t layers = fl != nullptr && fl->is_array() ? static_cast<int64_t>(fl->size()) : 1;
+    const bool bias = outer.value("multimodal_projector_bias", true);
+    g.linear("linear_1", text_h, vh * layers, bias);
+    g.linear("linear_2", text_h, text_h, bias);
   }
-  // modeling_llava.py LlavaMultiModalProjector: linear_1 Linear(vision h x the number of feature layers
-  // (vision_feature_layer a list), text h), linear_2 Linear(text h, text h), both with bias when
-  // multimodal_projector_bias (default True). LLaVA-NeXT adds image_newline [text h].
-  const json* fl = outer.contains("vision_feature_layer") ? &outer["vision_feature_layer"] : nullptr;
-  const int64_t layers = fl != nullptr && fl->is_array() ? static_cast<int64_t>(fl->size()) : 1;
-  const bool bias = outer.value("multimodal_projector_bias", true);
-  int64_t n = vh * layers * text_h + text_h * text_h + (bias ? 2 * text_h : 0);
-  if (kind == "llava_next") n += text_h;
-  return n;
+  out.push_back(g.take());
+  if (kind == "llava_next") {
+    GroupBuilder n("vision.projector.image_newline", "model", false);
+    n.param("image_newline", {text_h});
+    out.insert(out.begin(), n.take());
+  }
+}
+
+bool is_projector(const LayerInventory& g) {
+  return g.name.rfind("vision.projector", 0) == 0;
 }
 
 }  // namespace
 
-std::optional<VisionTowerCount> count_vision_tower(const json& outer, int64_t text_hidden) {
+int64_t VisionTower::tower_params() const {
+  int64_t n = 0;
+  for (const auto& g : groups)
+    if (!is_projector(g)) n = checked_add(n, g.numel());
+  return n;
+}
+
+int64_t VisionTower::projector_params() const {
+  int64_t n = 0;
+  for (const auto& g : groups)
+    if (is_projector(g)) n = checked_add(n, g.numel());
+  return n;
+}
+
+std::optional<VisionTower> vision_tower(const json& outer, int64_t text_hidden) {
   const std::string type = outer.value("model_type", "");
   const json& wrappers = table()["wrappers"];
   if (!wrappers.contains(type)) return std::nullopt;
@@ -176,26 +258,22 @@ std::optional<VisionTowerCount> count_vision_tower(const json& outer, int64_t te
   if (!known || !table()["towers"].contains(tower)) return std::nullopt;
   const VisionFields v{given, w["vision_config"], table()["towers"][tower]};
   const std::string proj = w["projector"].get<std::string>();
-  VisionTowerCount c;
-  c.tower = tower;
-  if (tower == "siglip_vision_model") {
-    c.tower_params = siglip(v);
-  } else if (tower == "clip_vision_model") {
-    c.tower_params = clip(v);
-  } else if (tower == "qwen2_vl_vision") {
-    c.tower_params = qwen2_vl(v);
-  } else if (tower == "qwen2_5_vl_vision") {
-    c.tower_params = qwen2_5_vl(v);
-  } else if (tower == "qwen3_vl_vision" || tower == "qwen3_5_vision" || tower == "qwen3_5_moe_vision") {
+  VisionTower t;
+  t.tower = tower;
+  if (tower == "siglip_vision_model" || tower == "clip_vision_model") {
+    siglip_or_clip(v, tower == "clip_vision_model", t.groups);
+    projector(proj, outer, v, text_hidden, t.groups);
+  } else if (proj.rfind("qwen", 0) == 0) {
     // Qwen3.5's vision model is Qwen3-VL's without the deepstack mergers (modeling_qwen3_5.py
     // Qwen3_5VisionModel: the same patch embed, position grid, blocks and merger classes).
-    c.tower_params = qwen3_vl(v);
+    qwen_tower(proj, v, t.groups);
+    qwen_projector(proj, v, t.groups);
   } else {
     return std::nullopt;
   }
-  c.projector_params =
-      proj.rfind("qwen", 0) == 0 ? qwen_projector(proj, v) : projector(proj, outer, v, text_hidden);
-  return c;
+  for (auto& g : t.groups)
+    for (auto& x : g.tensors) x.vision = true;
+  return t;
 }
 
 std::optional<bool> vl_tie_word_embeddings(const json& outer, const json& text) {

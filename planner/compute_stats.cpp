@@ -28,6 +28,7 @@
 #include "planner/memory_stats.h"
 #include "planner/op_model.h"
 #include "planner/time_model.h"
+#include "planner/vision.h"
 #include "planner/zero_config.h"
 
 namespace zeroplan::planner {
@@ -505,6 +506,15 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
   s.trainable_params =
       s.frozen_base ? models::lora_trainable_parameters(m, walk.r, walk.targets) : walk.trainable;
+  // A vision-language model's trained tower and projector (planner/vision.h): in the optimizer and its
+  // step, in no GEMM (no image is fed).
+  if (!s.frozen_base)
+    for (const auto& g : vision_groups_as_trained(w))
+      for (const auto& t : g.tensors)
+        if (!t.frozen) {
+          s.trainable_params += t.numel();
+          s.step_param_tensors += 1;
+        }
 
   double fwd = 0;
   for (const auto& g : s.layer_gemms)

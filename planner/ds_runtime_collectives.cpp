@@ -36,6 +36,7 @@
 #include "planner/muon.h"
 #include "planner/parallel.h"
 #include "planner/sequence_parallel.h"
+#include "planner/vision.h"
 #include "planner/zero3_leaf.h"
 #include "planner/zeropp_quant.h"
 
@@ -203,6 +204,15 @@ struct ParamOrderBuilder {
       o.numel.push_back(n);
       o.trainable.push_back(true);
       o.lead.push_back(lead);
+    }
+  }
+  // A vision-language model's tower or projector group (planner/vision.h): registered and partitioned,
+  // but not run (no image in the batch), so it is in no module's trace and no gradient reaches it.
+  void add_unrun_layer(const models::LayerInventory& layer) {
+    for (const auto& t : layer.tensors) {
+      o.numel.push_back(t.numel());
+      o.trainable.push_back(!lora && !t.frozen);
+      o.lead.push_back(lead_of(t.shape));
     }
   }
   // A layer outside the decoder (embedding, final norm, head), or any layer of a model whose norms are
@@ -408,6 +418,7 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
   ParamOrderBuilder b(w, z);
   b.module();  // the *ForCausalLM root
   b.module();  // the base model (LlamaModel, GPT2Model, ...)
+  for (const auto& layer : vision_groups_as_trained(w)) b.add_unrun_layer(layer);
   // The runtime tree (transformers 5 fuses a MoE block's experts: models/runtime_inventory.cpp) is
   // what DeepSpeed registers; LoRA keeps the checkpoint names PEFT targets (as planner/memory_stats.cpp).
   for (const auto& layer : b.lora ? w.model.inventory() : w.model.runtime_inventory()) {
@@ -482,20 +493,29 @@ PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats&
   if (w.model.params_only || w.train.method == Method::QLoRA) return h;      // order unknown
   const int64_t n = layout_of(w, ZeroConfig::deepspeed_defaults(2)).zero();  // the ZeRO group
   const ParamOrder order = param_order(w, s, ZeroConfig::deepspeed_defaults(2));
+  std::vector<bool> runs(order.numel.size(), false);
+  for (size_t i : order.exec) runs[i] = true;
   std::vector<int64_t> grads;
+  std::vector<bool> grad_runs;
   for (size_t i = 0; i < order.numel.size(); ++i)
-    if (order.trainable[i]) grads.push_back(order.numel[i]);
+    if (order.trainable[i]) {
+      grads.push_back(order.numel[i]);
+      grad_runs.push_back(runs[i]);
+    }
   int64_t total = 0;
   for (int64_t g : grads) total += g;
   if (total == 0) return h;
   const int64_t part = ceil_div(total, 2 * n) * 2;  // padded / N
   // Walk the parameters once: each adds its numel to every rank whose partition it overlaps.
-  std::vector<int64_t> held(static_cast<size_t>(n), 0), piece(static_cast<size_t>(n), 0);
+  std::vector<int64_t> held(static_cast<size_t>(n), 0), piece(static_cast<size_t>(n), 0),
+      unused(static_cast<size_t>(n), 0);
   int64_t lo = 0;
-  for (int64_t g : grads) {
+  for (size_t i = 0; i < grads.size(); ++i) {
+    const int64_t g = grads[i];
     const int64_t hi = lo + g;
     for (int64_t r = lo / part; r <= (hi - 1) / part && r < n; ++r) {
       held[static_cast<size_t>(r)] += g;
+      if (!grad_runs[i]) unused[static_cast<size_t>(r)] += g;
       const int64_t overlap = std::min(hi, (r + 1) * part) - std::max(lo, r * part);
       piece[static_cast<size_t>(r)] = std::max(piece[static_cast<size_t>(r)], overlap);
     }
@@ -506,6 +526,8 @@ PartitionHoldings params_in_partition_numel(const Workload& w, const ModelStats&
   h.largest = *std::max_element(held.begin(), held.end());
   h.rank0_piece = piece[0];
   h.largest_piece = *std::max_element(piece.begin(), piece.end());
+  h.unused_rank0 = unused[0];
+  h.unused_largest = *std::max_element(unused.begin(), unused.end());
   return h;
 }
 
@@ -831,9 +853,10 @@ void CallListBuilder::zero12() {
   // reduces `if self.partition_gradients or self.is_gradient_accumulation_boundary()`); without it,
   // stage 1 walks bit16_groups in module.parameters() order after the backward (reduce_gradients:
   // `if not self.overlap_comm: for param in group: ...`).
+  // Either way only parameters that received a gradient are reduced (reduce_gradients: `if grad_reduc is
+  // not None`): a vision tower that saw no image is not (planner/vision.h).
   std::vector<size_t> reduce_idx = backward_idx;
-  if (stage == 1 && !z.overlap_comm)
-    for (size_t i = 0; i < grads.size(); ++i) reduce_idx[i] = i;
+  if (stage == 1 && !z.overlap_comm) std::sort(reduce_idx.begin(), reduce_idx.end());
   std::vector<int64_t> reduce_order;
   for (size_t i : reduce_idx) reduce_order.push_back(grads[i]);
   const auto flushes = bucket_flush_members(reduce_order, z.reduce_bucket_size);

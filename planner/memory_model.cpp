@@ -443,6 +443,19 @@ void StatesContext::add_zero12_optimizer(MemoryBreakdown& out) const {
                          : fp32  ? "fp32 gradient partition"
                                  : "16-bit gradient partition";
   add_zero12_gradients(out, gip_name, gip_bytes);
+  // Trainable parameters that received no gradient (a vision tower that saw no image: planner/vision.h):
+  // independent_gradient_partition_epilogue's get_all_grad_tensors gives each of them among the rank's
+  // params_in_partition a torch.zeros_like(param, dtype=gradient_accumulation_dtype), whole, which
+  // averaged_gradients holds until the step (not on the compact-buffer or offload paths). Recorded
+  // qwen2_5_vl_s{1,2}_n2_bf16_text (0.19.8): +580,480 B before the step = 2 B x the 290,240 tower and
+  // merger parameters, all in rank 0's partition (the wrapper registers the tower first).
+  const int64_t unused = !held.valid ? 0 : (w.train.models_rank0() ? held.unused_rank0 : held.unused_largest);
+  if (!engine && !off_opt && !compact && unused > 0)
+    out.add_gpu("zero gradients of parameters without one", Category::Gradients, checked_mul(pe, unused),
+                kStep,
+                "get_all_grad_tensors: torch.zeros_like for each trainable parameter in the partition that "
+                "received no gradient")
+        .after_step = false;
   add_zero12_optimizer_states(out, compact);
   // stage_1_and_2.py __init__: `self.contiguous_gradients = contiguous_gradients or self.cpu_offload`.
   if (z.contiguous_gradients || off_opt) {

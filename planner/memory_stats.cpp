@@ -10,6 +10,7 @@
 #include "planner/compute_stats.h"
 #include "planner/gated_delta_net.h"
 #include "planner/mamba2.h"
+#include "planner/vision.h"
 
 namespace zeroplan::planner {
 
@@ -91,7 +92,7 @@ struct LoraTargets {
     return std::find(wanted.begin(), wanted.end(), module) != wanted.end();
   }
   bool targeted(const models::TensorSpec& t) const {
-    if (t.is_bias || t.is_norm) return false;
+    if (t.is_bias || t.is_norm || t.vision) return false;  // adapters on the language tower only
     if (t.is_linear) return all_linear ? t.module != output_module : wants(t.module);
     if (t.is_embedding) return !all_linear && wants(t.module);
     return false;
@@ -767,7 +768,10 @@ MemoryStats compute_memory_stats(const Workload& w) {
   // partitions, persists and gathers; models/runtime_inventory.cpp); LoRA keeps the checkpoint names
   // PEFT targets.
   const bool lora = w.train.method != Method::Full;
-  const std::vector<models::LayerInventory> inv = lora ? m.inventory() : m.runtime_inventory();
+  // A vision-language model's tower and projector come first, as the wrapper registers them
+  // (planner/vision.h).
+  const std::vector<models::LayerInventory> inv =
+      with_vision(w, lora ? m.inventory() : m.runtime_inventory());
   const int64_t r = w.train.lora_rank;
   const LoraTargets lt = lora_targets(w);
   const models::LayerInventory* first_decoder = nullptr;

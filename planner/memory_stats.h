@@ -106,6 +106,10 @@ struct PartitionHoldings {
   // fp64 one at a time (stage_1_and_2.py `g.data.double()`).
   int64_t rank0_piece = 0;
   int64_t largest_piece = 0;
+  // Of `rank0` / `largest`: the trainable parameters no module runs (a vision tower that sees no image,
+  // planner/vision.h), which receive no gradient.
+  int64_t unused_rank0 = 0;
+  int64_t unused_largest = 0;
 };
 
 struct MemoryStats {

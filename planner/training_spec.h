@@ -108,6 +108,11 @@ struct TrainingSpec {
   // runtime/zero/config.py): under stage 3, zero.Init swaps torch.nn.functional.linear for
   // zero3_linear_wrap (runtime/zero/linear.py). false keeps torch's own linear, as PyTorch FSDP does.
   bool memory_efficient_linear = true;
+  // --freeze vision: the vision tower and projector of a vision-language model frozen (requires_grad
+  // False; planner/vision.h), as LLaMA-Factory does by default (src/llamafactory/hparams/
+  // finetuning_args.py: freeze_vision_tower and freeze_multi_modal_projector default True). Without it they
+  // train with the language tower, as the HF Trainer trains every parameter that requires grad.
+  bool freeze_vision = false;
   // --optimizer muon: DeepSpeed's Muon (ds_config optimizer.type "muon"; planner/muon.h) instead of AdamW.
   // Modelled at ZeRO stages 1-2 with the optimizer on the GPU, full training of a dense model.
   bool muon = false;

@@ -17,8 +17,17 @@ Run with the repo's venv (scripts/ds_venv.sh, or any venv with the pinned torch 
   OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/count_vision_params.py tests/data/models/vlm/*.json \
       default:qwen2_vl default:qwen2_5_vl default:qwen3_vl
 (default:<model_type> counts the config class's defaults.)
+
+With --tensors OUT.json it also writes every tower and projector tensor of each config, in registration order,
+as tests/data/models/vlm/tensors.json holds them: the name with each layer index replaced by `*`, the shape, and
+how many tensors share them (the reference tests/test_vision_tower.cpp checks zeroplan's vision inventory
+against, tensor by tensor and in order):
+  OMP_NUM_THREADS=1 .venv-ds/bin/python scripts/count_vision_params.py --tensors tests/data/models/vlm/tensors.json \
+      default:gemma3 default:paligemma default:llava default:llava_next default:qwen2_vl default:qwen2_5_vl \
+      default:qwen3_vl default:qwen3_5 tests/data/models/vlm/*_instruct.json
 """
 import json
+import re
 import sys
 
 import torch
@@ -49,17 +58,40 @@ def count(path):
     with torch.device("meta"):
         model = AutoModelForImageTextToText.from_config(cfg)
     sums = {"total": 0, "text": 0, "tower": 0, "projector": 0, "other": 0}
+    tensors = []  # [pattern, shape, count] in registration order; consecutive layers share an entry
     for name, p in model.named_parameters():
         sums["total"] += p.numel()
         sums[part(name)] += p.numel()
-    return type(model).__name__, sums
+        if part(name) in ("tower", "projector"):
+            key = [re.sub(r"\.\d+\.", ".*.", name), list(p.shape)]
+            seen = next((t for t in tensors if t[:2] == key), None)
+            if seen is None:
+                tensors.append(key + [1])
+            else:
+                seen[2] += 1
+    return type(model).__name__, sums, tensors
 
 
 def main():
+    args = sys.argv[1:]
+    out = None
+    if args[:1] == ["--tensors"]:
+        out, args = args[1], args[2:]
     print(f"# transformers {transformers.__version__}, torch {torch.__version__}")
-    for path in sys.argv[1:]:
-        cls, s = count(path)
+    written = {"_comment": "Vision tower and projector tensors of AutoModelForImageTextToText on the meta device, in "
+                           "registration order (scripts/count_vision_params.py --tensors): [name with layer indices "
+                           "as *, shape, tensors]. Checked by tests/test_vision_tower.cpp.",
+               "versions": {"transformers": transformers.__version__, "torch": torch.__version__.split("+")[0]},
+               "models": {}}
+    for path in args:
+        cls, s, tensors = count(path)
         print(f"{path}: {cls} " + " ".join(f"{k}={v:,}" for k, v in s.items()))
+        written["models"][path] = {"class": cls, "tower": s["tower"], "projector": s["projector"],
+                                   "tensors": tensors}
+    if out:
+        with open(out, "w") as f:
+            json.dump(written, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

@@ -193,6 +193,7 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
     c.w.train.lora_rank = fx["lora"]["r"].get<int64_t>();
     c.w.train.lora_targets = fx["lora"]["target_modules"].get<std::vector<std::string>>();
   }
+  c.w.train.freeze_vision = fx.value("freeze_vision", false);  // the harness's vision-language cases
   const json& ds = fx["ds_config"];
   const configs::ReadConfig r = configs::read_deepspeed_config(ds, c.w);
   c.w = configs::workload_for_config(c.w, r);

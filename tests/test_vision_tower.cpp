@@ -35,14 +35,19 @@
 //   qwen3_5_moe defaults     35,114,261,360  34,660,610,688   415,891,440    37,759,232
 //     outer true, text false 34,605,702,000  34,152,051,328
 //     outer false, text true 35,114,261,360  34,660,610,688
+// Tensor by tensor: tests/data/models/vlm/tensors.json, written by the same script with --tensors (its
+// docstring has the command) on 2026-11-28: every tower and projector tensor in registration order.
 // The config.json files (tests/data/models/vlm/, README.md there) are the models' published ones, but for
 // qwen2_vl_2b_shaped.json (Qwen2-VL-2B-Instruct's fields as remembered, not checked against the Hub file).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
+#include <vector>
 
 #include "models/hf_config.h"
 #include "models/model_spec.h"
@@ -54,22 +59,22 @@ namespace {
 using nlohmann::json;
 
 TEST(VisionTower, DefaultsCountAsTransformersBuildsThem) {
-  const auto g = count_vision_tower({{"model_type", "gemma3"}}, 2304);
+  const auto g = vision_tower({{"model_type", "gemma3"}}, 2304);
   ASSERT_TRUE(g.has_value());
-  EXPECT_EQ(g->tower_params, 92'884'224);
-  EXPECT_EQ(g->projector_params, 1'770'240);
-  const auto p = count_vision_tower({{"model_type", "paligemma"}}, 2048);
+  EXPECT_EQ(g->tower_params(), 92'884'224);
+  EXPECT_EQ(g->projector_params(), 1'770'240);
+  const auto p = vision_tower({{"model_type", "paligemma"}}, 2048);
   ASSERT_TRUE(p.has_value());
-  EXPECT_EQ(p->tower_params, 399'497'472);
-  EXPECT_EQ(p->projector_params, 2'361'344);
-  const auto l = count_vision_tower({{"model_type", "llava"}}, 4096);
+  EXPECT_EQ(p->tower_params(), 399'497'472);
+  EXPECT_EQ(p->projector_params(), 2'361'344);
+  const auto l = vision_tower({{"model_type", "llava"}}, 4096);
   ASSERT_TRUE(l.has_value());
   EXPECT_EQ(l->tower, "clip_vision_model");
-  EXPECT_EQ(l->tower_params, 303'507'456);
-  EXPECT_EQ(l->projector_params, 20'979'712);
-  const auto n = count_vision_tower({{"model_type", "llava_next"}}, 4096);
+  EXPECT_EQ(l->tower_params(), 303'507'456);
+  EXPECT_EQ(l->projector_params(), 20'979'712);
+  const auto n = vision_tower({{"model_type", "llava_next"}}, 4096);
   ASSERT_TRUE(n.has_value());
-  EXPECT_EQ(n->projector_params, 20'979'712 + 4'096);
+  EXPECT_EQ(n->projector_params(), 20'979'712 + 4'096);
 }
 
 TEST(VisionTower, Gemma3FourBsTower) {
@@ -83,42 +88,42 @@ TEST(VisionTower, Gemma3FourBsTower) {
                         {"num_hidden_layers", 27},
                         {"patch_size", 14},
                         {"vision_use_head", false}}}};
-  const auto g = count_vision_tower(outer, 2560);
+  const auto g = vision_tower(outer, 2560);
   ASSERT_TRUE(g.has_value());
-  EXPECT_EQ(g->tower_params, 416'866'032);
-  EXPECT_EQ(g->projector_params, 2'950'272);
+  EXPECT_EQ(g->tower_params(), 416'866'032);
+  EXPECT_EQ(g->projector_params(), 2'950'272);
 }
 
 TEST(VisionTower, UncoveredWrappersAreNotGuessed) {
   // Qwen3-VL-MoE's vision model is Qwen3-VL's, but its MoE text tower is not read yet: not counted.
-  EXPECT_FALSE(count_vision_tower({{"model_type", "qwen3_vl_moe"}}, 2048).has_value());
+  EXPECT_FALSE(vision_tower({{"model_type", "qwen3_vl_moe"}}, 2048).has_value());
   // A gemma3 wrapper around another tower kind is not counted as SigLIP.
-  EXPECT_FALSE(count_vision_tower(
-                   {{"model_type", "gemma3"}, {"vision_config", {{"model_type", "clip_vision_model"}}}}, 2304)
-                   .has_value());
   EXPECT_FALSE(
-      count_vision_tower(
-          {{"model_type", "qwen2_5_vl"}, {"vision_config", {{"model_type", "siglip_vision_model"}}}}, 2048)
+      vision_tower({{"model_type", "gemma3"}, {"vision_config", {{"model_type", "clip_vision_model"}}}}, 2304)
+          .has_value());
+  EXPECT_FALSE(
+      vision_tower({{"model_type", "qwen2_5_vl"}, {"vision_config", {{"model_type", "siglip_vision_model"}}}},
+                   2048)
           .has_value());
 }
 
 TEST(VisionTower, QwenDefaultsCountAsTransformersBuildsThem) {
   // The text hidden size does not enter the Qwen mergers (their width is the vision config's).
-  const auto q2 = count_vision_tower({{"model_type", "qwen2_vl"}}, 8192);
+  const auto q2 = vision_tower({{"model_type", "qwen2_vl"}}, 8192);
   ASSERT_TRUE(q2.has_value());
   EXPECT_EQ(q2->tower, "qwen2_vl_vision");
-  EXPECT_EQ(q2->tower_params, 631'183'360);
-  EXPECT_EQ(q2->projector_params, 44'575'744);
-  const auto q25 = count_vision_tower({{"model_type", "qwen2_5_vl"}}, 8192);
+  EXPECT_EQ(q2->tower_params(), 631'183'360);
+  EXPECT_EQ(q2->projector_params(), 44'575'744);
+  const auto q25 = vision_tower({{"model_type", "qwen2_5_vl"}}, 8192);
   ASSERT_TRUE(q25.has_value());
   EXPECT_EQ(q25->tower, "qwen2_5_vl_vision");
-  EXPECT_EQ(q25->tower_params, 2'826'102'528);
-  EXPECT_EQ(q25->projector_params, 256'922'624);
-  const auto q3 = count_vision_tower({{"model_type", "qwen3_vl"}}, 4096);
+  EXPECT_EQ(q25->tower_params(), 2'826'102'528);
+  EXPECT_EQ(q25->projector_params(), 256'922'624);
+  const auto q3 = vision_tower({{"model_type", "qwen3_vl"}}, 4096);
   ASSERT_TRUE(q3.has_value());
   EXPECT_EQ(q3->tower, "qwen3_vl_vision");
-  EXPECT_EQ(q3->tower_params, 415'891'440);
-  EXPECT_EQ(q3->projector_params, 151'057'664);
+  EXPECT_EQ(q3->tower_params(), 415'891'440);
+  EXPECT_EQ(q3->projector_params(), 151'057'664);
 }
 
 struct PublishedVlm {
@@ -154,10 +159,10 @@ TEST(VisionTower, PublishedQwenConfigsCountAsTransformersBuildsThem) {
     const ModelSpec m = load_model(path);
     EXPECT_EQ(m.model_type, e.read_as);
     EXPECT_EQ(m.num_parameters(), e.text);
-    const auto vt = count_vision_tower(read_json(path), m.hidden_size);
+    const auto vt = vision_tower(read_json(path), m.hidden_size);
     ASSERT_TRUE(vt.has_value());
-    EXPECT_EQ(vt->tower_params, e.tower);
-    EXPECT_EQ(vt->projector_params, e.projector);
+    EXPECT_EQ(vt->tower_params(), e.tower);
+    EXPECT_EQ(vt->projector_params(), e.projector);
     // The output says what the plan leaves out, with the tower's count.
     bool said = false;
     for (const auto& w : m.warnings)
@@ -203,10 +208,10 @@ TEST(VisionTower, Qwen35TowersAndTieRule) {
     const nlohmann::json j = read_json(path);
     const ModelSpec m = load_model(path);
     EXPECT_EQ(m.num_parameters(), c.text_untied);
-    const auto vt = count_vision_tower(j, m.hidden_size);
+    const auto vt = vision_tower(j, m.hidden_size);
     ASSERT_TRUE(vt.has_value());
-    EXPECT_EQ(vt->tower_params, 415'891'440);
-    EXPECT_EQ(vt->projector_params, 37'759'232);
+    EXPECT_EQ(vt->tower_params(), 415'891'440);
+    EXPECT_EQ(vt->projector_params(), 37'759'232);
     for (const bool outer : {true, false}) {
       nlohmann::json k = j;
       k["tie_word_embeddings"] = outer;
@@ -248,6 +253,47 @@ TEST(VisionTower, TheModelSaysWhatItLeavesOut) {
   bool said = false;
   for (const auto& w : m.warnings) said = said || w.find("303.5M parameters") != std::string::npos;
   EXPECT_TRUE(said) << m.warnings.front();
+}
+
+// Every tensor of the tower and projector, its name, shape and registration order, as transformers 5.24
+// builds them (tests/data/models/vlm/tensors.json): what the planner partitions, freezes and trains.
+TEST(VisionTower, TensorsAreTransformersOwnInRegistrationOrder) {
+  const json ref = read_json(std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/vlm/tensors.json");
+  static const std::regex layer_index(R"(\.\d+\.)");
+  ASSERT_GE(ref.at("models").size(), 12u);
+  for (const auto& [key, entry] : ref.at("models").items()) {
+    SCOPED_TRACE(key);
+    // "default:<model_type>": the config class's defaults, whose language towers are 2304 wide (Gemma-3),
+    // 2048 (PaliGemma), 4096 (LLaVA, LLaVA-NeXT) (the counts above); the Qwen mergers' output width is
+    // the vision config's. A published file: read as `zeroplan --model <file>` reads it.
+    std::vector<LayerInventory> groups;
+    if (key.rfind("default:", 0) == 0) {
+      const std::string type = key.substr(8);
+      const int64_t text_h = type == "gemma3" ? 2304 : type == "paligemma" ? 2048 : 4096;
+      const auto vt = vision_tower({{"model_type", type}}, text_h);
+      ASSERT_TRUE(vt.has_value());
+      groups = vt->groups;
+    } else {
+      groups = model_from_hf_json(key, read_json(std::string(ZEROPLAN_SOURCE_DIR) + "/" + key)).vision_groups;
+    }
+    ASSERT_FALSE(groups.empty());
+    json ours = json::array();  // the script's form: [pattern, shape, count], first occurrence first
+    int64_t total = 0;
+    for (const auto& g : groups)
+      for (const auto& t : g.tensors) {
+        EXPECT_TRUE(t.vision) << t.name;
+        total += t.numel();
+        const json k = {std::regex_replace(t.name, layer_index, ".*."), t.shape};
+        auto it = std::find_if(ours.begin(), ours.end(),
+                               [&](const json& e) { return e[0] == k[0] && e[1] == k[1]; });
+        if (it == ours.end())
+          ours.push_back({k[0], k[1], 1});
+        else
+          (*it)[2] = (*it)[2].get<int64_t>() + 1;
+      }
+    EXPECT_EQ(ours, entry.at("tensors"));
+    EXPECT_EQ(total, entry.at("tower").get<int64_t>() + entry.at("projector").get<int64_t>());
+  }
 }
 
 }  // namespace

@@ -202,6 +202,19 @@ FAMILIES = {
                     "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                         "partial_rotary_factor": 0.25},
                     "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2},
+    # Qwen2.5-VL (qwen2_5_vl, issue 29 item 3): a vision-language wrapper, built with AutoModelForImageTextToText
+    # (harness.py). Its language tower is Qwen2's layers with multimodal rotary sections (mrope_section sums to
+    # head_dim / 2 = 32); its vision tower two Qwen2_5_VLVisionBlocks of width 64 and the patch merger into the
+    # text width. Batches are text only (no pixel_values): the tower holds model states but does not run.
+    "qwen2_5_vl": {"model_type": "qwen2_5_vl", "tie_word_embeddings": False,
+                   "text_config": {"model_type": "qwen2_5_vl_text", "hidden_size": 256, "intermediate_size": 512,
+                                   "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                   "vocab_size": VOCAB, "max_position_embeddings": 256,
+                                   "pad_token_id": 0, "bos_token_id": 1, "eos_token_id": 2,
+                                   "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
+                                                       "mrope_section": [8, 12, 12]}},
+                   "vision_config": {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 2,
+                                     "out_hidden_size": 256, "fullatt_block_indexes": [1]}},
     # Granite-4.0-H (granitemoehybrid): one Mamba-2 layer (8 heads of 64 over an inner width of 512, state 32,
     # one group, kernel 4, 64-token chunks) and one attention layer, no position encoding ("nope"), a dense
     # shared_mlp (num_local_experts 0). On CPU transformers runs the torch references (the chunked scan,
@@ -267,7 +280,7 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
               seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False, sp=1,
-              position_ids=False, sp_loss=None, tiled_mlp_shards=0, tp=0):
+              position_ids=False, sp_loss=None, tiled_mlp_shards=0, tp=0, freeze_vision=False):
     """sp > 1: Ulysses sequence parallelism (ds_config "sequence_parallel_size", harness.py
     rank_main_sp_setup); seq is the global sequence, each rank gets seq/sp tokens. position_ids: pass
     explicit position ids of shape (micro_batch, seq) as an SP data collator does (SP cases always do).
@@ -275,6 +288,8 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
     tiled_mlp_shards > 0: DeepSpeed's TiledMLP (ulysses_sp.py) with that fixed shard count, patched into
     LlamaMLP.forward before the model is built (harness.py install_tiled_mlp); the name gets the suffix
     _tiledmlp<N> (in place of the tag "default").
+    freeze_vision: a vision-language family's vision tower and projector frozen (requires_grad False) before
+    deepspeed.initialize, as LLaMA-Factory's freeze_vision_tower / freeze_multi_modal_projector do.
     tp > 0: DeepSpeed AutoTP training (ds_config "tensor_parallel": {"autotp_size": tp}, harness.py); tp 1 leaves the
     ds_config without it (a TP 1 comparison case of the AutoTP set) but records the tensor_parallel block."""
     if tiled_mlp_shards:
@@ -298,6 +313,8 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         extra = dict(extra or {}, tensor_parallel={"autotp_size": tp})
     if tp:
         extra_keys["autotp_size"] = tp
+    if freeze_vision:
+        extra_keys["freeze_vision"] = True
     return name, dict({
         "name": name,
         "family": family,
@@ -434,6 +451,10 @@ def _build():
             add(family=fam, stage=stage, world=2, seq=128, tag="s128")
     add(family="granitemoehybrid", stage=2, world=2, seq=100, tag="s100")
     add(family="granitemoehybrid", stage=2, world=2, seq=128, gc=True, tag="s128_gc")
+    # A vision-language model (Qwen2.5-VL) on text-only batches, its tower trained and frozen, stages 1-3.
+    for stage in (1, 2, 3):
+        add(family="qwen2_5_vl", stage=stage, world=2, tag="text")
+        add(family="qwen2_5_vl", stage=stage, world=2, freeze_vision=True, tag="text_freezevision")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default

@@ -789,8 +789,17 @@ def rank_main(rank, case, port, result_path):
     hf = dict(case["hf_config"])
     model_type = hf.pop("model_type")
     config = transformers.AutoConfig.for_model(model_type, **hf)
-    model = transformers.AutoModelForCausalLM.from_config(config, attn_implementation=case["attn_implementation"])
+    vision_language = "vision_config" in hf
+    auto = transformers.AutoModelForImageTextToText if vision_language else transformers.AutoModelForCausalLM
+    model = auto.from_config(config, attn_implementation=case["attn_implementation"])
     model.config.use_cache = False
+    if case.get("freeze_vision"):
+        # the vision tower and projector (for Qwen-VL both under model.visual; the others' model.vision_tower and
+        # model.multi_modal_projector), as LLaMA-Factory's freeze_vision_tower / freeze_multi_modal_projector
+        for name, p in model.named_parameters():
+            if name.startswith(("model.visual.", "model.vision_tower.", "model.multi_modal_projector.")):
+                p.requires_grad_(False)
+    text_config = config.get_text_config() if vision_language else config
     n_params = sum(p.numel() for p in model.parameters())
     if case["gradient_checkpointing"]:
         model.gradient_checkpointing_enable()
@@ -801,7 +810,7 @@ def rank_main(rank, case, port, result_path):
         model = apply_lora(model, case["lora"], case["gradient_checkpointing"])
         n_params = sum(p.numel() for p in model.parameters())
     n_trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
-    n_layers = config.num_hidden_layers
+    n_layers = text_config.num_hidden_layers
     layers = find_layers(model, n_layers)
     saved = SavedActivations(model, layers)
     if case["gradient_checkpointing"]:
@@ -839,7 +848,7 @@ def rank_main(rank, case, port, result_path):
         from deepspeed.utils import groups as _groups
         data_rank = int(_groups.get_data_parallel_rank())
     g = torch.Generator().manual_seed(100 + data_rank)
-    batches = [torch.randint(0, config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
+    batches = [torch.randint(0, text_config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
     sp_loss = None
     if sp > 1:
         batches, sp_loss = sp_batches_and_loss(batches, sp, case.get("sp_loss", "all_reduce"))
@@ -1036,6 +1045,10 @@ def rank_main(rank, case, port, result_path):
             result["sequence_parallel"] = spi
         if tp:
             result["tensor_parallel"] = tensor_parallel_block(engine, case, tp, rank, data_rank)
+        if case.get("freeze_vision"):
+            # (+) the vision tower and projector frozen before deepspeed.initialize (model.trainable_parameters
+            # counts what is left)
+            result["freeze_vision"] = True
         if REC.record_hpz:
             result["hpz"] = hpz_block(engine, case)
             result["hpz"]["per_rank"] = hpz_ranks

@@ -1,0 +1,25 @@
+#pragma once
+// A vision-language model's vision tower and projector in the plan (issue 29 item 3): their parameters
+// are model states beside the language tower's, trained or frozen (--freeze vision), and DeepSpeed
+// partitions them like any other parameter (stage 3 partitions frozen ones too). Images are not fed
+// through the tower yet: no tower activations, no tower time, and no tower parameter is gathered or
+// reduced during the step (as in a step whose batch carries no image).
+#include <vector>
+
+#include "models/model_spec.h"
+#include "planner/training_spec.h"
+
+namespace zeroplan::planner {
+
+// The tower's and projector's groups as this workload holds them: each tensor frozen under --freeze
+// vision. Empty for a model without a counted tower.
+std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w);
+
+// Every parameter the run holds, in the order the model registers them: the vision groups first (every
+// wrapper zeroplan counts registers its vision model before its language model: transformers 5.24
+// Gemma3Model, LlavaModel, Qwen2_5_VLModel, Qwen3VLModel __init__), then `language` (inventory() or
+// runtime_inventory()).
+std::vector<models::LayerInventory> with_vision(const Workload& w,
+                                                std::vector<models::LayerInventory> language);
+
+}  // namespace zeroplan::planner
