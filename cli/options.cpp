@@ -19,6 +19,7 @@
 #include "planner/tensor_parallel.h"
 #include "planner/tiled_mlp.h"
 #include "planner/torch_version.h"
+#include "planner/vision.h"
 
 namespace zeroplan::cli {
 namespace {
@@ -583,6 +584,13 @@ planner::Workload build_workload(const PlanFlags& f) {
         "--freeze vision: model '{}' has no vision tower zeroplan counts (vision-language configs of the "
         "wrappers in models/data/vision_towers.json have one)",
         w.model.name);
+  if (const int64_t left_out = planner::vision_lora_parameters_left_out(w); left_out > 0)
+    w.model.warnings.push_back(fmt::format(
+        "--method {} on a vision-language model: PEFT matches target_modules anywhere in the model, so it "
+        "would also put adapters on the vision tower's linears ({:.1f}M adapter parameters), which this plan "
+        "leaves out; to train what the plan assumes, target the language tower alone, e.g. target_modules="
+        "r\"model\\.language_model\\..*\\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)\"",
+        planner::to_string(t.method), static_cast<double>(left_out) / 1e6));
   if (t.muon)
     if (const std::string why = planner::muon_refusal(w); !why.empty())
       throw_user_error("--optimizer muon: {}", why);

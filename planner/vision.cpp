@@ -1,5 +1,6 @@
 #include "planner/vision.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace zeroplan::planner {
@@ -10,6 +11,19 @@ std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w) 
     for (auto& g : out)
       for (auto& t : g.tensors) t.frozen = true;
   return out;
+}
+
+int64_t vision_lora_parameters_left_out(const Workload& w) {
+  if (w.train.method == Method::Full) return 0;
+  const auto& tg = w.train.lora_targets;
+  const bool all_linear = tg.empty() || std::find(tg.begin(), tg.end(), "all-linear") != tg.end();
+  int64_t n = 0;
+  for (const auto& g : w.model.vision_groups)
+    for (const auto& t : g.tensors)
+      if (t.is_linear && !t.is_bias && t.shape.size() == 2 &&
+          (all_linear || std::find(tg.begin(), tg.end(), t.module) != tg.end()))
+        n += w.train.lora_rank * (t.shape[0] + t.shape[1]);
+  return n;
 }
 
 std::vector<models::LayerInventory> with_vision(const Workload& w,

@@ -22,4 +22,11 @@ std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w);
 std::vector<models::LayerInventory> with_vision(const Workload& w,
                                                 std::vector<models::LayerInventory> language);
 
+// Under LoRA: the adapter parameters PEFT would also put on the vision tower and projector, which zeroplan
+// does not (its adapters go on the language tower only). PEFT matches target_modules by module name
+// anywhere in the model (peft/tuners/tuners_utils.py check_target_module_exists) and "all-linear" takes
+// every nn.Linear but the output embedding (_maybe_include_all_linear_layers, peft 0.21.2), so the
+// tower's linears are targets too: each adds r x (in + out). 0 without LoRA or a tower.
+int64_t vision_lora_parameters_left_out(const Workload& w);
+
 }  // namespace zeroplan::planner

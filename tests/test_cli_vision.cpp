@@ -95,4 +95,23 @@ TEST(CliVision, EmitSaysHowToFreezeAndCheckReadsItBack) {
   fs::remove_all(dir);
 }
 
+// PEFT puts adapters wherever target_modules match, vision tower included (all-linear: every nn.Linear but
+// lm_head, peft 0.21.2 _maybe_include_all_linear_layers); the plan's are on the language tower only, and
+// says what it leaves out. Qwen2.5-VL-7B's tower at r 16, by hand: 32 blocks x r x [(1280 + 3840) qkv +
+// (1280 + 1280) proj + 2 x (1280 + 3420) gate/up + (3420 + 1280) down] = 32 x 348,480 = 11,151,360, plus the
+// merger's mlp.0 16 x (5120 + 5120) and mlp.2 16 x (5120 + 3584): 11,454,464 ("11.5M").
+TEST(CliVision, LoraSaysWhatPeftWouldAddToTheTower) {
+  const auto all = run_cli({"--model", kQwen25Vl7b, "--gpus", "2xA100-80GB", "--method", "lora", "--json"});
+  ASSERT_EQ(all.exit_code, 0) << all.err;
+  const std::string warnings = nlohmann::json::parse(all.out)["warnings"].dump();
+  EXPECT_NE(warnings.find("vision tower's linears (11.5M adapter parameters)"), std::string::npos)
+      << warnings;
+  // q_proj / v_proj are the language tower's names only (the tower's attention is one qkv Linear).
+  const auto qv = run_cli({"--model", kQwen25Vl7b, "--gpus", "2xA100-80GB", "--method", "lora",
+                           "--lora-targets", "q_proj,v_proj", "--json"});
+  ASSERT_EQ(qv.exit_code, 0) << qv.err;
+  EXPECT_EQ(nlohmann::json::parse(qv.out)["warnings"].dump().find("vision tower's linears"),
+            std::string::npos);
+}
+
 }  // namespace
