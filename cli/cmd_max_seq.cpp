@@ -24,6 +24,7 @@
 #include "cli/output.h"
 #include "cli/plan_json.h"
 #include "common/errors.h"
+#include "models/model_spec.h"
 #include "planner/checkpoint_offload.h"
 #include "planner/parallel.h"
 #include "planner/reasons.h"
@@ -212,11 +213,24 @@ std::string max_seq_text(const PlanFlags& flags, const planner::Workload& w, con
       "GB usable, {:.0f} tokens/s.\n",
       m.lo, kStep, describe(*m.best), gb(r.memory.peak), gb(r.capacity_bytes), r.tokens_per_s);
   if (m.hi > 0) s += fmt::format("At {} tokens: {}\n", m.hi, m.limit);
-  if (beyond_positions)
-    s += fmt::format(
-        "Note: {} tokens is beyond the model's max_position_embeddings ({}); training there needs "
-        "RoPE scaling in the model config.\n",
-        m.lo, max_pos);
+  if (beyond_positions) {
+    // What running past max_position_embeddings means depends on the position encoding
+    // (models/model_spec.h PositionKind): a learned table (GPT-2's wpe, OPT's embed_positions) has no row
+    // for those positions; rotary ones need a scaling rule to stay in the trained range; ALiBi and NoPE
+    // layers (Granite-4.0-H's) take any length but were trained on max_position_embeddings.
+    const auto pos = w.model.position;
+    const char* what = pos == models::PositionKind::Rotary
+                           ? "training there needs RoPE scaling in the model config"
+                       : pos == models::PositionKind::Learned
+                           ? "its learned position table has no rows past it: the model cannot run there "
+                             "without a larger table"
+                       : pos == models::PositionKind::NoPE
+                           ? "it has no position encoding (NoPE), so any length runs, but it was not trained "
+                             "on sequences this long"
+                           : "ALiBi takes any length, but the model was not trained on sequences this long";
+    s += fmt::format("Note: {} tokens is beyond the model's max_position_embeddings ({}); {}.\n", m.lo,
+                     max_pos, what);
+  }
   if (m.best->offloaded)
     s += w.train.deepspeed_checkpointing
              ? "Checkpoint offload: activation_checkpointing.cpu_checkpointing in the DeepSpeed config.\n"

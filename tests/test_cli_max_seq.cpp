@@ -75,4 +75,19 @@ TEST(CliMaxSeq, UserErrors) {
                                            "--sp");
 }
 
+// Past max_position_embeddings the note follows the position encoding: GPT-2's learned table (1,024 rows,
+// GPT2Config n_positions) cannot index further; Granite-4.0-H's NoPE layers run any length.
+TEST(CliMaxSeq, TheNoteBeyondThePositionsFollowsTheEncoding) {
+  const auto gpt2 = run_cli({"--model", "gpt2", "--gpus", "1xA100-80GB", "--max-seq"});
+  ASSERT_EQ(gpt2.exit_code, 0) << gpt2.err;
+  EXPECT_NE(gpt2.out.find("learned position table has no rows past it"), std::string::npos) << gpt2.out;
+  EXPECT_EQ(gpt2.out.find("RoPE"), std::string::npos) << gpt2.out;
+  const auto granite = run_cli(
+      {"--model", std::string(ZEROPLAN_SOURCE_DIR) + "/tests/data/models/hf_defaults/granitemoehybrid.json",
+       "--gpus", "1xH100", "--max-seq"});
+  ASSERT_EQ(granite.exit_code, 0) << granite.err;
+  EXPECT_NE(granite.out.find("no position encoding (NoPE)"), std::string::npos) << granite.out;
+  EXPECT_EQ(granite.out.find("RoPE"), std::string::npos) << granite.out;
+}
+
 }  // namespace
