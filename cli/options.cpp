@@ -278,6 +278,15 @@ void add_stack_flags(CLI::App& app, PlanFlags& f) {
          "as LLaMA-Factory's freeze_vision_tower and freeze_multi_modal_projector, both true by default "
          "there): they hold 16-bit weights only, no gradients or optimizer states")
       ->group(t);
+  app.add_option("--images-per-sample", f.images_per_sample,
+                 "Images each sample carries through a frozen vision tower (with --freeze vision; default 0: "
+                 "text only). Their placeholder tokens are part of --seq-len")
+      ->group(t);
+  app.add_option("--image-size", f.image_size,
+                 "Image size in pixels, HxW or one number for a square: needed by the Qwen towers (dynamic "
+                 "resolution, rounded as their processor rounds); the SigLIP/CLIP towers take their config's "
+                 "image_size")
+      ->group(t);
   app.add_option("--allow", f.allow,
                  "Levers that change the numerics, searched only when allowed (comma list): bf16-master "
                  "(bf16 master weights, gradients and Adam states: DeepSpeed >= 0.18.3, ZeRO 1-3, bf16)")
@@ -323,6 +332,55 @@ void add_plan_flags(CLI::App& app, PlanFlags& f) {
 }
 
 namespace {
+
+// --images-per-sample / --image-size against the model's tower (planner/vision.h): images run only through
+// a frozen tower, of a size the tower takes, and their tokens fit in the sequence.
+void apply_image_flags(const PlanFlags& f, planner::Workload& w) {
+  if (f.images_per_sample.empty()) {
+    if (!f.image_size.empty()) throw UserError("--image-size needs --images-per-sample");
+    return;
+  }
+  planner::TrainingSpec& t = w.train;
+  t.images_per_sample = parse_positive_count(f.images_per_sample, "--images-per-sample", 1024);
+  const models::VisionGeometry& geo = w.model.vision_geometry;
+  if (w.model.vision_groups.empty())
+    throw_user_error("--images-per-sample: model '{}' has no vision tower zeroplan counts", w.model.name);
+  if (!geo.supported)
+    throw_user_error(
+        "--images-per-sample: images through the {} wrapper's tower (any-resolution tiling) are not "
+        "modelled; plan text only",
+        w.model.text_config_of);
+  if (!t.freeze_vision && t.method == planner::Method::Full)
+    throw UserError(
+        "--images-per-sample: training the vision tower on images is not modelled yet (its saved "
+        "activations); "
+        "pass --freeze vision (the tower and projector frozen, LLaMA-Factory's default)");
+  if (t.sequence_parallel > 1 || t.tensor_parallel > 1)
+    throw UserError("--images-per-sample with --sp or --tp is not modelled; drop one");
+  if (!f.image_size.empty()) {
+    const auto x = f.image_size.find('x');
+    const std::string hs = f.image_size.substr(0, x),
+                      ws = x == std::string::npos ? hs : f.image_size.substr(x + 1);
+    t.image_h = parse_positive_count(hs, "--image-size", 1 << 16);
+    t.image_w = parse_positive_count(ws, "--image-size", 1 << 16);
+    if (geo.fixed_image > 0 && (t.image_h != geo.fixed_image || t.image_w != geo.fixed_image))
+      throw_user_error(
+          "--image-size {}: the {} tower takes {}x{} images (its processor resizes to that); drop "
+          "--image-size",
+          f.image_size, w.model.vision_tower, geo.fixed_image, geo.fixed_image);
+  } else if (geo.fixed_image > 0) {
+    t.image_h = t.image_w = geo.fixed_image;
+  } else {
+    throw_user_error(
+        "--images-per-sample: the {} tower takes images of any size; say which with --image-size "
+        "HxW (pixels)",
+        w.model.vision_tower);
+  }
+  const int64_t tokens = checked_mul(t.images_per_sample, geo.tokens(t.image_h, t.image_w));
+  if (tokens > t.seq_len)
+    throw_user_error("--images-per-sample {}: the images take {} tokens ({} each), more than --seq-len {}",
+                     t.images_per_sample, tokens, geo.tokens(t.image_h, t.image_w), t.seq_len);
+}
 
 // --kernels, a comma list: it refines --attention (sdpa/fa2/flash/fa3/eager pick the attention path)
 // and turns on Liger's loss.
@@ -584,6 +642,7 @@ planner::Workload build_workload(const PlanFlags& f) {
         "--freeze vision: model '{}' has no vision tower zeroplan counts (vision-language configs of the "
         "wrappers in models/data/vision_towers.json have one)",
         w.model.name);
+  apply_image_flags(f, w);
   if (const int64_t left_out = planner::vision_lora_parameters_left_out(w); left_out > 0)
     w.model.warnings.push_back(fmt::format(
         "--method {} on a vision-language model: PEFT matches target_modules anywhere in the model, so it "

@@ -56,6 +56,8 @@ struct PlanFlags {
   std::string optimizer = "adamw";
   // --freeze vision: a vision-language model's tower and projector frozen (planner/vision.h).
   std::string freeze;
+  // --images-per-sample N, --image-size H[xW]: images through the frozen vision tower (planner/vision.h).
+  std::string images_per_sample, image_size;
   bool json = false;
   bool explain = false;
   bool explain_time = false;  // --explain-time: per-operator step time of the focus plan

@@ -1428,13 +1428,14 @@ ModelSpec model_from_hf_json(const std::string& origin, const nlohmann::json& j,
     if (vt) {
       const int64_t tower = vt->tower_params(), projector = vt->projector_params();
       m.vision_tower = vt->tower;
+      m.vision_geometry = vt->geometry;
       m.vision_groups = std::move(vt->groups);
       m.warnings.push_back(fmt::format(
           "model config '{}': a vision-language model ('{}'); the vision tower ({}, {:.1f}M parameters) and "
           "projector ({:.1f}M) are planned as model states beside the language tower ('{}'), trained unless "
-          "--freeze vision (LLaMA-Factory freezes both by default); their forward and backward on images are "
-          "not modelled: activations and time are "
-          "the language tower's over --seq-len tokens, image tokens included",
+          "--freeze vision (LLaMA-Factory freezes both by default); images run through a frozen tower with "
+          "--images-per-sample (its forward GEMMs and stage-3 gathers; it saves nothing), a trained tower is "
+          "planned on text only",
           origin, outer_type, m.vision_tower, static_cast<double>(tower) / 1e6,
           static_cast<double>(projector) / 1e6, m.model_type));
     } else {

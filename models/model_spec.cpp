@@ -3,6 +3,8 @@
 // HF model and what the Hub's safetensors metadata reports.
 #include "models/model_spec.h"
 
+#include <algorithm>
+
 #include "common/checked.h"
 #include "common/errors.h"
 
@@ -25,6 +27,18 @@ int64_t ModelSpec::num_parameters() const {
   int64_t n = 0;
   for (const auto& layer : inventory()) n = checked_add(n, layer.numel());
   return n;
+}
+
+int64_t VisionGeometry::patches(int64_t h, int64_t w) const {
+  if (fixed_image > 0) return (fixed_image / patch) * (fixed_image / patch) + extra_patches;
+  // smart_resize: each side rounded to the nearest multiple of patch x merge (at least one).
+  const int64_t f = patch * merge;
+  const auto side = [f](int64_t x) { return std::max<int64_t>(1, (x + f / 2) / f) * f; };
+  return (side(h) / patch) * (side(w) / patch);
+}
+
+int64_t VisionGeometry::tokens(int64_t h, int64_t w) const {
+  return fixed_image > 0 ? tokens_per_image : patches(h, w) / (merge * merge);
 }
 
 int64_t ModelSpec::vision_parameters() const {

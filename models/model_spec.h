@@ -100,6 +100,20 @@ struct LayerInventory {
   std::vector<std::string> moe_exec;
 };
 
+// A vision tower's image arithmetic (models/vision_tower.cpp): patches of `patch` pixels; `fixed_image` > 0
+// for towers that take one square size (SigLIP, CLIP: the processor resizes), 0 for the Qwen towers' dynamic
+// resolution (the image rounded to multiples of patch x merge, Qwen2VLImageProcessor smart_resize);
+// `merge` x `merge` patches make one token (the Qwen mergers; 1 otherwise); `tokens_per_image` fixed for
+// the SigLIP/CLIP wrappers; `extra_patches` the CLS token CLIP adds. `supported` false where images are
+// not modelled (LLaVA-NeXT's any-resolution tiling).
+struct VisionGeometry {
+  int64_t patch = 0, merge = 1, fixed_image = 0, tokens_per_image = 0, extra_patches = 0;
+  bool supported = false;
+  // Patches the tower runs for one image of h x w pixels, and the tokens it yields in the text.
+  int64_t patches(int64_t h, int64_t w) const;
+  int64_t tokens(int64_t h, int64_t w) const;
+};
+
 struct ModelSpec {
   std::string name;                   // zoo name ("llama-2-13b") or the user's path
   std::string model_type;             // HF model_type ("llama", "gpt2", "opt", "bloom", "falcon", ...)
@@ -206,6 +220,8 @@ struct ModelSpec {
   // the language tower the counts per family are checked on: the planner adds these (planner/vision.h).
   std::vector<LayerInventory> vision_groups;
   std::string vision_tower;  // the tower's model type ("siglip_vision_model", "qwen2_5_vl_vision", ...)
+  // How images become patches and tokens (models/vision_tower.h VisionGeometry).
+  VisionGeometry vision_geometry;
   int64_t vision_parameters() const;
 
   Layout layout = Layout::Llama;

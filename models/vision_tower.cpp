@@ -273,6 +273,24 @@ std::optional<VisionTower> vision_tower(const json& outer, int64_t text_hidden) 
   }
   for (auto& g : t.groups)
     for (auto& x : g.tensors) x.vision = true;
+  // Images to patches and tokens:
+  //   SigLIP (Gemma-3, PaliGemma) and CLIP (LLaVA): one (image_size / patch)^2 grid, CLIP plus its CLS
+  //   embedding; Gemma-3 pools it to mm_tokens_per_image tokens (Gemma3Config default 256,
+  //   Gemma3MultiModalProjector's avg pool), PaliGemma keeps every patch, LLaVA every patch but the CLS
+  //   (vision_feature_select_strategy "default"). LLaVA-NeXT tiles by resolution (anyres): not modelled.
+  //   The Qwen towers: dynamic resolution, spatial_merge_size^2 patches to a token.
+  VisionGeometry& geo = t.geometry;
+  geo.patch = v.get("patch_size");
+  if (tower == "siglip_vision_model" || tower == "clip_vision_model") {
+    geo.fixed_image = v.get("image_size");
+    const int64_t grid = (geo.fixed_image / geo.patch) * (geo.fixed_image / geo.patch);
+    geo.extra_patches = tower == "clip_vision_model" ? 1 : 0;
+    geo.tokens_per_image = proj == "gemma3" ? outer.value("mm_tokens_per_image", int64_t{256}) : grid;
+    geo.supported = proj != "llava_next";
+  } else {
+    geo.merge = v.get("spatial_merge_size");
+    geo.supported = true;
+  }
   return t;
 }
 

@@ -23,6 +23,7 @@ struct VisionTower {
   // (model.visual.merger and Qwen3-VL's model.visual.deepstack_merger_list), which transformers keeps inside
   // the vision model.
   std::vector<LayerInventory> groups;
+  VisionGeometry geometry;
   int64_t tower_params() const;
   int64_t projector_params() const;
   int64_t total() const { return tower_params() + projector_params(); }

@@ -506,8 +506,9 @@ ComputeStats compute_compute_stats(const Workload& w) {
   // module; our per-tensor walk above only decides GEMM shapes and which gradients are reduced.
   s.trainable_params =
       s.frozen_base ? models::lora_trainable_parameters(m, walk.r, walk.targets) : walk.trainable;
+  s.vision_gemms = vision_forward_gemms(w);
   // A vision-language model's trained tower and projector (planner/vision.h): in the optimizer and its
-  // step, in no GEMM (no image is fed).
+  // step, in no GEMM (a trained tower is planned without images).
   if (!s.frozen_base)
     for (const auto& g : vision_groups_as_trained(w))
       for (const auto& t : g.tensors)

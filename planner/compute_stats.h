@@ -103,6 +103,10 @@ struct ComputeStats {
   // GEMMs of one decoder layer (applied num_layers times) and of the head (once).
   std::vector<GemmShape> layer_gemms;
   std::vector<GemmShape> head_gemms;
+  // The frozen vision tower's forward GEMMs on the batch's images (planner/vision.h; empty without
+  // images): token_fraction is the rows each runs per text token (patches, or tokens after the merger, per
+  // image x images per sample / sequence length). No backward: nothing in a frozen tower needs a gradient.
+  std::vector<GemmShape> vision_gemms;
   // Per-token forward FLOPs of all weight GEMMs (layers + head), for reporting.
   double gemm_flops_per_token_fwd = 0;
 

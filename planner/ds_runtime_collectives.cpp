@@ -215,6 +215,22 @@ struct ParamOrderBuilder {
       o.lead.push_back(lead_of(t.shape));
     }
   }
+  // The frozen vision tower run on the batch's images (planner/vision.h): the groups registered from
+  // parameter index `first` by add_unrun_layer, each owner one module in forward order after the vision
+  // model's own; none fires a backward hook (nothing in a frozen tower fed pixel values needs a gradient).
+  void run_vision_layers(const std::vector<models::LayerInventory>& groups, size_t first) {
+    module(true);  // the vision model (model.visual, model.vision_tower)
+    std::string last;
+    size_t index = first;
+    for (const auto& g : groups)
+      for (const auto& t : g.tensors) {
+        const std::string owner = owner_of(t.name);
+        if (owner != last) module(true);
+        last = owner;
+        o.fwd_modules.back().push_back(index);
+        o.exec.push_back(index++);
+      }
+  }
   // A layer outside the decoder (embedding, final norm, head), or any layer of a model whose norms are
   // not registered last: its tensors in inventory order, one module per owner.
   void add_plain_layer(const models::LayerInventory& layer, bool llama_layout);
@@ -418,7 +434,9 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
   ParamOrderBuilder b(w, z);
   b.module();  // the *ForCausalLM root
   b.module();  // the base model (LlamaModel, GPT2Model, ...)
-  for (const auto& layer : vision_groups_as_trained(w)) b.add_unrun_layer(layer);
+  const std::vector<models::LayerInventory> vision = vision_groups_as_trained(w);
+  const size_t vision_first = b.o.numel.size();
+  for (const auto& layer : vision) b.add_unrun_layer(layer);
   // The runtime tree (transformers 5 fuses a MoE block's experts: models/runtime_inventory.cpp) is
   // what DeepSpeed registers; LoRA keeps the checkpoint names PEFT targets (as planner/memory_stats.cpp).
   for (const auto& layer : b.lora ? w.model.inventory() : w.model.runtime_inventory()) {
@@ -426,6 +444,9 @@ ParamOrder param_order(const Workload& w, const ModelStats& s, const ZeroConfig&
       b.add_plain_layer(layer, llama_layout);
     else
       b.add_decoder_layer(layer);
+    // Images run the vision model after the token embedding (modeling_qwen2_5_vl.py Qwen2_5_VLModel.forward:
+    // get_input_embeddings()(input_ids), then get_image_features; Gemma3Model and LlavaModel alike).
+    if (layer.name == "embed" && w.train.images_per_sample > 0) b.run_vision_layers(vision, vision_first);
   }
   return std::move(b.o);
 }
@@ -440,7 +461,7 @@ const ParamOrder& cached_param_order(const Workload& w, const ModelStats& s, con
     std::string model;
     int leaf;  // -1 below stage 3, else the effective MoeLeaf
     int version, method;
-    int64_t lora_rank;
+    int64_t lora_rank, images;
     std::vector<std::string> targets;
     ParamOrder order;
   };
@@ -451,12 +472,12 @@ const ParamOrder& cached_param_order(const Workload& w, const ModelStats& s, con
     if (e.stats == &s && e.total == s.mem.total_params && e.trainable == s.mem.trainable_params &&
         e.model == model && e.leaf == leaf && e.version == static_cast<int>(w.train.deepspeed_version) &&
         e.method == static_cast<int>(w.train.method) && e.lora_rank == w.train.lora_rank &&
-        e.targets == w.train.lora_targets)
+        e.images == w.train.images_per_sample && e.targets == w.train.lora_targets)
       return e.order;
   if (cache.size() >= 8) cache.erase(cache.begin());
   cache.push_back({&s, s.mem.total_params, s.mem.trainable_params, model, leaf,
                    static_cast<int>(w.train.deepspeed_version), static_cast<int>(w.train.method),
-                   w.train.lora_rank, w.train.lora_targets, param_order(w, s, z)});
+                   w.train.lora_rank, w.train.images_per_sample, w.train.lora_targets, param_order(w, s, z)});
   return cache.back().order;
 }
 

@@ -731,6 +731,11 @@ void activation_stats(const Workload& w, const std::vector<models::LayerInventor
   // (On CPU the mask is the input-dtype noise tensor, as in layer_activation.)
   const int64_t embd_mask = w.train.runtime == Runtime::Cpu ? st.act_elem_bytes : 1;
   act.embedding_per_sample = dropout_on(m.embd_dropout, gpt_style) ? checked_mul(embd_mask * h, s) : 0;
+  // Images (planner/vision.h): the image features replace their placeholder tokens' embeddings through
+  // inputs_embeds.masked_scatter(mask, features), whose backward keeps the mask, a bool per token expanded
+  // over the hidden size (modeling_qwen2_5_vl.py get_placeholder_mask). Recorded qwen2_5_vl_img_*: +128 B
+  // = 2 samples x 64 tokens over the text-only fixture; the frozen tower itself saves nothing.
+  if (w.train.images_per_sample > 0) act.embedding_per_sample = checked_add(act.embedding_per_sample, s);
   act.rope_tables = rope_table_bytes(m, e, s);
   head_and_loss_stats(w, lt, f, first_decoder, st);
 }

@@ -1055,6 +1055,9 @@ void LayerOps::layer_backward_elementwise() {
 }
 
 void LayerOps::run() {
+  // A frozen vision tower on the batch's images (planner/vision.h): its forward GEMMs, before the layers.
+  for (const auto& gm : s.vision_gemms)
+    b.gemm("vision tower forward GEMM (frozen)", OpPass::Forward, m, gm, 1.0, a, 1.0);
   layer_forward(OpPass::Forward);
   head_forward();
 

@@ -113,6 +113,10 @@ struct TrainingSpec {
   // finetuning_args.py: freeze_vision_tower and freeze_multi_modal_projector default True). Without it they
   // train with the language tower, as the HF Trainer trains every parameter that requires grad.
   bool freeze_vision = false;
+  // --images-per-sample / --image-size: the images each sample carries through a frozen vision tower
+  // (planner/vision.h), each image_h x image_w pixels. 0 = text only.
+  int64_t images_per_sample = 0;
+  int64_t image_h = 0, image_w = 0;
   // --optimizer muon: DeepSpeed's Muon (ds_config optimizer.type "muon"; planner/muon.h) instead of AdamW.
   // Modelled at ZeRO stages 1-2 with the optimizer on the GPU, full training of a dense model.
   bool muon = false;

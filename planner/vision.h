@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "models/model_spec.h"
+#include "planner/compute_stats.h"
 #include "planner/training_spec.h"
 
 namespace zeroplan::planner {
@@ -21,6 +22,13 @@ std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w);
 // runtime_inventory()).
 std::vector<models::LayerInventory> with_vision(const Workload& w,
                                                 std::vector<models::LayerInventory> language);
+
+// The frozen tower's forward GEMMs for the workload's images (compute_stats' vision_gemms): each Linear of
+// the tower at the patches' rows, each of the projector at the image tokens' rows, and the patch embedding
+// (a convolution of stride = kernel: one GEMM of [out, C x (T x) p x p]) at the patches'. Empty without
+// images. The tower's attention and element-wise kernels are not priced (its attention: 4 x patches x
+// window x width FLOPs per layer, a few percent of its GEMMs' at 1,024 patches and width 1,280).
+std::vector<GemmShape> vision_forward_gemms(const Workload& w);
 
 // Under LoRA: the adapter parameters PEFT would also put on the vision tower and projector, which zeroplan
 // does not (its adapters go on the language tower only). PEFT matches target_modules by module name

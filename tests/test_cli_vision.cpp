@@ -17,6 +17,7 @@
 
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,65 @@ nlohmann::json plan(const std::vector<std::string>& extra) {
 TEST(CliVision, UserErrors) {
   expect_cli_user_error({"--model", "7b", "--gpus", "8xA100", "--freeze", "vision"}, "has no vision tower");
   expect_cli_user_error({"--model", kQwen25Vl7b, "--gpus", "8xA100", "--freeze", "tower"}, "--freeze");
+  // Images: only through a frozen tower, of a size the tower takes, their tokens inside the sequence.
+  expect_cli_user_error(
+      {"--model", kQwen25Vl7b, "--gpus", "8xA100", "--images-per-sample", "1", "--image-size", "448"},
+      "--freeze vision");
+  expect_cli_user_error(
+      {"--model", kQwen25Vl7b, "--gpus", "8xA100", "--freeze", "vision", "--images-per-sample", "1"},
+      "--image-size");
+  expect_cli_user_error({"--model", "7b", "--gpus", "8xA100", "--images-per-sample", "1"}, "no vision tower");
+  expect_cli_user_error({"--model", kQwen25Vl7b, "--gpus", "8xA100", "--image-size", "448"},
+                        "--images-per-sample");
+  // Gemma-3-4B's SigLIP takes 896 x 896; 9 images of 256 tokens are 2,304 > 2,048.
+  expect_cli_user_error({"--model", "gemma-3-4b", "--gpus", "8xA100", "--freeze", "vision",
+                         "--images-per-sample", "1", "--image-size", "448"},
+                        "896x896");
+  expect_cli_user_error(
+      {"--model", "gemma-3-4b", "--gpus", "8xA100", "--freeze", "vision", "--images-per-sample", "9"},
+      "2304 tokens");
+}
+
+// Four 448 x 448 images per sample through Qwen2.5-VL-7B's frozen tower: 4 x 1,024 patches a sample. The
+// tower's forward GEMMs by hand (per GPU at micro-batch 1): 2 x 4,096 rows x (patch embed 1,176 x 1,280 + 32
+// blocks x [qkv 1,280 x 3,840 + proj 1,280 x 1,280 + gate/up 2 x 1,280 x 3,420 + down 3,420 x 1,280]) + 2 x
+// 1,024 merged rows x (5,120 x 5,120 + 5,120 x 3,584) = 5.29e12 FLOP per sample. Memory is the text-only
+// plan's plus one bool per token (the placeholder mask; conformance fixtures qwen2_5_vl_img_*): the same
+// micro-batch fits.
+TEST(CliVision, ImagesAddTheFrozenTowersForward) {
+  const std::vector<std::string> common = {"--freeze", "vision", "--seq-len", "4096"};
+  const nlohmann::json text = plan(common);
+  std::vector<std::string> with = common;
+  with.insert(with.end(), {"--images-per-sample", "4", "--image-size", "448"});
+  const nlohmann::json img = plan(with);
+  EXPECT_LE(img["recommendation"]["memory"]["gpu"]["peak"].get<int64_t>() -
+                text["recommendation"]["memory"]["gpu"]["peak"].get<int64_t>(),
+            4096);
+  // The operator table's tower rows (--explain-time), their FLOPs summed.
+  std::vector<std::string> args = {"--model",         kQwen25Vl7b, "--gpus",        "8xA100-80GB",
+                                   "--stage",         "2",         "--micro-batch", "1",
+                                   "--checkpointing", "full",      "--explain-time"};
+  args.insert(args.end(), with.begin(), with.end());
+  const auto r = run_cli(args);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  double flops = 0;
+  int rows = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("vision tower forward GEMM (frozen)") == std::string::npos) continue;
+    const auto unit = line.find("FLOP");
+    ASSERT_NE(unit, std::string::npos) << line;
+    const auto start = line.rfind(' ', unit - 3) + 1;
+    const double scale = line[unit - 1] == 'T' ? 1e12 : line[unit - 1] == 'G' ? 1e9 : 1e6;
+    flops += std::stod(line.substr(start, unit - 2 - start)) * scale;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 7) << r.out;
+  const double tower =
+      2.0 * 4096 *
+          (1176.0 * 1280 + 32 * (1280.0 * 3840 + 1280.0 * 1280 + 2 * 1280.0 * 3420 + 3420.0 * 1280)) +
+      2.0 * 1024 * (5120.0 * 5120 + 5120.0 * 3584);
+  EXPECT_NEAR(flops, tower, 0.005 * tower);  // the table prints 4 significant figures
 }
 
 TEST(CliVision, TowerIsModelStatesTrainedOrFrozen) {

@@ -194,6 +194,11 @@ Case planner_inputs(const json& fx, DeepSpeedVersion v) {
     c.w.train.lora_targets = fx["lora"]["target_modules"].get<std::vector<std::string>>();
   }
   c.w.train.freeze_vision = fx.value("freeze_vision", false);  // the harness's vision-language cases
+  if (fx.contains("images")) {
+    c.w.train.images_per_sample = fx["images"]["per_sample"].get<int64_t>();
+    c.w.train.image_h = fx["images"]["size"][0].get<int64_t>();
+    c.w.train.image_w = fx["images"]["size"][1].get<int64_t>();
+  }
   const json& ds = fx["ds_config"];
   const configs::ReadConfig r = configs::read_deepspeed_config(ds, c.w);
   c.w = configs::workload_for_config(c.w, r);

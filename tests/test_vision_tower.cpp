@@ -296,5 +296,29 @@ TEST(VisionTower, TensorsAreTransformersOwnInRegistrationOrder) {
   }
 }
 
+// Images to patches and tokens (VisionGeometry), by hand:
+//   Qwen2.5-VL (patch 14, 2 x 2 merge; Qwen2VLImageProcessor smart_resize rounds each side to a multiple of
+//   28): 448 x 448 -> 32 x 32 = 1,024 patches, 256 tokens; 500 x 300 -> 504 x 308 -> 36 x 22 = 792 patches,
+//   198 tokens.
+//   Gemma-3-4B (SigLIP at 896 / 14): 64 x 64 = 4,096 patches pooled to mm_tokens_per_image 256.
+//   LLaVA default (CLIP at 336 / 14): 24 x 24 + CLS = 577 patches, 576 tokens.
+TEST(VisionTower, ImagesBecomePatchesAndTokens) {
+  const auto q = vision_tower({{"model_type", "qwen2_5_vl"}}, 8192);
+  ASSERT_TRUE(q.has_value());
+  EXPECT_EQ(q->geometry.patches(448, 448), 1024);
+  EXPECT_EQ(q->geometry.tokens(448, 448), 256);
+  EXPECT_EQ(q->geometry.patches(500, 300), 792);
+  EXPECT_EQ(q->geometry.tokens(500, 300), 198);
+  const ModelSpec g = load_model("gemma-3-4b");
+  EXPECT_EQ(g.vision_geometry.patches(896, 896), 4096);
+  EXPECT_EQ(g.vision_geometry.tokens(896, 896), 256);
+  const auto l = vision_tower({{"model_type", "llava"}}, 4096);
+  ASSERT_TRUE(l.has_value());
+  EXPECT_EQ(l->geometry.patches(336, 336), 577);
+  EXPECT_EQ(l->geometry.tokens(336, 336), 576);
+  EXPECT_TRUE(l->geometry.supported);
+  EXPECT_FALSE(vision_tower({{"model_type", "llava_next"}}, 4096)->geometry.supported);
+}
+
 }  // namespace
 }  // namespace zeroplan::models

@@ -241,6 +241,11 @@ FAMILIES = {
                 "max_position_embeddings": 256, "num_local_experts": 4, "num_experts_per_tok": 2,
                 "tie_word_embeddings": False, "router_aux_loss_coef": 0.0},
 }
+# The same with images (make_case images_per_sample / image_size): its special token ids inside the small
+# vocabulary (Qwen2_5_VLConfig's defaults, 151655 and up, are outside it); the harness draws the other tokens
+# from above them.
+FAMILIES["qwen2_5_vl_img"] = dict(FAMILIES["qwen2_5_vl"], image_token_id=5, video_token_id=6,
+                                  vision_start_token_id=3, vision_end_token_id=4)
 
 LORA_TARGETS = {
     "llama-gqa": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
@@ -280,7 +285,8 @@ def ds_config(stage, precision="bf16", zero=None, grad_accum=1, micro_batch=2, e
 
 def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None, grad_accum=1, micro_batch=2,
               seq=64, gc=False, attn="sdpa", lora=False, extra=None, tag="default", save=False, sp=1,
-              position_ids=False, sp_loss=None, tiled_mlp_shards=0, tp=0, freeze_vision=False):
+              position_ids=False, sp_loss=None, tiled_mlp_shards=0, tp=0, freeze_vision=False,
+              images_per_sample=0, image_size=None):
     """sp > 1: Ulysses sequence parallelism (ds_config "sequence_parallel_size", harness.py
     rank_main_sp_setup); seq is the global sequence, each rank gets seq/sp tokens. position_ids: pass
     explicit position ids of shape (micro_batch, seq) as an SP data collator does (SP cases always do).
@@ -290,6 +296,9 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
     _tiledmlp<N> (in place of the tag "default").
     freeze_vision: a vision-language family's vision tower and projector frozen (requires_grad False) before
     deepspeed.initialize, as LLaMA-Factory's freeze_vision_tower / freeze_multi_modal_projector do.
+    images_per_sample > 0: a vision-language family's batches carry that many images of image_size [h, w] pixels per
+    sample (random pixel_values, image_grid_thw, their placeholder tokens from the start of each sample, labels -100
+    there; harness.py vl_batch).
     tp > 0: DeepSpeed AutoTP training (ds_config "tensor_parallel": {"autotp_size": tp}, harness.py); tp 1 leaves the
     ds_config without it (a TP 1 comparison case of the AutoTP set) but records the tensor_parallel block."""
     if tiled_mlp_shards:
@@ -315,6 +324,9 @@ def make_case(family="llama-gqa", stage=2, world=2, precision="bf16", zero=None,
         extra_keys["autotp_size"] = tp
     if freeze_vision:
         extra_keys["freeze_vision"] = True
+    if images_per_sample:
+        extra_keys["images_per_sample"] = images_per_sample
+        extra_keys["image_size"] = list(image_size)
     return name, dict({
         "name": name,
         "family": family,
@@ -455,6 +467,19 @@ def _build():
     for stage in (1, 2, 3):
         add(family="qwen2_5_vl", stage=stage, world=2, tag="text")
         add(family="qwen2_5_vl", stage=stage, world=2, freeze_vision=True, tag="text_freezevision")
+    # ... and with images through the frozen tower: one 56 x 56 image per sample (a 4 x 4 patch grid, 4 tokens
+    # after the 2 x 2 merge), stages 2 and 3; two images of 112 x 56 at stage 3
+    for stage in (2, 3):
+        add(family="qwen2_5_vl_img", stage=stage, world=2, freeze_vision=True, images_per_sample=1,
+            image_size=(56, 56), tag="img1_freezevision")
+    add(family="qwen2_5_vl_img", stage=3, world=2, freeze_vision=True, images_per_sample=2, image_size=(112, 56),
+        tag="img2_freezevision")
+    # every parameter gathered (the tiny tower's are all below the default persistence threshold, 1e5), with and
+    # without images: the tower's forward fetches
+    persist0 = {"stage3_param_persistence_threshold": 0}
+    add(family="qwen2_5_vl_img", stage=3, world=2, zero=persist0, freeze_vision=True, images_per_sample=1,
+        image_size=(56, 56), tag="img1_freezevision_persist0")
+    add(family="qwen2_5_vl", stage=3, world=2, zero=persist0, freeze_vision=True, tag="text_freezevision_persist0")
     # 14. ZeRO-3 leaf modules on HF MoE blocks (leaf_module_config.py DEFAULT_LEAF_MODULE_CLASSES makes
     # Mixtral's/Qwen2-MoE's/Qwen3-MoE's sparse blocks leaves by default; `classes: []` turns that off,
     # z3_leaf_module.py apply_zero_leaf_module_config), N = 1/2/4; DeepSeek-V3's MoE (not a default

@@ -769,6 +769,26 @@ def _zero_partition_group(engine):
     return zg
 
 
+def vl_batch(config, case, mb, s, g):
+    """One micro-batch of a vision-language case with images (Qwen2.5-VL's inputs as its processor makes them):
+    images_per_sample images of image_size pixels per sample, each a (1, h/p, w/p) grid of patches flattened to
+    pixel_values rows of C x T x p x p (Qwen2VLImageProcessor; temporal_patch_size copies of a still image), its
+    (h/p)(w/p)/merge^2 placeholder tokens from the start of the sample (one text token after each image), mm_token_type_ids 1 there (the 3-D rotary
+    positions, get_rope_index), labels -100 there; the other tokens drawn above the special ids."""
+    vc = config.vision_config
+    k = int(case["images_per_sample"])
+    gh, gw = case["image_size"][0] // vc.patch_size, case["image_size"][1] // vc.patch_size
+    tokens = gh * gw // vc.spatial_merge_size ** 2
+    ids = torch.randint(7, config.get_text_config().vocab_size, (mb, s), generator=g)
+    for i in range(k):  # one text token between images: get_rope_index takes each run of placeholders as one image
+        ids[:, i * (tokens + 1):i * (tokens + 1) + tokens] = config.image_token_id
+    image = ids == config.image_token_id
+    pixel_values = torch.randn(mb * k * gh * gw, vc.in_channels * vc.temporal_patch_size * vc.patch_size ** 2,
+                               generator=g)
+    return {"input_ids": ids, "labels": ids.masked_fill(image, -100), "pixel_values": pixel_values,
+            "image_grid_thw": torch.tensor([[1, gh, gw]] * (mb * k)), "mm_token_type_ids": image.int()}
+
+
 def rank_main(rank, case, port, result_path):
     os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(case["world_size"]),
                        "LOCAL_WORLD_SIZE": str(case["world_size"]), "MASTER_ADDR": "127.0.0.1",
@@ -848,7 +868,10 @@ def rank_main(rank, case, port, result_path):
         from deepspeed.utils import groups as _groups
         data_rank = int(_groups.get_data_parallel_rank())
     g = torch.Generator().manual_seed(100 + data_rank)
-    batches = [torch.randint(0, text_config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
+    if case.get("images_per_sample"):
+        batches = [vl_batch(config, case, mb, s, g) for _ in range(2 * ga)]
+    else:
+        batches = [torch.randint(0, text_config.vocab_size, (mb, s), generator=g) for _ in range(2 * ga)]
     sp_loss = None
     if sp > 1:
         batches, sp_loss = sp_batches_and_loss(batches, sp, case.get("sp_loss", "all_reduce"))
@@ -1049,6 +1072,9 @@ def rank_main(rank, case, port, result_path):
             # (+) the vision tower and projector frozen before deepspeed.initialize (model.trainable_parameters
             # counts what is left)
             result["freeze_vision"] = True
+        if case.get("images_per_sample"):
+            # (+) images per sample and their size in pixels (vl_batch)
+            result["images"] = {"per_sample": int(case["images_per_sample"]), "size": list(case["image_size"])}
         if REC.record_hpz:
             result["hpz"] = hpz_block(engine, case)
             result["hpz"]["per_rank"] = hpz_ranks
