@@ -28,6 +28,12 @@ json model_to_json(const planner::Workload& w) {
     j["vision_parameters"] = vision;
     j["vision_tower"] = m.vision_tower;
     j["vision_frozen"] = w.train.freeze_vision || w.train.method != planner::Method::Full;
+    j["images_per_sample"] = w.train.images_per_sample;
+    if (w.train.images_per_sample > 0) {
+      j["image_size"] = {w.train.image_h, w.train.image_w};
+      j["image_tokens_per_sample"] =
+          w.train.images_per_sample * m.vision_geometry.tokens(w.train.image_h, w.train.image_w);
+    }
   }
   if (m.params_only) j["architecture_known"] = false;
   if (w.train.tensor_parallel > 1) j["parameters_per_tp_rank"] = w.model.num_parameters();

@@ -118,6 +118,27 @@ std::string assumed_stack(const Workload& w) {
 
 }  // namespace
 
+namespace {
+
+// A vision-language model's tower as planned (planner/vision.h): its size, trained or frozen, and the images.
+std::string vision_line(const Workload& w) {
+  const auto& m = w.model;
+  if (m.vision_groups.empty()) return "";
+  const auto& t = w.train;
+  const bool frozen = t.freeze_vision || t.method != Method::Full;
+  const std::string images =
+      t.images_per_sample > 0
+          ? fmt::format("{} image{} of {}x{} per sample ({} tokens each) through the frozen tower",
+                        t.images_per_sample, t.images_per_sample > 1 ? "s" : "", t.image_h, t.image_w,
+                        m.vision_geometry.tokens(t.image_h, t.image_w))
+          : std::string("text only (--images-per-sample)");
+  return fmt::format("vision: {} + projector, {:.2f}B parameters, {}; {}\n", m.vision_tower,
+                     static_cast<double>(m.vision_parameters()) / 1e9,
+                     frozen ? "frozen" : "trained (--freeze vision to freeze)", images);
+}
+
+}  // namespace
+
 std::string render_report(const Workload& w, const SearchResult& r) {
   std::string out;
   const auto& c = w.cluster;
@@ -141,6 +162,7 @@ std::string render_report(const Workload& w, const SearchResult& r) {
         c.intra_node.name, c.nics_per_node, c.inter_node.name);
   else
     out += fmt::format("assumed links: {} between the GPUs (--intra-link)\n", c.intra_node.name);
+  out += vision_line(w);
   out += fmt::format("{} candidate plans evaluated; best plan of each ZeRO stage", r.candidates_evaluated);
   if (w.train.global_batch)
     out += fmt::format(" (global batch {} sequences)", *w.train.global_batch);

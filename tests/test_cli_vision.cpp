@@ -77,6 +77,9 @@ TEST(CliVision, ImagesAddTheFrozenTowersForward) {
   std::vector<std::string> with = common;
   with.insert(with.end(), {"--images-per-sample", "4", "--image-size", "448"});
   const nlohmann::json img = plan(with);
+  EXPECT_EQ(img["model"]["images_per_sample"], 4);
+  EXPECT_EQ(img["model"]["image_tokens_per_sample"], 4 * 256);  // 448 / 14 = 32; 32 x 32 / (2 x 2) each
+  EXPECT_EQ(text["model"]["images_per_sample"], 0);
   EXPECT_LE(img["recommendation"]["memory"]["gpu"]["peak"].get<int64_t>() -
                 text["recommendation"]["memory"]["gpu"]["peak"].get<int64_t>(),
             4096);
