@@ -185,6 +185,15 @@ void compare_with_config(const ModelSpec& from_config, ModelSpec& m) {
 }  // namespace
 
 void read_safetensors_folder(const std::string& dir, ModelSpec& m) {
+  // A vision-language checkpoint's tower blocks ("model.visual.blocks.N") would be read as decoder layers
+  // here: refused until its tensors are split by part; its config.json alone plans it
+  // (models/vision_tower.h).
+  if (!m.vision_groups.empty())
+    throw_user_error(
+        "folder '{}' holds a vision-language checkpoint ('{}'): reading its safetensors is not supported "
+        "yet; "
+        "pass its config.json (--model {}/config.json), which counts the tower and language model exactly",
+        dir, m.text_config_of, dir);
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))

@@ -1,9 +1,10 @@
 #pragma once
 // A vision-language model's vision tower and projector in the plan (issue 29 item 3): their parameters
 // are model states beside the language tower's, trained or frozen (--freeze vision), and DeepSpeed
-// partitions them like any other parameter (stage 3 partitions frozen ones too). Images are not fed
-// through the tower yet: no tower activations, no tower time, and no tower parameter is gathered or
-// reduced during the step (as in a step whose batch carries no image).
+// partitions them like any other parameter (stage 3 partitions frozen ones too). Without images the tower
+// does not run: nothing of it is gathered, reduced, saved or timed (a trained tower then gets DeepSpeed's
+// zero gradients at stages 1-2). With --images-per-sample the frozen tower runs after the token embedding:
+// gathered in the forward at stage 3, no backward, nothing saved, its forward GEMMs priced.
 #include <vector>
 
 #include "models/model_spec.h"

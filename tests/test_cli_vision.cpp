@@ -15,7 +15,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
@@ -175,6 +177,24 @@ TEST(CliVision, LoraSaysWhatPeftWouldAddToTheTower) {
   ASSERT_EQ(qv.exit_code, 0) << qv.err;
   EXPECT_EQ(nlohmann::json::parse(qv.out)["warnings"].dump().find("vision tower's linears"),
             std::string::npos);
+}
+
+// A checkpoint folder of a vision-language model: refused by name (its tower blocks would read as decoder
+// layers), pointing at its config.json.
+TEST(CliVision, CheckpointFolderIsRefusedWithTheWayOut) {
+  const fs::path dir = fs::temp_directory_path() / ("zp-vl-ckpt-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(kQwen25Vl7b, dir / "config.json", fs::copy_options::overwrite_existing);
+  {
+    // A safetensors file: an 8-byte little-endian header length, then the JSON header (no tensors).
+    const std::string header = "{\"__metadata__\":{}}";
+    std::ofstream f(dir / "model.safetensors", std::ios::binary);
+    uint64_t n = header.size();
+    for (int i = 0; i < 8; ++i) f.put(static_cast<char>((n >> (8 * i)) & 0xff));
+    f << header;
+  }
+  expect_cli_user_error({"--model", dir.string(), "--gpus", "8xA100"}, "vision-language checkpoint");
+  fs::remove_all(dir);
 }
 
 }  // namespace
