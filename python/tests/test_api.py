@@ -34,6 +34,8 @@ def cli_json(*args):
 # where nothing fits (exit 1, recommendation null) and a parameter-count-only model.
 PLAN_SWEEP = [
     (("--model", "13b", "--gpus", "4xA40"), dict(model="13b", gpus="4xA40")),
+    (("--model", "gemma-3-4b", "--gpus", "2xA100-80GB", "--freeze", "vision", "--images-per-sample", "2"),
+     dict(model="gemma-3-4b", gpus="2xA100-80GB", freeze="vision", images_per_sample=2)),
     (("--model", "7b", "--gpus", "8xA100-80GB", "--stage", "2", "--micro-batch", "1"),
      dict(model="7b", gpus="8xA100-80GB", stage=2, micro_batch=1)),
     (("--model", "70b", "--gpus", "2x8xH100", "--global-batch", "512"),
@@ -72,6 +74,20 @@ class PlanTest(unittest.TestCase):
         self.assertLessEqual(rec.memory.gpu.peak, rec.memory.gpu.usable)
         self.assertEqual(sorted(p.zero_stage for p in r.plans), [0, 1, 2, 3])
         self.assertIn(f"ZeRO-{rec.zero_stage}", str(rec))
+
+    def test_vision_language_model_fields(self):
+        # Gemma-3-4B: transformers 5.24 counts 3,880,263,168 in the language tower (Gemma3ForCausalLM,
+        # tests/data/models/param_counts.json) and 416,866,032 + 2,950,272 in the SigLIP tower and projector
+        # (tests/test_vision_tower.cpp).
+        r = zeroplan.plan(model="gemma-3-4b", gpus="2xA100-80GB", freeze="vision", images_per_sample=2)
+        self.assertEqual(r.model.language_parameters, 3_880_263_168)
+        self.assertEqual(r.model.vision_parameters, 416_866_032 + 2_950_272)
+        self.assertEqual(r.model.parameters, 3_880_263_168 + 416_866_032 + 2_950_272)
+        self.assertEqual(r.model.trainable_parameters, 3_880_263_168)
+        self.assertEqual(r.model.vision_tower, "siglip_vision_model")
+        self.assertTrue(r.model.vision_frozen)
+        self.assertEqual(r.model.images_per_sample, 2)
+        self.assertIsNone(zeroplan.plan(model="13b", gpus="4xA40").model.vision_parameters)
 
     def test_tensor_parallel_layout_and_groups(self):
         # AutoTP (--tp): the plan carries the layout and each collective its group (README contract).

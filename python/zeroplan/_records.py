@@ -269,8 +269,16 @@ class Plan(Record):
 @dataclass
 class Model(Record):
     name: str = ""
-    parameters: int = 0
+    parameters: int = 0  # the whole model's: a vision-language model's tower and projector included
     trainable_parameters: int = 0
+    # Vision-language models only (None otherwise; planner/vision.h): the language tower's and the vision
+    # tower's + projector's parameters, the tower's model type, whether it is frozen (--freeze vision or
+    # LoRA), and the images each sample carries through it (0: text only).
+    language_parameters: Optional[int] = None
+    vision_parameters: Optional[int] = None
+    vision_tower: Optional[str] = None
+    vision_frozen: Optional[bool] = None
+    images_per_sample: Optional[int] = None
 
 
 @dataclass
