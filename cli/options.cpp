@@ -350,7 +350,7 @@ void apply_image_flags(const PlanFlags& f, planner::Workload& w) {
         "--images-per-sample: images through the {} wrapper's tower (any-resolution tiling) are not "
         "modelled; plan text only",
         w.model.text_config_of);
-  if (!t.freeze_vision && t.method == planner::Method::Full)
+  if (!planner::vision_tower_frozen(w))
     throw UserError(
         "--images-per-sample: training the vision tower on images is not modelled yet (its saved "
         "activations); "

@@ -7,6 +7,7 @@
 #include "planner/parallel.h"
 #include "planner/tiled_mlp.h"
 #include "planner/torch_version.h"
+#include "planner/vision.h"
 
 namespace zeroplan::cli {
 
@@ -27,7 +28,7 @@ json model_to_json(const planner::Workload& w) {
     j["language_parameters"] = m.num_parameters();
     j["vision_parameters"] = vision;
     j["vision_tower"] = m.vision_tower;
-    j["vision_frozen"] = w.train.freeze_vision || w.train.method != planner::Method::Full;
+    j["vision_frozen"] = planner::vision_tower_frozen(w);
     j["images_per_sample"] = w.train.images_per_sample;
     if (w.train.images_per_sample > 0) {
       j["image_size"] = {w.train.image_h, w.train.image_w};

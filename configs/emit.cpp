@@ -13,6 +13,7 @@
 #include "planner/checkpoint_offload.h"
 #include "planner/parallel.h"
 #include "planner/tiled_mlp.h"
+#include "planner/vision.h"
 
 namespace zeroplan::configs {
 namespace {
@@ -468,6 +469,8 @@ std::string sequence_parallel_args(const planner::Workload& w, const planner::Pl
 // models, "model.vision_tower" and "model.multi_modal_projector" for the others).
 std::string vision_setup_note(const planner::Workload& w) {
   if (w.model.vision_groups.empty()) return "";
+  // Under LoRA the tower is frozen with everything but the adapters (peft.get_peft_model): nothing to add.
+  if (!w.train.freeze_vision && planner::vision_tower_frozen(w)) return "";
   if (!w.train.freeze_vision)
     return "# The vision tower and projector train with the language model (the plan holds their gradients "
            "and\n"

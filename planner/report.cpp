@@ -11,6 +11,7 @@
 #include "planner/op_model.h"
 #include "planner/reasons.h"
 #include "planner/torch_version.h"
+#include "planner/vision.h"
 
 namespace zeroplan::planner {
 namespace {
@@ -125,7 +126,7 @@ std::string vision_line(const Workload& w) {
   const auto& m = w.model;
   if (m.vision_groups.empty()) return "";
   const auto& t = w.train;
-  const bool frozen = t.freeze_vision || t.method != Method::Full;
+  const bool frozen = vision_tower_frozen(w);
   const std::string images =
       t.images_per_sample > 0
           ? fmt::format("{} image{} of {}x{} per sample ({} tokens each) through the frozen tower",

@@ -13,6 +13,10 @@ std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w) 
   return out;
 }
 
+bool vision_tower_frozen(const Workload& w) {
+  return w.train.freeze_vision || w.train.method != Method::Full;
+}
+
 std::vector<GemmShape> vision_forward_gemms(const Workload& w) {
   std::vector<GemmShape> out;
   const int64_t k = w.train.images_per_sample, seq = w.train.rank_seq_len();

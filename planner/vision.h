@@ -24,6 +24,10 @@ std::vector<models::LayerInventory> vision_groups_as_trained(const Workload& w);
 std::vector<models::LayerInventory> with_vision(const Workload& w,
                                                 std::vector<models::LayerInventory> language);
 
+// Whether the run holds the tower frozen: --freeze vision, or LoRA (whose adapters zeroplan puts on the
+// language tower only, everything else frozen).
+bool vision_tower_frozen(const Workload& w);
+
 // The frozen tower's forward GEMMs for the workload's images (compute_stats' vision_gemms): each Linear of
 // the tower at the patches' rows, each of the projector at the image tokens' rows, and the patch embedding
 // (a convolution of stride = kernel: one GEMM of [out, C x (T x) p x p]) at the patches'. Empty without

@@ -197,4 +197,20 @@ TEST(CliVision, CheckpointFolderIsRefusedWithTheWayOut) {
   fs::remove_all(dir);
 }
 
+// Under LoRA the tower is frozen with the rest of the base model: the snippet neither says it trains nor
+// adds a freeze loop (the plan's JSON says vision_frozen).
+TEST(CliVision, LoraSnippetDoesNotSayTheTowerTrains) {
+  const fs::path dir = fs::temp_directory_path() / ("zp-vision-lora-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string cfg = (dir / "ds.json").string();
+  const auto e =
+      run_cli({"--model", kQwen25Vl7b, "--gpus", "2xA100-80GB", "--method", "lora", "--emit", cfg, "--json"});
+  ASSERT_EQ(e.exit_code, 0) << e.err;
+  EXPECT_TRUE(nlohmann::json::parse(e.out)["model"]["vision_frozen"].get<bool>());
+  const std::string args = slurp((dir / "ds.training_args.py").string());
+  EXPECT_EQ(args.find("train with the language model"), std::string::npos) << args;
+  EXPECT_EQ(args.find("requires_grad_(False)"), std::string::npos) << args;
+  fs::remove_all(dir);
+}
+
 }  // namespace
